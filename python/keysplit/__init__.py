@@ -1,0 +1,25 @@
+"""keysplit: split hot keys of skewed streams over workers.
+
+The key groupers of the stream-partitioning literature, in Rust, routing Arrow and Polars
+data without copying it. See ``keysplit.groupers()`` for what is available.
+"""
+
+from keysplit import datasets, metrics
+from keysplit._core import MAX_WORKERS, WorkerIds, __version__, hash_key
+from keysplit._grouper import Grouper, GrouperInfo, NullPolicy, groupers
+from keysplit._routing import route, route_batches
+
+__all__ = [
+    "MAX_WORKERS",
+    "Grouper",
+    "GrouperInfo",
+    "NullPolicy",
+    "WorkerIds",
+    "__version__",
+    "datasets",
+    "groupers",
+    "hash_key",
+    "metrics",
+    "route",
+    "route_batches",
+]

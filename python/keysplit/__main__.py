@@ -1,0 +1,5 @@
+import sys
+
+from keysplit.cli import main
+
+sys.exit(main())

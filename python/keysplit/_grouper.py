@@ -1,0 +1,163 @@
+"""The grouper API: one class for every grouper of the registry."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, Literal
+
+from keysplit import _core
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from keysplit._core import ParamValue, WorkerIds
+
+NullPolicy = Literal["raise", "group"]
+
+_SEED_LIMIT = 1 << 64
+
+
+@dataclass(frozen=True)
+class GrouperInfo:
+    """A registered grouper: its name, the paper it follows and its default parameters."""
+
+    name: str
+    title: str
+    paper: str
+    defaults: Mapping[str, ParamValue]
+    param_docs: Mapping[str, str]
+
+
+def groupers() -> list[GrouperInfo]:
+    """Every grouper keysplit has, with its paper and its default parameters."""
+    return [
+        GrouperInfo(
+            name=entry["name"],
+            title=entry["title"],
+            paper=entry["paper"],
+            defaults=MappingProxyType(entry["defaults"]),
+            param_docs=MappingProxyType(entry["param_docs"]),
+        )
+        for entry in _core.groupers()
+    ]
+
+
+def _require_int(name: str, value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
+    return value
+
+
+def _native_contiguous(keys: Any) -> Any:
+    """NumPy arrays as the buffer protocol reads them: C-contiguous and native-endian.
+
+    Only strided or byte-swapped arrays are copied; every other container is shared.
+    """
+    numpy = sys.modules.get("numpy")
+    if numpy is None or not isinstance(keys, numpy.ndarray):
+        return keys
+    if keys.dtype.byteorder not in "=|":
+        keys = keys.astype(keys.dtype.newbyteorder("="))
+    return numpy.ascontiguousarray(keys)
+
+
+class Grouper:
+    """A key grouper: routes each tuple of one source to one of ``workers`` workers.
+
+    Parameters
+    ----------
+    name
+        A grouper of :func:`keysplit.groupers`, e.g. ``"key"``, ``"shuffle"`` or ``"pkg"``.
+    workers
+        The number of downstream workers ``n``; ids are ``0 .. n-1``.
+    seed
+        Seeds every hash and random draw: the same seed and keys give the same routing on
+        every machine and in every release.
+    **params
+        The grouper's parameters; each defaults to its paper's value
+        (see ``GrouperInfo.defaults``). Unknown names are refused.
+
+    A grouper is stateful: routing a batch is routing its keys one at a time, in order,
+    and later routings depend on earlier ones (through loads, tables and sketches).
+
+    Examples
+    --------
+    >>> import polars as pl, keysplit
+    >>> kg = keysplit.Grouper("key", workers=8, seed=1)
+    >>> ids = kg.route(pl.Series(["a", "b", "a"]))
+    >>> ids[0] == ids[2]
+    True
+    >>> pl.Series("worker", ids).dtype
+    UInt32
+    """
+
+    __slots__ = ("_core",)
+
+    def __init__(self, name: str, workers: int, seed: int = 0, **params: ParamValue) -> None:
+        if not isinstance(name, str):
+            raise TypeError(f"name must be a str, got {type(name).__name__}")
+        if not 1 <= _require_int("workers", workers) <= _core.MAX_WORKERS:
+            raise ValueError(f"workers must be between 1 and {_core.MAX_WORKERS}, got {workers}")
+        if not 0 <= _require_int("seed", seed) < _SEED_LIMIT:
+            raise ValueError(f"seed must be in [0, 2**64), got {seed}")
+        self._core = _core.GrouperCore(name, workers, seed, params)
+
+    def route(self, keys: Any, *, nulls: NullPolicy = "raise") -> WorkerIds:
+        """Routes a column of keys, in order, and returns one worker id per key.
+
+        ``keys`` is anything that implements the Arrow PyCapsule interface (a Polars
+        Series, a PyArrow Array or ChunkedArray), a NumPy integer array, or a list of
+        ``str``/``bytes``/``int``. Arrow and NumPy key buffers are read in place, never
+        copied, and the GIL is released while routing.
+
+        ``nulls="raise"`` (the default) refuses a column with null keys before routing any
+        of it. ``nulls="group"`` routes every null as one key, the empty byte string.
+
+        The result is a :class:`WorkerIds` (uint32) that ``pl.Series``, ``pa.array`` and
+        ``np.asarray`` take without copying.
+        """
+        return self._core.route(_native_contiguous(keys), nulls)
+
+    def route_key(self, key: str | bytes | int | None, *, nulls: NullPolicy = "raise") -> int:
+        """Routes one tuple with key ``key``; the same as routing a batch of one."""
+        return self._core.route_key(key, nulls)
+
+    def end_window(self) -> None:
+        """Marks a window boundary; groupers without windowed state ignore it."""
+        self._core.end_window()
+
+    @property
+    def name(self) -> str:
+        """The registry name of the grouper."""
+        return self._core.name
+
+    @property
+    def workers(self) -> int:
+        """The number of workers ``n``."""
+        return self._core.workers
+
+    @property
+    def seed(self) -> int:
+        """The seed of every hash and random draw."""
+        return self._core.seed
+
+    @property
+    def params(self) -> dict[str, ParamValue]:
+        """Every parameter with its effective value, defaults included."""
+        return self._core.params
+
+    @property
+    def loads(self) -> list[int]:
+        """Tuples routed to each worker so far (local load estimation)."""
+        return self._core.loads
+
+    @property
+    def state_bytes(self) -> int:
+        """Bytes of routing state: load counters, tables and sketches."""
+        return self._core.state_bytes
+
+    def __repr__(self) -> str:
+        params = "".join(f", {k}={v!r}" for k, v in self.params.items())
+        return f"Grouper({self.name!r}, workers={self.workers}, seed={self.seed}{params})"

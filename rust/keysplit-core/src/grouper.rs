@@ -1,0 +1,147 @@
+//! The `Grouper` trait, the registry of groupers and the one way to build them.
+
+use crate::error::{ConfigError, RouteError};
+use crate::groupers;
+use crate::hash::HashFamily;
+use crate::keys::KeyBatch;
+use crate::loads::LoadVector;
+use crate::params::{ParamReader, ParamSpec, Params};
+
+/// The largest worker count: each worker costs one cache line of load counter.
+pub const MAX_WORKERS: u32 = 1 << 20;
+
+/// The bytes a null key is routed as under [`NullPolicy::Group`]: the empty key.
+pub const NULL_KEY: &[u8] = b"";
+
+/// What to do with null keys. They are never dropped.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum NullPolicy {
+    /// Refuse the whole batch before routing any of it.
+    #[default]
+    Raise,
+    /// Route every null as one key, the empty byte string [`NULL_KEY`]. Nulls then share
+    /// their worker (and any routing state) with `""` and `b""`, but stay a group of their
+    /// own in any aggregation downstream, as in SQL's `GROUP BY`.
+    Group,
+}
+
+/// A partitioner of a keyed stream over `n` workers, as one source sees it.
+///
+/// A grouper is a state machine driven by the tuples of one source: routing a batch must
+/// be exactly routing its keys one at a time, in order.
+pub trait Grouper: Send {
+    /// The registry name, e.g. `"pkg"`.
+    fn name(&self) -> &'static str;
+
+    /// Routes one tuple with key bytes `key` and returns its worker in `0..n`.
+    fn route(&mut self, key: &[u8]) -> u32;
+
+    /// Routes every key of `keys` in order into `out`; a null routes as [`NULL_KEY`].
+    ///
+    /// `out.len() == keys.len()`, checked by [`route_batch`]. Overriding this is only for
+    /// speed: the result must equal calling [`Grouper::route`] key by key.
+    fn route_batch(&mut self, keys: &KeyBatch<'_>, out: &mut [u32]) {
+        keys.for_each(|row, key| out[row] = self.route(key.unwrap_or(NULL_KEY)));
+    }
+
+    /// Marks the end of a window (of time or of tuples). Groupers without windowed state
+    /// ignore it.
+    fn end_window(&mut self) {}
+
+    /// The tuples this source has sent to each worker, or the global view when shared.
+    fn loads(&self) -> &LoadVector;
+
+    /// Bytes of routing state: tables, sketches and load counters.
+    fn state_bytes(&self) -> usize;
+
+    fn workers(&self) -> u32 {
+        self.loads().workers()
+    }
+}
+
+/// Routes `keys` into `out` after checking the batch against `nulls`, so that a refused
+/// batch changes no state.
+pub fn route_batch(
+    grouper: &mut dyn Grouper,
+    keys: &KeyBatch<'_>,
+    nulls: NullPolicy,
+    out: &mut [u32],
+) -> Result<(), RouteError> {
+    if out.len() != keys.len() {
+        return Err(RouteError::OutputLength { keys: keys.len(), out: out.len() });
+    }
+    if nulls == NullPolicy::Raise {
+        let null_count = keys.null_count();
+        if null_count > 0 {
+            return Err(RouteError::NullKeys { nulls: null_count });
+        }
+    }
+    grouper.route_batch(keys, out);
+    Ok(())
+}
+
+/// What every grouper is built from, besides its own parameters.
+pub struct GrouperConfig {
+    pub workers: u32,
+    pub hashes: HashFamily,
+    pub loads: LoadVector,
+}
+
+/// A registry entry: a grouper's name, its paper and its parameters with their defaults.
+pub struct GrouperInfo {
+    pub name: &'static str,
+    pub title: &'static str,
+    /// The publication the grouper follows, or the section of `spec/baselines.md`.
+    pub paper: &'static str,
+    pub params: &'static [ParamSpec],
+    pub build: fn(GrouperConfig, &mut ParamReader<'_>) -> Result<Box<dyn Grouper>, ConfigError>,
+}
+
+/// Every grouper keysplit has, in the order the documentation lists them.
+pub fn registry() -> &'static [GrouperInfo] {
+    groupers::REGISTRY
+}
+
+pub fn lookup(name: &str) -> Result<&'static GrouperInfo, ConfigError> {
+    registry().iter().find(|info| info.name == name).ok_or_else(|| ConfigError::UnknownGrouper {
+        name: name.to_owned(),
+        known: registry().iter().map(|info| info.name).collect(),
+    })
+}
+
+/// A built grouper with the configuration it was built from.
+pub struct GrouperInstance {
+    pub info: &'static GrouperInfo,
+    pub seed: u64,
+    /// Every parameter with its effective value, defaults included.
+    pub params: Params,
+    pub grouper: Box<dyn Grouper>,
+}
+
+/// Builds grouper `name` over `workers` workers. `loads` is a handle on a shared load
+/// vector when several sources share a global view; `None` gives private counters.
+pub fn build(
+    name: &str,
+    workers: u64,
+    seed: u64,
+    params: &Params,
+    loads: Option<LoadVector>,
+) -> Result<GrouperInstance, ConfigError> {
+    let info = lookup(name)?;
+    let workers = match u32::try_from(workers) {
+        Ok(w) if (1..=MAX_WORKERS).contains(&w) => w,
+        _ => return Err(ConfigError::Workers { workers, max: MAX_WORKERS }),
+    };
+    let loads = match loads {
+        Some(shared) if shared.workers() == workers => shared,
+        Some(shared) => {
+            return Err(ConfigError::SharedLoads { loads: shared.workers(), workers });
+        }
+        None => LoadVector::private(workers),
+    };
+    let config = GrouperConfig { workers, hashes: HashFamily::new(seed), loads };
+    let mut reader = ParamReader::new(info.name, info.params, params)?;
+    let grouper = (info.build)(config, &mut reader)?;
+    let params = reader.finish();
+    Ok(GrouperInstance { info, seed, params, grouper })
+}

@@ -1,0 +1,48 @@
+//! Key grouping (KG, FLD, "hash"): one worker per key.
+//!
+//! Specification: `spec/baselines.md`, "Key grouping". A key goes to `h_0(k) mod n`.
+
+use crate::error::ConfigError;
+use crate::grouper::{Grouper, GrouperConfig, GrouperInfo};
+use crate::hash::HashFamily;
+use crate::loads::LoadVector;
+use crate::params::ParamReader;
+
+pub const INFO: GrouperInfo = GrouperInfo {
+    name: "key",
+    title: "Key grouping (hash partitioning)",
+    paper: "spec/baselines.md: Key grouping (KG, FLD, hash)",
+    params: &[],
+    build,
+};
+
+fn build(config: GrouperConfig, _: &mut ParamReader<'_>) -> Result<Box<dyn Grouper>, ConfigError> {
+    Ok(Box::new(KeyGrouping { hashes: config.hashes, workers: config.workers, loads: config.loads }))
+}
+
+pub struct KeyGrouping {
+    hashes: HashFamily,
+    workers: u32,
+    loads: LoadVector,
+}
+
+impl Grouper for KeyGrouping {
+    fn name(&self) -> &'static str {
+        INFO.name
+    }
+
+    #[inline]
+    fn route(&mut self, key: &[u8]) -> u32 {
+        let worker = self.hashes.candidate(0, key, self.workers);
+        self.loads.add(worker, 1);
+        worker
+    }
+
+    fn loads(&self) -> &LoadVector {
+        &self.loads
+    }
+
+    fn state_bytes(&self) -> usize {
+        std::mem::size_of::<Self>() + self.loads.state_bytes()
+    }
+}

@@ -1,0 +1,50 @@
+//! Shuffle grouping (SG, SH): round robin, no key affinity.
+//!
+//! Specification: `spec/baselines.md`, "Shuffle grouping". Tuple `i` of a source goes to
+//! worker `i mod n`, whatever its key; the seed is not used, so every source starts at
+//! worker 0, as Storm's shuffle grouping does per task.
+
+use crate::error::ConfigError;
+use crate::grouper::{Grouper, GrouperConfig, GrouperInfo};
+use crate::loads::LoadVector;
+use crate::params::ParamReader;
+
+pub const INFO: GrouperInfo = GrouperInfo {
+    name: "shuffle",
+    title: "Shuffle grouping (round robin)",
+    paper: "spec/baselines.md: Shuffle grouping (SG, SH)",
+    params: &[],
+    build,
+};
+
+fn build(config: GrouperConfig, _: &mut ParamReader<'_>) -> Result<Box<dyn Grouper>, ConfigError> {
+    Ok(Box::new(Shuffle { next: 0, workers: config.workers, loads: config.loads }))
+}
+
+pub struct Shuffle {
+    next: u32,
+    workers: u32,
+    loads: LoadVector,
+}
+
+impl Grouper for Shuffle {
+    fn name(&self) -> &'static str {
+        INFO.name
+    }
+
+    #[inline]
+    fn route(&mut self, _key: &[u8]) -> u32 {
+        let worker = self.next;
+        self.next = if worker + 1 == self.workers { 0 } else { worker + 1 };
+        self.loads.add(worker, 1);
+        worker
+    }
+
+    fn loads(&self) -> &LoadVector {
+        &self.loads
+    }
+
+    fn state_bytes(&self) -> usize {
+        std::mem::size_of::<Self>() + self.loads.state_bytes()
+    }
+}

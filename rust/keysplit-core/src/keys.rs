@@ -1,0 +1,310 @@
+//! Borrowed, zero-copy views of a batch of keys in the Arrow memory layouts.
+//!
+//! The core does not depend on Arrow: a binding hands it the raw buffers of an Arrow array
+//! (or a NumPy buffer) and a [`KeyBatch`] validates them once, so that iteration can never
+//! read out of bounds, whatever the caller passed.
+
+use std::fmt;
+
+use crate::hash::{signed_key_bytes, unsigned_key_bytes};
+
+/// Why a set of buffers does not form a valid key batch.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InvalidKeys(pub String);
+
+impl fmt::Display for InvalidKeys {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "invalid key buffers: {}", self.0)
+    }
+}
+
+impl std::error::Error for InvalidKeys {}
+
+/// The values of a key column, in one of the Arrow layouts keysplit reads.
+#[derive(Clone, Debug)]
+pub enum KeyValues<'a> {
+    Int8(&'a [i8]),
+    Int16(&'a [i16]),
+    Int32(&'a [i32]),
+    Int64(&'a [i64]),
+    UInt8(&'a [u8]),
+    UInt16(&'a [u16]),
+    UInt32(&'a [u32]),
+    UInt64(&'a [u64]),
+    /// `string` / `binary`: `len + 1` offsets into `data`.
+    Offsets32 { offsets: &'a [i32], data: &'a [u8] },
+    /// `large_string` / `large_binary`.
+    Offsets64 { offsets: &'a [i64], data: &'a [u8] },
+    /// `string_view` / `binary_view`: 16-byte views into `buffers`.
+    Views { views: &'a [u128], buffers: Vec<&'a [u8]> },
+    /// Owned byte strings, for keys that arrive as Python objects.
+    Owned(&'a [Vec<u8>]),
+}
+
+/// A validity bitmap in Arrow's LSB bit order: bit `offset + i` set means row `i` is valid.
+#[derive(Clone, Copy, Debug)]
+pub struct Validity<'a> {
+    bits: &'a [u8],
+    offset: usize,
+}
+
+impl Validity<'_> {
+    #[inline]
+    fn is_valid(&self, row: usize) -> bool {
+        let bit = self.offset + row;
+        self.bits[bit / 8] & (1 << (bit % 8)) != 0
+    }
+}
+
+/// A validated batch of keys, optionally with nulls.
+///
+/// A null key is yielded as `None`; what happens to it is the caller's policy.
+#[derive(Clone, Debug)]
+pub struct KeyBatch<'a> {
+    values: KeyValues<'a>,
+    len: usize,
+    validity: Option<Validity<'a>>,
+}
+
+const VIEW_INLINE_LEN: u32 = 12;
+
+fn view_parts(view: u128) -> (u32, u32, u32) {
+    let length = view as u32;
+    let buffer = (view >> 64) as u32;
+    let offset = (view >> 96) as u32;
+    (length, buffer, offset)
+}
+
+fn check_offsets<O: Copy + TryInto<usize> + fmt::Debug>(
+    offsets: &[O],
+    data_len: usize,
+) -> Result<usize, InvalidKeys> {
+    if offsets.is_empty() {
+        return Ok(0);
+    }
+    let mut previous = 0usize;
+    for (i, &o) in offsets.iter().enumerate() {
+        let position: usize = o
+            .try_into()
+            .map_err(|_| InvalidKeys(format!("offset {i} is negative ({o:?})")))?;
+        if i > 0 && position < previous {
+            return Err(InvalidKeys(format!("offsets decrease at index {i}")));
+        }
+        if position > data_len {
+            return Err(InvalidKeys(format!(
+                "offset {i} ({position}) is past the end of the data ({data_len} bytes)"
+            )));
+        }
+        previous = position;
+    }
+    Ok(offsets.len() - 1)
+}
+
+fn check_views(views: &[u128], buffers: &[&[u8]]) -> Result<(), InvalidKeys> {
+    for (row, &view) in views.iter().enumerate() {
+        let (length, buffer, offset) = view_parts(view);
+        if length <= VIEW_INLINE_LEN {
+            continue;
+        }
+        let data = buffers.get(buffer as usize).ok_or_else(|| {
+            InvalidKeys(format!("view {row} names data buffer {buffer}, of {}", buffers.len()))
+        })?;
+        let end = offset as usize + length as usize;
+        if end > data.len() {
+            return Err(InvalidKeys(format!(
+                "view {row} ends at byte {end}, past its buffer of {} bytes",
+                data.len()
+            )));
+        }
+    }
+    Ok(())
+}
+
+impl<'a> KeyBatch<'a> {
+    /// Validates `values` and builds a batch without nulls.
+    pub fn new(values: KeyValues<'a>) -> Result<Self, InvalidKeys> {
+        let len = match &values {
+            KeyValues::Int8(v) => v.len(),
+            KeyValues::Int16(v) => v.len(),
+            KeyValues::Int32(v) => v.len(),
+            KeyValues::Int64(v) => v.len(),
+            KeyValues::UInt8(v) => v.len(),
+            KeyValues::UInt16(v) => v.len(),
+            KeyValues::UInt32(v) => v.len(),
+            KeyValues::UInt64(v) => v.len(),
+            KeyValues::Offsets32 { offsets, data } => check_offsets(offsets, data.len())?,
+            KeyValues::Offsets64 { offsets, data } => check_offsets(offsets, data.len())?,
+            KeyValues::Views { views, buffers } => {
+                check_views(views, buffers)?;
+                views.len()
+            }
+            KeyValues::Owned(v) => v.len(),
+        };
+        Ok(Self { values, len, validity: None })
+    }
+
+    /// Attaches an Arrow validity bitmap that starts at bit `offset`.
+    pub fn with_validity(mut self, bits: &'a [u8], offset: usize) -> Result<Self, InvalidKeys> {
+        let needed_bits = offset
+            .checked_add(self.len)
+            .ok_or_else(|| InvalidKeys("validity offset overflows".into()))?;
+        if bits.len() * 8 < needed_bits {
+            return Err(InvalidKeys(format!(
+                "validity bitmap has {} bits, {needed_bits} needed",
+                bits.len() * 8
+            )));
+        }
+        self.validity = Some(Validity { bits, offset });
+        Ok(self)
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The number of null keys.
+    pub fn null_count(&self) -> usize {
+        match &self.validity {
+            None => 0,
+            Some(v) => (0..self.len).filter(|&row| !v.is_valid(row)).count(),
+        }
+    }
+
+    /// Calls `f(row, key)` for every row in order; `key` is `None` for a null.
+    ///
+    /// Generic so that each layout compiles to its own tight loop.
+    #[inline]
+    pub fn for_each<F: FnMut(usize, Option<&[u8]>)>(&self, mut f: F) {
+        match self.validity {
+            None => self.for_each_valid(|row, key| f(row, Some(key))),
+            Some(validity) => self.for_each_valid(|row, key| {
+                f(row, if validity.is_valid(row) { Some(key) } else { None })
+            }),
+        }
+    }
+
+    /// Calls `f(row, key)` for every row, reading the bytes under nulls as if valid.
+    #[inline]
+    fn for_each_valid<F: FnMut(usize, &[u8])>(&self, mut f: F) {
+        macro_rules! widened {
+            ($values:expr, $bytes:expr) => {
+                for (row, &v) in $values.iter().enumerate() {
+                    f(row, &$bytes(v));
+                }
+            };
+        }
+        match &self.values {
+            KeyValues::Int8(v) => widened!(v, |x: i8| signed_key_bytes(x.into())),
+            KeyValues::Int16(v) => widened!(v, |x: i16| signed_key_bytes(x.into())),
+            KeyValues::Int32(v) => widened!(v, |x: i32| signed_key_bytes(x.into())),
+            KeyValues::Int64(v) => widened!(v, signed_key_bytes),
+            KeyValues::UInt8(v) => widened!(v, |x: u8| unsigned_key_bytes(x.into())),
+            KeyValues::UInt16(v) => widened!(v, |x: u16| unsigned_key_bytes(x.into())),
+            KeyValues::UInt32(v) => widened!(v, |x: u32| unsigned_key_bytes(x.into())),
+            KeyValues::UInt64(v) => widened!(v, unsigned_key_bytes),
+            KeyValues::Offsets32 { offsets, data } => {
+                for (row, pair) in offsets.windows(2).enumerate() {
+                    f(row, &data[pair[0] as usize..pair[1] as usize]);
+                }
+            }
+            KeyValues::Offsets64 { offsets, data } => {
+                for (row, pair) in offsets.windows(2).enumerate() {
+                    f(row, &data[pair[0] as usize..pair[1] as usize]);
+                }
+            }
+            KeyValues::Views { views, buffers } => {
+                for (row, view) in views.iter().enumerate() {
+                    let (length, buffer, offset) = view_parts(*view);
+                    if length <= VIEW_INLINE_LEN {
+                        let bytes = view.to_le_bytes();
+                        f(row, &bytes[4..4 + length as usize]);
+                    } else {
+                        let start = offset as usize;
+                        f(row, &buffers[buffer as usize][start..start + length as usize]);
+                    }
+                }
+            }
+            KeyValues::Owned(v) => {
+                for (row, key) in v.iter().enumerate() {
+                    f(row, key);
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn collect(batch: &KeyBatch<'_>) -> Vec<Option<Vec<u8>>> {
+        let mut out = Vec::new();
+        batch.for_each(|_, k| out.push(k.map(<[u8]>::to_vec)));
+        out
+    }
+
+    fn inline_view(bytes: &[u8]) -> u128 {
+        let mut raw = [0u8; 16];
+        raw[..4].copy_from_slice(&(bytes.len() as u32).to_le_bytes());
+        raw[4..4 + bytes.len()].copy_from_slice(bytes);
+        u128::from_le_bytes(raw)
+    }
+
+    fn buffer_view(len: u32, buffer: u32, offset: u32) -> u128 {
+        u128::from(len) | (u128::from(buffer) << 64) | (u128::from(offset) << 96)
+    }
+
+    #[test]
+    fn every_layout_yields_the_same_logical_keys() {
+        let offsets32 = [0, 2, 2, 15];
+        let offsets64 = [0_i64, 2, 2, 15];
+        let data = b"abthirteen bytes";
+        let long = &data[2..15];
+        let views = [inline_view(b"ab"), inline_view(b""), buffer_view(13, 0, 2)];
+        let expected = vec![Some(b"ab".to_vec()), Some(vec![]), Some(long.to_vec())];
+        let owned = vec![b"ab".to_vec(), vec![], long.to_vec()];
+        for values in [
+            KeyValues::Offsets32 { offsets: &offsets32, data },
+            KeyValues::Offsets64 { offsets: &offsets64, data },
+            KeyValues::Views { views: &views, buffers: vec![data] },
+            KeyValues::Owned(&owned),
+        ] {
+            assert_eq!(collect(&KeyBatch::new(values).unwrap()), expected);
+        }
+    }
+
+    #[test]
+    fn integers_widen_to_eight_bytes() {
+        let batch = KeyBatch::new(KeyValues::Int32(&[-1, 7])).unwrap();
+        let wide = KeyBatch::new(KeyValues::Int64(&[-1, 7])).unwrap();
+        assert_eq!(collect(&batch), collect(&wide));
+    }
+
+    #[test]
+    fn nulls_come_from_the_bitmap_with_its_offset() {
+        let bits = [0b1111_0110_u8];
+        let batch = KeyBatch::new(KeyValues::UInt8(&[1, 2, 3])).unwrap();
+        let batch = batch.with_validity(&bits, 1).unwrap();
+        assert_eq!(batch.null_count(), 1);
+        let keys = collect(&batch);
+        assert!(keys[0].is_some() && keys[1].is_some() && keys[2].is_none());
+    }
+
+    #[test]
+    fn corrupt_buffers_are_rejected_not_read() {
+        let data = b"abc";
+        assert!(KeyBatch::new(KeyValues::Offsets32 { offsets: &[0, 4], data }).is_err());
+        assert!(KeyBatch::new(KeyValues::Offsets32 { offsets: &[2, 1], data }).is_err());
+        assert!(KeyBatch::new(KeyValues::Offsets64 { offsets: &[-1, 1], data }).is_err());
+        let views = [buffer_view(20, 0, 0)];
+        assert!(KeyBatch::new(KeyValues::Views { views: &views, buffers: vec![data] }).is_err());
+        let views = [buffer_view(13, 3, 0)];
+        assert!(KeyBatch::new(KeyValues::Views { views: &views, buffers: vec![] }).is_err());
+        let batch = KeyBatch::new(KeyValues::UInt8(&[1; 9])).unwrap();
+        assert!(batch.with_validity(&[0xff], 0).is_err());
+    }
+}

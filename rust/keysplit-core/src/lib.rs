@@ -1,0 +1,28 @@
+//! keysplit-core: key groupers that split hot keys of a skewed stream over several workers,
+//! trading load imbalance against the cost of merging partial results.
+//!
+//! Pure Rust, no Python. The groupers route key bytes (see [`hash`] for how a key becomes
+//! bytes and a hash, frozen across releases); [`keys::KeyBatch`] reads Arrow buffers without
+//! copying them; [`loads::LoadVector`] holds lock-free per-worker load counters.
+//!
+//! ```
+//! use keysplit_core::grouper::build;
+//! let mut pkg = build("pkg", 8, 1, &Default::default(), None).unwrap().grouper;
+//! let worker = pkg.route(b"apple");
+//! assert!(worker < 8);
+//! ```
+
+pub mod error;
+pub mod grouper;
+pub mod groupers;
+pub mod hash;
+pub mod keys;
+pub mod loads;
+pub mod params;
+pub mod rng;
+pub mod streams;
+
+pub use error::{ConfigError, RouteError};
+pub use grouper::{Grouper, GrouperInfo, GrouperInstance, NullPolicy, build, registry, route_batch};
+pub use keys::{KeyBatch, KeyValues};
+pub use loads::{LoadScope, LoadVector};

@@ -1,0 +1,151 @@
+//! Per-worker load counters: lock-free, one cache line each.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crossbeam_utils::CachePadded;
+
+/// Whether a load vector belongs to one source or is shared by several.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LoadScope {
+    /// Local load estimation, the papers' default: a source counts only what it sent.
+    /// Deterministic, since no other thread writes the counters.
+    Private,
+    /// A global view: every source that holds a handle adds to the same counters.
+    Shared,
+}
+
+/// `L_w`, the number of tuples sent to each worker.
+///
+/// Every counter sits on its own cache line, so sources that share the vector do not
+/// invalidate each other's lines when they bump different workers. Updates are
+/// lock-free in both scopes: a private vector uses plain relaxed load/store pairs (only
+/// its owner writes), a shared one uses relaxed `fetch_add`.
+#[derive(Debug)]
+pub struct LoadVector {
+    counters: Arc<[CachePadded<AtomicU64>]>,
+    scope: LoadScope,
+}
+
+impl LoadVector {
+    pub fn new(workers: u32, scope: LoadScope) -> Self {
+        let counters = (0..workers).map(|_| CachePadded::new(AtomicU64::new(0))).collect();
+        Self { counters, scope }
+    }
+
+    pub fn private(workers: u32) -> Self {
+        Self::new(workers, LoadScope::Private)
+    }
+
+    pub fn shared(workers: u32) -> Self {
+        Self::new(workers, LoadScope::Shared)
+    }
+
+    /// Another handle on a shared vector, for another source; `None` for a private one.
+    pub fn share(&self) -> Option<Self> {
+        match self.scope {
+            LoadScope::Shared => {
+                Some(Self { counters: Arc::clone(&self.counters), scope: LoadScope::Shared })
+            }
+            LoadScope::Private => None,
+        }
+    }
+
+    pub fn scope(&self) -> LoadScope {
+        self.scope
+    }
+
+    pub fn workers(&self) -> u32 {
+        self.counters.len() as u32
+    }
+
+    #[inline]
+    pub fn get(&self, worker: u32) -> u64 {
+        self.counters[worker as usize].load(Ordering::Relaxed)
+    }
+
+    #[inline]
+    pub fn add(&self, worker: u32, tuples: u64) {
+        let counter = &self.counters[worker as usize];
+        match self.scope {
+            LoadScope::Private => {
+                counter.store(counter.load(Ordering::Relaxed) + tuples, Ordering::Relaxed)
+            }
+            LoadScope::Shared => {
+                counter.fetch_add(tuples, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// The counters as plain numbers. Under concurrent updates each one is exact at
+    /// some instant, not all at the same instant.
+    pub fn snapshot(&self) -> Vec<u64> {
+        self.counters.iter().map(|c| c.load(Ordering::Relaxed)).collect()
+    }
+
+    pub fn total(&self) -> u64 {
+        self.counters.iter().map(|c| c.load(Ordering::Relaxed)).sum()
+    }
+
+    /// The index of the smallest counter, the lowest index on ties.
+    pub fn least_loaded(&self) -> u32 {
+        let mut best = 0u32;
+        let mut best_load = u64::MAX;
+        for (worker, counter) in self.counters.iter().enumerate() {
+            let load = counter.load(Ordering::Relaxed);
+            if load < best_load {
+                best = worker as u32;
+                best_load = load;
+            }
+        }
+        best
+    }
+
+    /// Bytes held by the counters.
+    pub fn state_bytes(&self) -> usize {
+        std::mem::size_of_val(&*self.counters)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counters_sit_on_separate_cache_lines() {
+        let loads = LoadVector::private(2);
+        let a = &loads.counters[0] as *const _ as usize;
+        let b = &loads.counters[1] as *const _ as usize;
+        assert!(b - a >= 64);
+        assert_eq!(loads.state_bytes(), 2 * std::mem::size_of::<CachePadded<AtomicU64>>());
+    }
+
+    #[test]
+    fn private_vectors_cannot_be_shared() {
+        assert!(LoadVector::private(4).share().is_none());
+        assert!(LoadVector::shared(4).share().is_some());
+    }
+
+    #[test]
+    fn shared_counters_lose_no_update_across_threads() {
+        let loads = LoadVector::shared(3);
+        std::thread::scope(|scope| {
+            for _ in 0..4 {
+                let handle = loads.share().unwrap();
+                scope.spawn(move || {
+                    for i in 0..30_000u32 {
+                        handle.add(i % 3, 1);
+                    }
+                });
+            }
+        });
+        assert_eq!(loads.snapshot(), vec![40_000; 3]);
+    }
+
+    #[test]
+    fn least_loaded_breaks_ties_to_the_lowest_index() {
+        let loads = LoadVector::private(3);
+        loads.add(0, 2);
+        assert_eq!(loads.least_loaded(), 1);
+    }
+}

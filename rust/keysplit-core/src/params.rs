@@ -1,0 +1,146 @@
+//! Grouper parameters: typed values, documented defaults and strict validation.
+
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+use std::fmt;
+
+use crate::error::ConfigError;
+
+/// A parameter value as it crosses the API.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ParamValue {
+    Bool(bool),
+    Int(i64),
+    Float(f64),
+    Str(Cow<'static, str>),
+}
+
+impl ParamValue {
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            ParamValue::Bool(_) => "bool",
+            ParamValue::Int(_) => "int",
+            ParamValue::Float(_) => "float",
+            ParamValue::Str(_) => "str",
+        }
+    }
+}
+
+impl fmt::Display for ParamValue {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ParamValue::Bool(v) => write!(f, "{v}"),
+            ParamValue::Int(v) => write!(f, "{v}"),
+            ParamValue::Float(v) => write!(f, "{v}"),
+            ParamValue::Str(v) => write!(f, "{v:?}"),
+        }
+    }
+}
+
+/// Parameters by name, in name order.
+pub type Params = BTreeMap<String, ParamValue>;
+
+/// One documented parameter of a grouper, with the default its paper uses.
+#[derive(Clone, Debug)]
+pub struct ParamSpec {
+    pub name: &'static str,
+    pub default: ParamValue,
+    pub doc: &'static str,
+}
+
+/// Reads a grouper's parameters against its specs, records the effective values and
+/// rejects what the grouper does not know.
+pub struct ParamReader<'a> {
+    grouper: &'static str,
+    specs: &'static [ParamSpec],
+    given: &'a Params,
+    effective: Params,
+}
+
+impl<'a> ParamReader<'a> {
+    /// Fails on a parameter the grouper does not declare, before any value is read.
+    pub fn new(
+        grouper: &'static str,
+        specs: &'static [ParamSpec],
+        given: &'a Params,
+    ) -> Result<Self, ConfigError> {
+        if let Some(unknown) = given.keys().find(|k| !specs.iter().any(|s| s.name == *k)) {
+            return Err(ConfigError::UnknownParam {
+                grouper,
+                param: unknown.clone(),
+                known: specs.iter().map(|s| s.name).collect(),
+            });
+        }
+        Ok(Self { grouper, specs, given, effective: Params::new() })
+    }
+
+    fn spec(&self, name: &str) -> &'static ParamSpec {
+        self.specs
+            .iter()
+            .find(|s| s.name == name)
+            .unwrap_or_else(|| panic!("grouper {} reads undeclared parameter {name}", self.grouper))
+    }
+
+    fn value(&mut self, name: &str) -> ParamValue {
+        let spec = self.spec(name);
+        let value = self.given.get(name).cloned().unwrap_or_else(|| spec.default.clone());
+        self.effective.insert(name.to_owned(), value.clone());
+        value
+    }
+
+    fn wrong_type(&self, name: &str, expected: &'static str, got: &ParamValue) -> ConfigError {
+        ConfigError::ParamType {
+            grouper: self.grouper,
+            param: name.to_owned(),
+            expected,
+            got: got.type_name(),
+        }
+    }
+
+    /// A range error for parameter `name`.
+    pub fn out_of_range(&self, name: &str, reason: impl Into<String>) -> ConfigError {
+        ConfigError::ParamRange {
+            grouper: self.grouper,
+            param: name.to_owned(),
+            reason: reason.into(),
+        }
+    }
+
+    pub fn bool(&mut self, name: &str) -> Result<bool, ConfigError> {
+        match self.value(name) {
+            ParamValue::Bool(v) => Ok(v),
+            other => Err(self.wrong_type(name, "bool", &other)),
+        }
+    }
+
+    pub fn int(&mut self, name: &str) -> Result<i64, ConfigError> {
+        match self.value(name) {
+            ParamValue::Int(v) => Ok(v),
+            other => Err(self.wrong_type(name, "int", &other)),
+        }
+    }
+
+    /// A finite float; an int is accepted and widened.
+    pub fn float(&mut self, name: &str) -> Result<f64, ConfigError> {
+        let value = match self.value(name) {
+            ParamValue::Float(v) => v,
+            ParamValue::Int(v) => v as f64,
+            other => return Err(self.wrong_type(name, "float", &other)),
+        };
+        if !value.is_finite() {
+            return Err(self.out_of_range(name, format!("must be finite, got {value}")));
+        }
+        self.effective.insert(name.to_owned(), ParamValue::Float(value));
+        Ok(value)
+    }
+
+    /// Every declared parameter with its effective value, defaults included.
+    pub fn finish(mut self) -> Params {
+        for spec in self.specs {
+            if !self.effective.contains_key(spec.name) {
+                self.effective.insert(spec.name.to_owned(), spec.default.clone());
+            }
+        }
+        self.effective
+    }
+}

@@ -1,0 +1,157 @@
+//! Routing invariants of every registered grouper, over random streams and parameters.
+
+use std::collections::{HashMap, HashSet};
+
+use keysplit_core::grouper::{MAX_WORKERS, build, registry, route_batch};
+use keysplit_core::groupers::pkg::PartialKeyGrouping;
+use keysplit_core::hash::{HashFamily, unsigned_key_bytes};
+use keysplit_core::params::{ParamValue, Params};
+use keysplit_core::{ConfigError, KeyBatch, KeyValues, LoadVector, NullPolicy, RouteError};
+use proptest::prelude::*;
+
+fn keys_strategy() -> impl Strategy<Value = Vec<Vec<u8>>> {
+    // Few distinct keys, so that keys repeat and load decisions matter.
+    prop::collection::vec(prop::collection::vec(0u8..4, 0..3), 0..400)
+}
+
+fn route_all(name: &str, workers: u64, seed: u64, params: &Params, keys: &[Vec<u8>]) -> Vec<u32> {
+    let mut grouper = build(name, workers, seed, params, None).unwrap().grouper;
+    keys.iter().map(|k| grouper.route(k)).collect()
+}
+
+fn workers_per_key(keys: &[Vec<u8>], routed: &[u32]) -> HashMap<Vec<u8>, HashSet<u32>> {
+    let mut map: HashMap<Vec<u8>, HashSet<u32>> = HashMap::new();
+    for (key, &worker) in keys.iter().zip(routed) {
+        map.entry(key.clone()).or_default().insert(worker);
+    }
+    map
+}
+
+fn pkg_params(distinct: bool) -> Params {
+    Params::from([("distinct_candidates".to_owned(), ParamValue::Bool(distinct))])
+}
+
+proptest! {
+    #[test]
+    fn every_grouper_routes_below_n_deterministically_and_batch_equals_single(
+        keys in keys_strategy(), workers in 1u64..40, seed in any::<u64>(),
+    ) {
+        for info in registry() {
+            let single = route_all(info.name, workers, seed, &Params::new(), &keys);
+            prop_assert!(single.iter().all(|&w| u64::from(w) < workers));
+            prop_assert_eq!(&single, &route_all(info.name, workers, seed, &Params::new(), &keys));
+
+            let mut grouper = build(info.name, workers, seed, &Params::new(), None).unwrap().grouper;
+            let batch = KeyBatch::new(KeyValues::Owned(&keys)).unwrap();
+            let mut out = vec![u32::MAX; keys.len()];
+            route_batch(grouper.as_mut(), &batch, NullPolicy::Raise, &mut out).unwrap();
+            prop_assert_eq!(&out, &single, "grouper {}", info.name);
+            prop_assert_eq!(grouper.loads().total(), keys.len() as u64);
+        }
+    }
+
+    #[test]
+    fn key_grouping_sends_each_key_to_exactly_one_worker(
+        keys in keys_strategy(), workers in 1u64..64, seed in any::<u64>(),
+    ) {
+        let routed = route_all("key", workers, seed, &Params::new(), &keys);
+        for (key, set) in workers_per_key(&keys, &routed) {
+            prop_assert_eq!(set.len(), 1, "key {:?}", key);
+            let expected = HashFamily::new(seed).candidate(0, &key, workers as u32);
+            prop_assert!(set.contains(&expected));
+        }
+    }
+
+    #[test]
+    fn pkg_sends_each_key_to_at_most_two_of_its_candidates(
+        keys in keys_strategy(), workers in 1u64..64, seed in any::<u64>(), distinct in any::<bool>(),
+    ) {
+        let params = pkg_params(distinct);
+        let routed = route_all("pkg", workers, seed, &params, &keys);
+        let hashes = HashFamily::new(seed);
+        let n = workers as u32;
+        for (key, set) in workers_per_key(&keys, &routed) {
+            prop_assert!(set.len() <= 2);
+            let c1 = hashes.candidate(1, &key, n);
+            let mut c2 = hashes.candidate(2, &key, n);
+            if distinct && c2 == c1 { c2 = (c2 + 1) % n; }
+            prop_assert!(set.iter().all(|&w| w == c1 || w == c2), "key {:?} went to {:?}", key, set);
+        }
+    }
+
+    #[test]
+    fn shuffle_keeps_loads_within_one(keys in keys_strategy(), workers in 1u64..64) {
+        let mut grouper = build("shuffle", workers, 0, &Params::new(), None).unwrap().grouper;
+        for key in &keys {
+            grouper.route(key);
+            let loads = grouper.loads().snapshot();
+            prop_assert!(loads.iter().max().unwrap() - loads.iter().min().unwrap() <= 1);
+        }
+    }
+}
+
+#[test]
+fn pkg_prefers_the_less_loaded_candidate_and_breaks_ties_to_the_first() {
+    let instance = build("pkg", 8, 3, &Params::new(), None).unwrap();
+    let mut grouper = instance.grouper;
+    let key = b"hot";
+    let first = grouper.route(key);
+    let second = grouper.route(key);
+    assert_ne!(first, second, "the second tuple goes to the other, empty candidate");
+    assert_eq!(grouper.route(key), first, "equal loads: the first candidate wins");
+}
+
+#[test]
+fn distinct_candidates_differ_and_colliding_ones_may_not() {
+    let family = HashFamily::new(0);
+    let colliding = (0u64..10_000)
+        .map(unsigned_key_bytes)
+        .find(|k| family.candidate(1, k, 4) == family.candidate(2, k, 4))
+        .expect("with 4 workers some key has equal candidates");
+    let pkg = |distinct| PartialKeyGrouping::new(family, 4, distinct, LoadVector::private(4));
+    let (a, b) = pkg(false).candidates(&colliding);
+    assert_eq!(a, b, "the paper's rule keeps the collision");
+    let (a, b) = pkg(true).candidates(&colliding);
+    assert_eq!(b, (a + 1) % 4, "Storm's rule moves c2 to the next worker");
+}
+
+#[test]
+fn shared_loads_give_every_source_the_global_view() {
+    let shared = LoadVector::shared(4);
+    let mut a = build("pkg", 4, 0, &Params::new(), shared.share()).unwrap().grouper;
+    let mut b = build("pkg", 4, 0, &Params::new(), shared.share()).unwrap().grouper;
+    std::thread::scope(|scope| {
+        scope.spawn(|| (0u64..50_000).for_each(|i| _ = a.route(&unsigned_key_bytes(i % 97))));
+        scope.spawn(|| (0u64..50_000).for_each(|i| _ = b.route(&unsigned_key_bytes(i % 89))));
+    });
+    assert_eq!(shared.total(), 100_000);
+}
+
+#[test]
+fn bad_configurations_name_the_problem() {
+    let err = |r: Result<keysplit_core::GrouperInstance, ConfigError>| r.err().unwrap().to_string();
+    assert!(err(build("nope", 4, 0, &Params::new(), None)).contains("unknown grouper \"nope\""));
+    assert!(err(build("key", 0, 0, &Params::new(), None)).contains("workers must be between 1"));
+    let too_many = u64::from(MAX_WORKERS) + 1;
+    assert!(err(build("key", too_many, 0, &Params::new(), None)).contains(&too_many.to_string()));
+    let typo = Params::from([("distinct".to_owned(), ParamValue::Bool(true))]);
+    assert!(err(build("pkg", 4, 0, &typo, None)).contains("distinct_candidates"));
+    let wrong_type = Params::from([("distinct_candidates".to_owned(), ParamValue::Int(1))]);
+    assert!(err(build("pkg", 4, 0, &wrong_type, None)).contains("must be bool, got int"));
+    assert!(err(build("pkg", 4, 0, &Params::new(), Some(LoadVector::shared(3)))).contains("3 workers"));
+}
+
+#[test]
+fn null_keys_are_refused_or_grouped_never_dropped() {
+    let values = [5u64, 6, 7];
+    let validity = [0b101u8];
+    let batch = KeyBatch::new(KeyValues::UInt64(&values)).unwrap().with_validity(&validity, 0).unwrap();
+    let mut grouper = build("key", 16, 0, &Params::new(), None).unwrap().grouper;
+    let mut out = [0u32; 3];
+    let refused = route_batch(grouper.as_mut(), &batch, NullPolicy::Raise, &mut out);
+    assert_eq!(refused, Err(RouteError::NullKeys { nulls: 1 }));
+    assert_eq!(grouper.loads().total(), 0, "a refused batch changes no state");
+    route_batch(grouper.as_mut(), &batch, NullPolicy::Group, &mut out).unwrap();
+    assert_eq!(out[1], grouper.route(b""));
+    assert_eq!(grouper.loads().total(), 4);
+}

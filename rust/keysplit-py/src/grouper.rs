@@ -1,0 +1,175 @@
+//! `GrouperCore`: one grouper instance, routed from Python with the GIL released.
+
+use std::sync::{Mutex, MutexGuard};
+
+use keysplit_core::grouper::{GrouperInstance, NULL_KEY, build, route_batch};
+use keysplit_core::params::{ParamValue, Params};
+use keysplit_core::{ConfigError, Grouper, NullPolicy, RouteError};
+use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyString};
+
+use crate::keys::{extract_keys, key_bytes};
+use crate::worker_ids::WorkerIds;
+
+pub fn config_error(e: ConfigError) -> PyErr {
+    match e {
+        ConfigError::ParamType { .. } => PyTypeError::new_err(e.to_string()),
+        _ => PyValueError::new_err(e.to_string()),
+    }
+}
+
+fn route_error(e: RouteError) -> PyErr {
+    PyValueError::new_err(e.to_string())
+}
+
+pub fn param_value(name: &str, value: &Bound<'_, PyAny>) -> PyResult<ParamValue> {
+    if let Ok(b) = value.cast::<PyBool>() {
+        Ok(ParamValue::Bool(b.is_true()))
+    } else if value.is_instance_of::<PyInt>() {
+        value.extract::<i64>().map(ParamValue::Int).map_err(|_| {
+            PyValueError::new_err(format!("parameter {name:?} = {value} does not fit in 64 bits"))
+        })
+    } else if let Ok(f) = value.cast::<PyFloat>() {
+        Ok(ParamValue::Float(f.value()))
+    } else if let Ok(s) = value.cast::<PyString>() {
+        Ok(ParamValue::Str(s.to_str()?.to_owned().into()))
+    } else {
+        let type_name = value.get_type().name()?;
+        Err(PyTypeError::new_err(format!(
+            "parameter {name:?} must be a bool, int, float or str, got {type_name}"
+        )))
+    }
+}
+
+pub fn params_to_dict<'py>(py: Python<'py>, params: &Params) -> PyResult<Bound<'py, PyDict>> {
+    let dict = PyDict::new(py);
+    for (name, value) in params {
+        match value {
+            ParamValue::Bool(v) => dict.set_item(name, v)?,
+            ParamValue::Int(v) => dict.set_item(name, v)?,
+            ParamValue::Float(v) => dict.set_item(name, v)?,
+            ParamValue::Str(v) => dict.set_item(name, v.as_ref())?,
+        }
+    }
+    Ok(dict)
+}
+
+fn null_policy(nulls: &str) -> PyResult<NullPolicy> {
+    match nulls {
+        "raise" => Ok(NullPolicy::Raise),
+        "group" => Ok(NullPolicy::Group),
+        other => Err(PyValueError::new_err(format!(
+            "nulls must be \"raise\" or \"group\", got {other:?}"
+        ))),
+    }
+}
+
+#[pyclass(module = "keysplit._core", name = "GrouperCore", frozen)]
+pub struct GrouperCore {
+    info: &'static keysplit_core::GrouperInfo,
+    seed: u64,
+    workers: u32,
+    params: Params,
+    state: Mutex<Box<dyn Grouper>>,
+}
+
+impl GrouperCore {
+    fn lock(&self) -> PyResult<MutexGuard<'_, Box<dyn Grouper>>> {
+        self.state.lock().map_err(|_| {
+            PyRuntimeError::new_err(
+                "this grouper's state is unusable after an internal error; build a new grouper",
+            )
+        })
+    }
+}
+
+#[pymethods]
+impl GrouperCore {
+    #[new]
+    #[pyo3(signature = (name, workers, seed, params))]
+    fn new(name: &str, workers: u64, seed: u64, params: &Bound<'_, PyDict>) -> PyResult<Self> {
+        let mut given = Params::new();
+        for (key, value) in params.iter() {
+            let key: String = key.extract()?;
+            let value = param_value(&key, &value)?;
+            given.insert(key, value);
+        }
+        let GrouperInstance { info, seed, params, grouper } =
+            build(name, workers, seed, &given, None).map_err(config_error)?;
+        let workers = grouper.workers();
+        Ok(Self { info, seed, workers, params, state: Mutex::new(grouper) })
+    }
+
+    fn route(&self, py: Python<'_>, keys: &Bound<'_, PyAny>, nulls: &str) -> PyResult<WorkerIds> {
+        let policy = null_policy(nulls)?;
+        let keys = extract_keys(keys)?;
+        let ids = py.detach(|| -> PyResult<Vec<u32>> {
+            let batches = keys.batches()?;
+            if policy == NullPolicy::Raise {
+                let nulls: usize = batches.iter().map(|b| b.null_count()).sum();
+                if nulls > 0 {
+                    return Err(route_error(RouteError::NullKeys { nulls }));
+                }
+            }
+            let mut ids = vec![0u32; keys.len()];
+            let mut grouper = self.lock()?;
+            let mut start = 0;
+            for batch in &batches {
+                let out = &mut ids[start..start + batch.len()];
+                route_batch(grouper.as_mut(), batch, policy, out).map_err(route_error)?;
+                start += batch.len();
+            }
+            Ok(ids)
+        })?;
+        Ok(WorkerIds::new(ids))
+    }
+
+    fn route_key(&self, key: &Bound<'_, PyAny>, nulls: &str) -> PyResult<u32> {
+        let policy = null_policy(nulls)?;
+        let bytes = key_bytes(key)?;
+        let bytes = match (bytes, policy) {
+            (Some(bytes), _) => bytes,
+            (None, NullPolicy::Group) => NULL_KEY.to_vec(),
+            (None, NullPolicy::Raise) => {
+                return Err(route_error(RouteError::NullKeys { nulls: 1 }));
+            }
+        };
+        Ok(self.lock()?.route(&bytes))
+    }
+
+    fn end_window(&self) -> PyResult<()> {
+        self.lock()?.end_window();
+        Ok(())
+    }
+
+    #[getter]
+    fn name(&self) -> &'static str {
+        self.info.name
+    }
+
+    #[getter]
+    fn workers(&self) -> u32 {
+        self.workers
+    }
+
+    #[getter]
+    fn seed(&self) -> u64 {
+        self.seed
+    }
+
+    #[getter]
+    fn params<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        params_to_dict(py, &self.params)
+    }
+
+    #[getter]
+    fn loads(&self) -> PyResult<Vec<u64>> {
+        Ok(self.lock()?.loads().snapshot())
+    }
+
+    #[getter]
+    fn state_bytes(&self) -> PyResult<usize> {
+        Ok(self.lock()?.state_bytes())
+    }
+}

@@ -1,0 +1,215 @@
+//! Python key containers to zero-copy `KeyBatch` views.
+
+use arrow_array::cast::AsArray;
+use arrow_array::types::{
+    Int8Type, Int16Type, Int32Type, Int64Type, UInt8Type, UInt16Type, UInt32Type, UInt64Type,
+};
+use arrow_array::{Array, ArrayRef, new_null_array};
+use arrow_schema::DataType;
+use keysplit_core::hash::{signed_key_bytes, unsigned_key_bytes};
+use keysplit_core::{KeyBatch, KeyValues};
+use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyBool, PyByteArray, PyBytes, PyInt, PyList, PyString, PyTuple};
+use pyo3_arrow::input::AnyArray;
+
+/// The key types `route` reads, for error messages.
+pub const SUPPORTED_KEY_TYPES: &str = "string, large_string, string_view, binary, large_binary, \
+     binary_view, int8/16/32/64, uint8/16/32/64, dictionary of these, null";
+
+/// Keys received from Python, owned or borrowed from the caller's Arrow buffers.
+pub enum Keys {
+    /// Arrow chunks in order; their buffers belong to the caller's arrays.
+    Arrow(Vec<ArrayRef>),
+    /// Keys converted from a Python list or tuple, with `None` for nulls.
+    Owned { keys: Vec<Vec<u8>>, validity: Option<Vec<u8>> },
+}
+
+impl Keys {
+    pub fn len(&self) -> usize {
+        match self {
+            Keys::Arrow(chunks) => chunks.iter().map(|c| c.len()).sum(),
+            Keys::Owned { keys, .. } => keys.len(),
+        }
+    }
+
+    /// One validated batch per chunk, in order: every chunk is checked before any is routed.
+    pub fn batches(&self) -> Result<Vec<KeyBatch<'_>>, KeyError> {
+        match self {
+            Keys::Arrow(chunks) => chunks.iter().map(|chunk| arrow_batch(chunk.as_ref())).collect(),
+            Keys::Owned { keys, validity } => {
+                let batch = KeyBatch::new(KeyValues::Owned(keys)).map_err(KeyError::Invalid)?;
+                Ok(vec![match validity {
+                    Some(bits) => batch.with_validity(bits, 0).map_err(KeyError::Invalid)?,
+                    None => batch,
+                }])
+            }
+        }
+    }
+}
+
+/// Why keys cannot be read.
+#[derive(Debug)]
+pub enum KeyError {
+    UnsupportedType(DataType),
+    Invalid(keysplit_core::keys::InvalidKeys),
+}
+
+impl From<KeyError> for PyErr {
+    fn from(e: KeyError) -> PyErr {
+        match e {
+            KeyError::UnsupportedType(dt) => PyTypeError::new_err(format!(
+                "unsupported key type {dt}; supported key types: {SUPPORTED_KEY_TYPES}. \
+                 Floats have no stable key identity (0.0 == -0.0, NaN != NaN): cast them first"
+            )),
+            KeyError::Invalid(e) => PyValueError::new_err(e.to_string()),
+        }
+    }
+}
+
+fn arrow_batch(array: &dyn Array) -> Result<KeyBatch<'_>, KeyError> {
+    let values = match array.data_type() {
+        DataType::Int8 => KeyValues::Int8(array.as_primitive::<Int8Type>().values()),
+        DataType::Int16 => KeyValues::Int16(array.as_primitive::<Int16Type>().values()),
+        DataType::Int32 => KeyValues::Int32(array.as_primitive::<Int32Type>().values()),
+        DataType::Int64 => KeyValues::Int64(array.as_primitive::<Int64Type>().values()),
+        DataType::UInt8 => KeyValues::UInt8(array.as_primitive::<UInt8Type>().values()),
+        DataType::UInt16 => KeyValues::UInt16(array.as_primitive::<UInt16Type>().values()),
+        DataType::UInt32 => KeyValues::UInt32(array.as_primitive::<UInt32Type>().values()),
+        DataType::UInt64 => KeyValues::UInt64(array.as_primitive::<UInt64Type>().values()),
+        DataType::Utf8 => {
+            let a = array.as_string::<i32>();
+            KeyValues::Offsets32 { offsets: a.offsets(), data: a.values() }
+        }
+        DataType::Binary => {
+            let a = array.as_binary::<i32>();
+            KeyValues::Offsets32 { offsets: a.offsets(), data: a.values() }
+        }
+        DataType::LargeUtf8 => {
+            let a = array.as_string::<i64>();
+            KeyValues::Offsets64 { offsets: a.offsets(), data: a.values() }
+        }
+        DataType::LargeBinary => {
+            let a = array.as_binary::<i64>();
+            KeyValues::Offsets64 { offsets: a.offsets(), data: a.values() }
+        }
+        DataType::Utf8View => {
+            let a = array.as_string_view();
+            let buffers = a.data_buffers().iter().map(|b| b.as_slice()).collect();
+            KeyValues::Views { views: a.views(), buffers }
+        }
+        DataType::BinaryView => {
+            let a = array.as_binary_view();
+            let buffers = a.data_buffers().iter().map(|b| b.as_slice()).collect();
+            KeyValues::Views { views: a.views(), buffers }
+        }
+        other => return Err(KeyError::UnsupportedType(other.clone())),
+    };
+    let batch = KeyBatch::new(values).map_err(KeyError::Invalid)?;
+    match array.nulls() {
+        Some(nulls) => {
+            let bits = nulls.inner();
+            batch.with_validity(bits.values(), bits.offset()).map_err(KeyError::Invalid)
+        }
+        None => Ok(batch),
+    }
+}
+
+/// Brings chunks to a layout `arrow_batch` reads. Dictionary-encoded keys are decoded to
+/// their value type, which copies them: their routing must equal that of the decoded
+/// values. A null-typed chunk (all nulls, no buffers) becomes an all-null binary chunk.
+fn normalize_chunks(chunks: Vec<ArrayRef>) -> PyResult<Vec<ArrayRef>> {
+    chunks
+        .into_iter()
+        .map(|chunk| match chunk.data_type() {
+            DataType::Dictionary(_, value_type) => arrow_cast::cast(&chunk, value_type)
+                .map_err(|e| PyValueError::new_err(format!("cannot decode dictionary keys: {e}"))),
+            DataType::Null => Ok(new_null_array(&DataType::Binary, chunk.len())),
+            _ => Ok(chunk),
+        })
+        .collect()
+}
+
+/// Reads keys from an Arrow array or stream, a buffer-protocol integer array, or a list.
+pub fn extract_keys(obj: &Bound<'_, PyAny>) -> PyResult<Keys> {
+    if obj.is_instance_of::<PyList>() || obj.is_instance_of::<PyTuple>() {
+        return owned_keys(obj);
+    }
+    if obj.is_instance_of::<PyString>() || obj.is_instance_of::<PyBytes>() {
+        return Err(PyTypeError::new_err(
+            "route() takes a column of keys; use route_key() for a single key",
+        ));
+    }
+    let any: AnyArray = obj.extract().map_err(|e| {
+        PyTypeError::new_err(format!(
+            "keys must be an Arrow array or stream (a Polars Series, a PyArrow Array or \
+             ChunkedArray), a NumPy integer array or a list, got {}: {e}",
+            type_name(obj)
+        ))
+    })?;
+    let chunks = match any {
+        AnyArray::Array(array) => vec![array.array().clone()],
+        AnyArray::Stream(stream) => stream
+            .into_reader()?
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| PyValueError::new_err(format!("cannot read the key stream: {e}")))?,
+    };
+    Ok(Keys::Arrow(normalize_chunks(chunks)?))
+}
+
+fn type_name(obj: &Bound<'_, PyAny>) -> String {
+    obj.get_type().name().map(|n| n.to_string()).unwrap_or_else(|_| "?".into())
+}
+
+/// The bytes of one Python key, `None` for `None`.
+pub fn key_bytes(item: &Bound<'_, PyAny>) -> PyResult<Option<Vec<u8>>> {
+    if item.is_none() {
+        Ok(None)
+    } else if let Ok(s) = item.cast::<PyString>() {
+        Ok(Some(s.to_str()?.as_bytes().to_vec()))
+    } else if let Ok(b) = item.cast::<PyBytes>() {
+        Ok(Some(b.as_bytes().to_vec()))
+    } else if let Ok(b) = item.cast::<PyByteArray>() {
+        Ok(Some(b.to_vec()))
+    } else if item.is_instance_of::<PyInt>() && !item.is_instance_of::<PyBool>() {
+        if let Ok(v) = item.extract::<i64>() {
+            Ok(Some(signed_key_bytes(v).to_vec()))
+        } else if let Ok(v) = item.extract::<u64>() {
+            Ok(Some(unsigned_key_bytes(v).to_vec()))
+        } else {
+            Err(PyValueError::new_err(format!(
+                "integer key {item} does not fit in 64 bits"
+            )))
+        }
+    } else {
+        Err(PyTypeError::new_err(format!(
+            "a key must be str, bytes, int or None, got {}",
+            type_name(item)
+        )))
+    }
+}
+
+fn owned_keys(seq: &Bound<'_, PyAny>) -> PyResult<Keys> {
+    let len = seq.len()?;
+    let mut keys = Vec::with_capacity(len);
+    let mut validity: Option<Vec<u8>> = None;
+    for (row, item) in seq.try_iter()?.enumerate() {
+        let item = item?;
+        match key_bytes(&item).map_err(|e| {
+            let message = format!("key at index {row}: {}", e.value(seq.py()));
+            if e.is_instance_of::<PyTypeError>(seq.py()) {
+                PyTypeError::new_err(message)
+            } else {
+                PyValueError::new_err(message)
+            }
+        })? {
+            Some(bytes) => keys.push(bytes),
+            None => {
+                let bits = validity.get_or_insert_with(|| vec![0xff; len.div_ceil(8)]);
+                bits[row / 8] &= !(1 << (row % 8));
+                keys.push(Vec::new());
+            }
+        }
+    }
+    Ok(Keys::Owned { keys, validity })
+}
