@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Literal
 
+import polars as pl
+
 from keysplit import _core
 
 if TYPE_CHECKING:
@@ -50,11 +52,16 @@ def _require_int(name: str, value: object) -> int:
     return value
 
 
-def _native_contiguous(keys: Any) -> Any:
-    """NumPy arrays as the buffer protocol reads them: C-contiguous and native-endian.
+def _importable_keys(keys: Any) -> Any:
+    """Keys in a form the core imports as they are.
 
-    Only strided or byte-swapped arrays are copied; every other container is shared.
+    Strided or byte-swapped NumPy arrays are copied to C-contiguous native-endian ones,
+    which the buffer protocol needs. A Polars column of dtype Null (all nulls) becomes an
+    all-null String column: Polars exports Null arrays with a buffer the Arrow C data
+    interface does not allow. Every other container is shared.
     """
+    if isinstance(keys, pl.Series):
+        return keys.cast(pl.String) if keys.dtype == pl.Null else keys
     numpy = sys.modules.get("numpy")
     if numpy is None or not isinstance(keys, numpy.ndarray):
         return keys
@@ -118,7 +125,7 @@ class Grouper:
         The result is a :class:`WorkerIds` (uint32) that ``pl.Series``, ``pa.array`` and
         ``np.asarray`` take without copying.
         """
-        return self._core.route(_native_contiguous(keys), nulls)
+        return self._core.route(_importable_keys(keys), nulls)
 
     def route_key(self, key: str | bytes | int | None, *, nulls: NullPolicy = "raise") -> int:
         """Routes one tuple with key ``key``; the same as routing a batch of one."""

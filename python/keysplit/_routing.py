@@ -47,7 +47,7 @@ def route_batches(
         raise ValueError(f"output column {out!r} already exists; choose another name with out=")
     for batch in batches:
         ids = grouper.route(batch.get_column(key), nulls=nulls)
-        yield batch.with_columns(pl.Series(out, ids))
+        yield batch.with_columns(pl.Series(ids).alias(out))
 
 
 def route(

@@ -28,7 +28,7 @@ def _simulate(args: argparse.Namespace) -> int:
             started = time.perf_counter()
             ids = grouper.route(batch.get_column("key"))
             routing_seconds += time.perf_counter() - started
-            routed.append(batch.with_columns(pl.Series("worker", ids)))
+            routed.append(batch.with_columns(pl.Series(ids).alias("worker")))
         frame = pl.concat(routed)
         loads = metrics.worker_loads(frame, workers=args.workers)
         rows.append(

@@ -38,5 +38,5 @@ def zipf(
     remaining = tuples
     while remaining:
         rows = min(remaining, batch_rows)
-        yield pl.DataFrame([pl.Series("key", stream.next_batch(rows))])
+        yield pl.DataFrame([pl.Series(stream.next_batch(rows)).alias("key")])
         remaining -= rows

@@ -25,10 +25,24 @@ pub const SEED_STRIDE: u64 = 0x9E37_79B9_7F4A_7C15;
 /// The byte length of an integer key once widened.
 pub const INT_KEY_LEN: usize = 8;
 
+/// The seed of [`fingerprint`]: the bytes of "keysplit", read as a little-endian integer.
+pub const FINGERPRINT_SEED: u64 = u64::from_le_bytes(*b"keysplit");
+
 /// `XXH3_64bits_withSeed(key, seed)`.
 #[inline]
 pub fn hash_key(key: &[u8], seed: u64) -> u64 {
     xxh3_64_with_seed(key, seed)
+}
+
+/// The 64-bit identity under which sketches and routing tables store a key.
+///
+/// Independent of the grouper seed, so that every grouper and sketch agrees on it. Two
+/// distinct keys share a fingerprint with probability 2^-64; they would then share sketch
+/// counts and table entries, which changes where they are routed, never whether a tuple
+/// is routed or counted downstream.
+#[inline]
+pub fn fingerprint(key: &[u8]) -> u64 {
+    hash_key(key, FINGERPRINT_SEED)
 }
 
 /// The seed of hash function `h_index` for a grouper seeded with `grouper_seed`.

@@ -1,0 +1,48 @@
+# The two commands of the README:
+#   make run   sets everything up, builds the release wheel and runs the main job;
+#   make test  sets everything up, builds the release wheel and runs every test.
+# Both work from a fresh clone: the virtualenv, its packages and the wheel are made here.
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+DEPS_STAMP := $(VENV)/.requirements-dev.stamp
+WHEEL_DIR := target/wheels
+
+.PHONY: run test wheel rust-test python-test fuzz-check bench clean
+
+run: wheel
+	$(BIN)/keysplit simulate
+
+test: wheel rust-test python-test
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+
+$(DEPS_STAMP): requirements-dev.txt | $(BIN)/python
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -r requirements-dev.txt
+	touch $@
+
+# The tests import the installed wheel, never the source tree.
+wheel: $(DEPS_STAMP)
+	rm -rf $(WHEEL_DIR)
+	$(BIN)/maturin build --release --out $(WHEEL_DIR)
+	$(BIN)/python -m pip install --quiet --no-deps --force-reinstall $(WHEEL_DIR)/keysplit-*.whl
+	$(BIN)/python -m pip check
+
+rust-test:
+	cargo test --workspace --locked
+
+python-test: $(DEPS_STAMP)
+	$(BIN)/python -m pytest
+
+# Type-checks the fuzz targets on the stable toolchain; `fuzz/README.md` runs them.
+fuzz-check:
+	cargo check --manifest-path fuzz/Cargo.toml --locked
+
+bench: wheel
+	$(BIN)/python benches/route_throughput.py
+
+clean:
+	rm -rf $(VENV) target fuzz/target

@@ -1,0 +1,112 @@
+"""The Grouper class: construction, parameters, errors and introspection."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+import keysplit
+
+
+def test_registry_lists_each_grouper_with_its_paper_and_defaults() -> None:
+    infos = {info.name: info for info in keysplit.groupers()}
+    assert {"shuffle", "key", "pkg"} <= set(infos)
+    assert "ICDE 2015" in infos["pkg"].paper
+    assert infos["pkg"].defaults == {"distinct_candidates": True}
+    assert "Storm" in infos["pkg"].param_docs["distinct_candidates"]
+    for info in infos.values():
+        grouper = keysplit.Grouper(info.name, workers=4)
+        assert grouper.params == dict(info.defaults)
+
+
+def test_introspection() -> None:
+    grouper = keysplit.Grouper("pkg", workers=8, seed=1, distinct_candidates=False)
+    assert (grouper.name, grouper.workers, grouper.seed) == ("pkg", 8, 1)
+    assert grouper.params == {"distinct_candidates": False}
+    assert repr(grouper) == "Grouper('pkg', workers=8, seed=1, distinct_candidates=False)"
+    assert grouper.loads == [0] * 8
+    grouper.route(["a", "b", "c"])
+    assert sum(grouper.loads) == 3
+    # Eight counters of one cache line each, at least.
+    assert grouper.state_bytes >= 8 * 64
+    grouper.end_window()
+    assert sum(grouper.loads) == 3
+
+
+@pytest.mark.parametrize(
+    ("args", "kwargs", "error", "message"),
+    [
+        (("key", 0), {}, ValueError, "workers must be between 1 and 1048576, got 0"),
+        (("key", -3), {}, ValueError, "got -3"),
+        (("key", 1 << 70), {}, ValueError, "workers must be between 1"),
+        (("key", keysplit.MAX_WORKERS + 1), {}, ValueError, "workers must be between 1"),
+        (("key", 4.0), {}, TypeError, "workers must be an int, got float"),
+        (("key", True), {}, TypeError, "workers must be an int, got bool"),
+        (("key", 4), {"seed": -1}, ValueError, r"seed must be in \[0, 2\*\*64\)"),
+        (("key", 4), {"seed": "1"}, TypeError, "seed must be an int, got str"),
+        (("nope", 4), {}, ValueError, 'unknown grouper "nope"; known groupers: shuffle, key, pkg'),
+        ((3, 4), {}, TypeError, "name must be a str"),
+        (("pkg", 4), {"distinct": True}, ValueError, 'has no parameter "distinct"; its parameters: distinct_candidates'),
+        (("key", 4), {"d": 2}, ValueError, 'grouper "key" takes no parameter, got "d"'),
+        (("pkg", 4), {"distinct_candidates": 1}, TypeError, "must be bool, got int"),
+        (("pkg", 4), {"distinct_candidates": None}, TypeError, "must be a bool, int, float or str, got NoneType"),
+        (("pkg", 4), {"distinct_candidates": 1 << 80}, ValueError, "does not fit in 64 bits"),
+    ],
+)
+def test_bad_construction_raises_a_clear_error(args: tuple, kwargs: dict, error: type, message: str) -> None:
+    with pytest.raises(error, match=message):
+        keysplit.Grouper(*args, **kwargs)
+
+
+def test_one_worker_and_many_workers_route_correctly() -> None:
+    assert set(keysplit.Grouper("pkg", workers=1).route(list(range(100))).to_list()) == {0}
+    many = keysplit.Grouper("pkg", workers=keysplit.MAX_WORKERS)
+    assert max(many.route(list(range(10_000))).to_list()) < keysplit.MAX_WORKERS
+
+
+def test_hash_key_is_xxh3_with_the_documented_seed() -> None:
+    import xxhash
+
+    for key, data in (("café", "café".encode()), (b"\x00\xff", b"\x00\xff"), (-2, (-2 % 2**64).to_bytes(8, "little"))):
+        assert keysplit.hash_key(key) == xxhash.xxh3_64_intdigest(data, seed=0)
+        assert keysplit.hash_key(key, seed=0, index=3) == xxhash.xxh3_64_intdigest(data, seed=3)
+        assert keysplit.hash_key(key, seed=5, index=1) == xxhash.xxh3_64_intdigest(
+            data, seed=(5 * 0x9E3779B97F4A7C15 + 1) % 2**64
+        )
+
+
+ROUTING_SCRIPT = """
+import json, sys, keysplit
+keys = [f"k{i % 37}" for i in range(2000)] + list(range(500))
+print(json.dumps({name: keysplit.Grouper(name, workers=11, seed=42).route(keys).to_list()
+                  for name in ("shuffle", "key", "pkg")}))
+"""
+
+
+def test_same_seed_and_input_route_the_same_in_a_separate_process() -> None:
+    runs = [
+        json.loads(subprocess.run([sys.executable, "-c", ROUTING_SCRIPT], check=True, capture_output=True, text=True).stdout)
+        for _ in range(2)
+    ]
+    assert runs[0] == runs[1]
+    keys = [f"k{i % 37}" for i in range(2000)] + list(range(500))
+    for name, routed in runs[0].items():
+        assert keysplit.Grouper(name, workers=11, seed=42).route(keys).to_list() == routed
+
+
+def test_routing_is_frozen_across_releases() -> None:
+    # Golden routing: a change here changes every user's partitioning and must be a
+    # deliberate, announced break. Values computed with tests/reference.py's twins.
+    from reference import KeyTwin, PkgTwin
+
+    keys = ["apple", "banana", "cherry", 0, 1, 2**63]
+    kg, pkg = KeyTwin(16, seed=3), PkgTwin(16, seed=3)
+    assert keysplit.Grouper("key", workers=16, seed=3).route(keys).to_list() == [kg.route(k) for k in keys]
+    assert keysplit.Grouper("pkg", workers=16, seed=3).route(keys).to_list() == [pkg.route(k) for k in keys]
+    assert keysplit.Grouper("key", workers=16, seed=3).route(keys).to_list() == GOLDEN_KEY_ROUTING
+
+
+GOLDEN_KEY_ROUTING = [3, 7, 14, 9, 15, 11]
