@@ -139,7 +139,7 @@ pub fn build(
         }
         None => LoadVector::private(workers),
     };
-    let config = GrouperConfig { workers, hashes: HashFamily::new(seed), loads };
+    let config = GrouperConfig { workers, hashes: HashFamily::new(seed, workers), loads };
     let mut reader = ParamReader::new(info.name, info.params, params)?;
     let grouper = (info.build)(config, &mut reader)?;
     let params = reader.finish();

@@ -57,7 +57,7 @@ proptest! {
         let routed = route_all("key", workers, seed, &Params::new(), &keys);
         for (key, set) in workers_per_key(&keys, &routed) {
             prop_assert_eq!(set.len(), 1, "key {:?}", key);
-            let expected = HashFamily::new(seed).candidate(0, &key, workers as u32);
+            let expected = HashFamily::new(seed, workers as u32).candidate(0, &key);
             prop_assert!(set.contains(&expected));
         }
     }
@@ -68,12 +68,12 @@ proptest! {
     ) {
         let params = pkg_params(distinct);
         let routed = route_all("pkg", workers, seed, &params, &keys);
-        let hashes = HashFamily::new(seed);
         let n = workers as u32;
+        let hashes = HashFamily::new(seed, n);
         for (key, set) in workers_per_key(&keys, &routed) {
             prop_assert!(set.len() <= 2);
-            let c1 = hashes.candidate(1, &key, n);
-            let mut c2 = hashes.candidate(2, &key, n);
+            let c1 = hashes.candidate(1, &key);
+            let mut c2 = hashes.candidate(2, &key);
             if distinct && c2 == c1 { c2 = (c2 + 1) % n; }
             prop_assert!(set.iter().all(|&w| w == c1 || w == c2), "key {:?} went to {:?}", key, set);
         }
@@ -103,12 +103,12 @@ fn pkg_prefers_the_less_loaded_candidate_and_breaks_ties_to_the_first() {
 
 #[test]
 fn distinct_candidates_differ_and_colliding_ones_may_not() {
-    let family = HashFamily::new(0);
+    let family = HashFamily::new(0, 4);
     let colliding = (0u64..10_000)
         .map(unsigned_key_bytes)
-        .find(|k| family.candidate(1, k, 4) == family.candidate(2, k, 4))
+        .find(|k| family.candidate(1, k) == family.candidate(2, k))
         .expect("with 4 workers some key has equal candidates");
-    let pkg = |distinct| PartialKeyGrouping::new(family, 4, distinct, LoadVector::private(4));
+    let pkg = |distinct| PartialKeyGrouping::new(family, distinct, LoadVector::private(4));
     let (a, b) = pkg(false).candidates(&colliding);
     assert_eq!(a, b, "the paper's rule keeps the collision");
     let (a, b) = pkg(true).candidates(&colliding);

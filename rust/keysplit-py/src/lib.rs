@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use arrow_array::UInt64Array;
 use keysplit_core::grouper::{MAX_WORKERS, registry};
-use keysplit_core::hash::HashFamily;
+use keysplit_core::hash;
 use keysplit_core::streams::Zipf;
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
@@ -45,7 +45,7 @@ fn groupers(py: Python<'_>) -> PyResult<Bound<'_, PyList>> {
 fn hash_key(key: &Bound<'_, PyAny>, seed: u64, index: u64) -> PyResult<u64> {
     let bytes = keys::key_bytes(key)?
         .ok_or_else(|| PyTypeError::new_err("hash_key() needs a key, got None"))?;
-    Ok(HashFamily::new(seed).hash(index, &bytes))
+    Ok(hash::hash_key(&bytes, hash::candidate_seed(seed, index)))
 }
 
 /// Key ranks drawn from a Zipf law, in batches: the seeded synthetic stream.

@@ -17,12 +17,11 @@ pub const INFO: GrouperInfo = GrouperInfo {
 };
 
 fn build(config: GrouperConfig, _: &mut ParamReader<'_>) -> Result<Box<dyn Grouper>, ConfigError> {
-    Ok(Box::new(KeyGrouping { hashes: config.hashes, workers: config.workers, loads: config.loads }))
+    Ok(Box::new(KeyGrouping { hashes: config.hashes, loads: config.loads }))
 }
 
 pub struct KeyGrouping {
     hashes: HashFamily,
-    workers: u32,
     loads: LoadVector,
 }
 
@@ -33,7 +32,7 @@ impl Grouper for KeyGrouping {
 
     #[inline]
     fn route(&mut self, key: &[u8]) -> u32 {
-        let worker = self.hashes.candidate(0, key, self.workers);
+        let worker = self.hashes.candidate(0, key);
         self.loads.add(worker, 1);
         worker
     }

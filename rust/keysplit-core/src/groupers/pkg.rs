@@ -33,33 +33,27 @@ fn build(
     params: &mut ParamReader<'_>,
 ) -> Result<Box<dyn Grouper>, ConfigError> {
     let distinct_candidates = params.bool("distinct_candidates")?;
-    Ok(Box::new(PartialKeyGrouping::new(
-        config.hashes,
-        config.workers,
-        distinct_candidates,
-        config.loads,
-    )))
+    Ok(Box::new(PartialKeyGrouping::new(config.hashes, distinct_candidates, config.loads)))
 }
 
 pub struct PartialKeyGrouping {
     hashes: HashFamily,
-    workers: u32,
     distinct_candidates: bool,
     loads: LoadVector,
 }
 
 impl PartialKeyGrouping {
-    pub fn new(hashes: HashFamily, workers: u32, distinct_candidates: bool, loads: LoadVector) -> Self {
-        Self { hashes, workers, distinct_candidates, loads }
+    pub fn new(hashes: HashFamily, distinct_candidates: bool, loads: LoadVector) -> Self {
+        Self { hashes, distinct_candidates, loads }
     }
 
     /// The two candidates of `key`, in tie-breaking order.
     #[inline]
     pub fn candidates(&self, key: &[u8]) -> (u32, u32) {
-        let first = self.hashes.candidate(1, key, self.workers);
-        let mut second = self.hashes.candidate(2, key, self.workers);
+        let first = self.hashes.candidate(1, key);
+        let mut second = self.hashes.candidate(2, key);
         if self.distinct_candidates && second == first {
-            second = if second + 1 == self.workers { 0 } else { second + 1 };
+            second = if second + 1 == self.hashes.workers() { 0 } else { second + 1 };
         }
         (first, second)
     }
