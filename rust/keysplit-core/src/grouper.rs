@@ -2,16 +2,16 @@
 
 use crate::error::{ConfigError, RouteError};
 use crate::groupers;
-use crate::hash::HashFamily;
-use crate::keys::KeyBatch;
+use crate::hash::{HashFamily, Key};
+use crate::keys::{KeyBatch, KeyVisitor};
 use crate::loads::LoadVector;
 use crate::params::{ParamReader, ParamSpec, Params};
 
 /// The largest worker count: each worker costs one cache line of load counter.
 pub const MAX_WORKERS: u32 = 1 << 20;
 
-/// The bytes a null key is routed as under [`NullPolicy::Group`]: the empty key.
-pub const NULL_KEY: &[u8] = b"";
+/// The key a null is routed as under [`NullPolicy::Group`]: the empty byte string.
+pub const NULL_KEY: Key<'static> = Key::Bytes(b"");
 
 /// What to do with null keys. They are never dropped.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -33,15 +33,15 @@ pub trait Grouper: Send {
     /// The registry name, e.g. `"pkg"`.
     fn name(&self) -> &'static str;
 
-    /// Routes one tuple with key bytes `key` and returns its worker in `0..n`.
-    fn route(&mut self, key: &[u8]) -> u32;
+    /// Routes one tuple with key `key` and returns its worker in `0..n`.
+    fn route(&mut self, key: Key<'_>) -> u32;
 
     /// Routes every key of `keys` in order into `out`; a null routes as [`NULL_KEY`].
     ///
     /// `out.len() == keys.len()`, checked by [`route_batch`]. Overriding this is only for
     /// speed: the result must equal calling [`Grouper::route`] key by key.
     fn route_batch(&mut self, keys: &KeyBatch<'_>, out: &mut [u32]) {
-        keys.for_each(|row, key| out[row] = self.route(key.unwrap_or(NULL_KEY)));
+        keys.visit(&mut RouteInto { grouper: self, out });
     }
 
     /// Marks the end of a window (of time or of tuples). Groupers without windowed state
@@ -56,6 +56,19 @@ pub trait Grouper: Send {
 
     fn workers(&self) -> u32 {
         self.loads().workers()
+    }
+}
+
+/// The batch loop of [`Grouper::route_batch`]: routes each row into its output slot.
+struct RouteInto<'a, G: ?Sized> {
+    grouper: &'a mut G,
+    out: &'a mut [u32],
+}
+
+impl<G: Grouper + ?Sized> KeyVisitor for RouteInto<'_, G> {
+    #[inline(always)]
+    fn visit(&mut self, row: usize, key: Option<Key<'_>>) {
+        self.out[row] = self.grouper.route(key.unwrap_or(NULL_KEY));
     }
 }
 

@@ -6,7 +6,7 @@
 
 use std::fmt;
 
-use crate::hash::{signed_key_bytes, unsigned_key_bytes};
+use crate::hash::Key;
 
 /// Why a set of buffers does not form a valid key batch.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -37,8 +37,25 @@ pub enum KeyValues<'a> {
     Offsets64 { offsets: &'a [i64], data: &'a [u8] },
     /// `string_view` / `binary_view`: 16-byte views into `buffers`.
     Views { views: &'a [u128], buffers: Vec<&'a [u8]> },
-    /// Owned byte strings, for keys that arrive as Python objects.
-    Owned(&'a [Vec<u8>]),
+    /// Owned keys, for keys that arrive one by one (e.g. as Python objects).
+    Owned(&'a [OwnedKey]),
+}
+
+/// A key that owns its bytes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum OwnedKey {
+    Int(u64),
+    Bytes(Vec<u8>),
+}
+
+impl OwnedKey {
+    #[inline]
+    pub fn as_key(&self) -> Key<'_> {
+        match self {
+            OwnedKey::Int(value) => Key::Int(*value),
+            OwnedKey::Bytes(bytes) => Key::Bytes(bytes),
+        }
+    }
 }
 
 /// A validity bitmap in Arrow's LSB bit order: bit `offset + i` set means row `i` is valid.
@@ -175,45 +192,51 @@ impl<'a> KeyBatch<'a> {
     }
 
     /// Calls `f(row, key)` for every row in order; `key` is `None` for a null.
-    ///
-    /// Generic so that each layout compiles to its own tight loop.
     #[inline]
-    pub fn for_each<F: FnMut(usize, Option<&[u8]>)>(&self, mut f: F) {
+    pub fn for_each<F: FnMut(usize, Option<Key<'_>>)>(&self, mut f: F) {
+        self.visit(&mut f);
+    }
+
+    /// Hands every row in order to `visitor`; `key` is `None` for a null.
+    ///
+    /// Each layout gets its own loop. The visitor's method is `#[inline(always)]` where it
+    /// matters (see [`KeyVisitor`]), so that the loop and the routing compile into one.
+    #[inline]
+    pub fn visit<V: KeyVisitor>(&self, visitor: &mut V) {
         match self.validity {
-            None => self.for_each_valid(|row, key| f(row, Some(key))),
-            Some(validity) => self.for_each_valid(|row, key| {
-                f(row, if validity.is_valid(row) { Some(key) } else { None })
-            }),
+            None => self.visit_values(&mut AllValid(visitor)),
+            Some(validity) => self.visit_values(&mut Masked { validity, visitor }),
         }
     }
 
-    /// Calls `f(row, key)` for every row, reading the bytes under nulls as if valid.
-    #[inline]
-    fn for_each_valid<F: FnMut(usize, &[u8])>(&self, mut f: F) {
+    /// Hands every row to `sink`, reading the values under nulls as if valid.
+    #[inline(always)]
+    fn visit_values<S: ValueSink>(&self, sink: &mut S) {
+        // Integers widen to 64 bits: sign-extended when signed, zero-extended otherwise.
         macro_rules! widened {
-            ($values:expr, $bytes:expr) => {
+            ($values:expr, $widen:ty) => {
                 for (row, &v) in $values.iter().enumerate() {
-                    f(row, &$bytes(v));
+                    sink.value(row, Key::Int(<$widen>::from(v) as u64));
                 }
             };
         }
         match &self.values {
-            KeyValues::Int8(v) => widened!(v, |x: i8| signed_key_bytes(x.into())),
-            KeyValues::Int16(v) => widened!(v, |x: i16| signed_key_bytes(x.into())),
-            KeyValues::Int32(v) => widened!(v, |x: i32| signed_key_bytes(x.into())),
-            KeyValues::Int64(v) => widened!(v, signed_key_bytes),
-            KeyValues::UInt8(v) => widened!(v, |x: u8| unsigned_key_bytes(x.into())),
-            KeyValues::UInt16(v) => widened!(v, |x: u16| unsigned_key_bytes(x.into())),
-            KeyValues::UInt32(v) => widened!(v, |x: u32| unsigned_key_bytes(x.into())),
-            KeyValues::UInt64(v) => widened!(v, unsigned_key_bytes),
+            KeyValues::Int8(v) => widened!(v, i64),
+            KeyValues::Int16(v) => widened!(v, i64),
+            KeyValues::Int32(v) => widened!(v, i64),
+            KeyValues::Int64(v) => widened!(v, i64),
+            KeyValues::UInt8(v) => widened!(v, u64),
+            KeyValues::UInt16(v) => widened!(v, u64),
+            KeyValues::UInt32(v) => widened!(v, u64),
+            KeyValues::UInt64(v) => widened!(v, u64),
             KeyValues::Offsets32 { offsets, data } => {
                 for (row, pair) in offsets.windows(2).enumerate() {
-                    f(row, &data[pair[0] as usize..pair[1] as usize]);
+                    sink.value(row, Key::Bytes(&data[pair[0] as usize..pair[1] as usize]));
                 }
             }
             KeyValues::Offsets64 { offsets, data } => {
                 for (row, pair) in offsets.windows(2).enumerate() {
-                    f(row, &data[pair[0] as usize..pair[1] as usize]);
+                    sink.value(row, Key::Bytes(&data[pair[0] as usize..pair[1] as usize]));
                 }
             }
             KeyValues::Views { views, buffers } => {
@@ -221,19 +244,62 @@ impl<'a> KeyBatch<'a> {
                     let (length, buffer, offset) = view_parts(*view);
                     if length <= VIEW_INLINE_LEN {
                         let bytes = view.to_le_bytes();
-                        f(row, &bytes[4..4 + length as usize]);
+                        sink.value(row, Key::Bytes(&bytes[4..4 + length as usize]));
                     } else {
                         let start = offset as usize;
-                        f(row, &buffers[buffer as usize][start..start + length as usize]);
+                        let data = &buffers[buffer as usize][start..start + length as usize];
+                        sink.value(row, Key::Bytes(data));
                     }
                 }
             }
             KeyValues::Owned(v) => {
                 for (row, key) in v.iter().enumerate() {
-                    f(row, key);
+                    sink.value(row, key.as_key());
                 }
             }
         }
+    }
+}
+
+/// Receives the rows of a [`KeyBatch`], in order.
+///
+/// A trait rather than a closure: a closure called from every layout's loop is too big a
+/// callee for the compiler to inline at each call, and the per-key call then costs more
+/// than routing. An implementation that routes marks `visit` `#[inline(always)]`.
+pub trait KeyVisitor {
+    fn visit(&mut self, row: usize, key: Option<Key<'_>>);
+}
+
+impl<F: FnMut(usize, Option<Key<'_>>)> KeyVisitor for F {
+    #[inline]
+    fn visit(&mut self, row: usize, key: Option<Key<'_>>) {
+        self(row, key)
+    }
+}
+
+/// The values of the rows, before the validity bitmap is applied.
+trait ValueSink {
+    fn value(&mut self, row: usize, key: Key<'_>);
+}
+
+struct AllValid<'v, V>(&'v mut V);
+
+impl<V: KeyVisitor> ValueSink for AllValid<'_, V> {
+    #[inline(always)]
+    fn value(&mut self, row: usize, key: Key<'_>) {
+        self.0.visit(row, Some(key));
+    }
+}
+
+struct Masked<'a, 'v, V> {
+    validity: Validity<'a>,
+    visitor: &'v mut V,
+}
+
+impl<V: KeyVisitor> ValueSink for Masked<'_, '_, V> {
+    #[inline(always)]
+    fn value(&mut self, row: usize, key: Key<'_>) {
+        self.visitor.visit(row, self.validity.is_valid(row).then_some(key));
     }
 }
 
@@ -241,9 +307,14 @@ impl<'a> KeyBatch<'a> {
 mod tests {
     use super::*;
 
-    fn collect(batch: &KeyBatch<'_>) -> Vec<Option<Vec<u8>>> {
+    fn collect(batch: &KeyBatch<'_>) -> Vec<Option<OwnedKey>> {
         let mut out = Vec::new();
-        batch.for_each(|_, k| out.push(k.map(<[u8]>::to_vec)));
+        batch.for_each(|_, k| {
+            out.push(k.map(|k| match k {
+                Key::Int(v) => OwnedKey::Int(v),
+                Key::Bytes(b) => OwnedKey::Bytes(b.to_vec()),
+            }))
+        });
         out
     }
 
@@ -265,8 +336,12 @@ mod tests {
         let data = b"abthirteen bytes";
         let long = &data[2..15];
         let views = [inline_view(b"ab"), inline_view(b""), buffer_view(13, 0, 2)];
-        let expected = vec![Some(b"ab".to_vec()), Some(vec![]), Some(long.to_vec())];
-        let owned = vec![b"ab".to_vec(), vec![], long.to_vec()];
+        let owned = vec![
+            OwnedKey::Bytes(b"ab".to_vec()),
+            OwnedKey::Bytes(vec![]),
+            OwnedKey::Bytes(long.to_vec()),
+        ];
+        let expected: Vec<_> = owned.iter().cloned().map(Some).collect();
         for values in [
             KeyValues::Offsets32 { offsets: &offsets32, data },
             KeyValues::Offsets64 { offsets: &offsets64, data },
@@ -278,10 +353,14 @@ mod tests {
     }
 
     #[test]
-    fn integers_widen_to_eight_bytes() {
-        let batch = KeyBatch::new(KeyValues::Int32(&[-1, 7])).unwrap();
+    fn integers_widen_to_64_bits() {
+        let narrow = KeyBatch::new(KeyValues::Int32(&[-1, 7])).unwrap();
         let wide = KeyBatch::new(KeyValues::Int64(&[-1, 7])).unwrap();
-        assert_eq!(collect(&batch), collect(&wide));
+        let unsigned = KeyBatch::new(KeyValues::UInt64(&[u64::MAX, 7])).unwrap();
+        assert_eq!(collect(&narrow), collect(&wide));
+        assert_eq!(collect(&wide), collect(&unsigned));
+        let small = KeyBatch::new(KeyValues::UInt8(&[255])).unwrap();
+        assert_eq!(collect(&small), vec![Some(OwnedKey::Int(255))]);
     }
 
     #[test]

@@ -8,7 +8,7 @@
 //! ```
 //! use keysplit_core::grouper::build;
 //! let mut pkg = build("pkg", 8, 1, &Default::default(), None).unwrap().grouper;
-//! let worker = pkg.route(b"apple");
+//! let worker = pkg.route(keysplit_core::Key::Bytes(b"apple"));
 //! assert!(worker < 8);
 //! ```
 
@@ -24,5 +24,6 @@ pub mod streams;
 
 pub use error::{ConfigError, RouteError};
 pub use grouper::{Grouper, GrouperInfo, GrouperInstance, NullPolicy, build, registry, route_batch};
-pub use keys::{KeyBatch, KeyValues};
+pub use hash::Key;
+pub use keys::{KeyBatch, KeyValues, OwnedKey};
 pub use loads::{LoadScope, LoadVector};

@@ -4,9 +4,9 @@ use std::collections::{HashMap, HashSet};
 
 use keysplit_core::grouper::{MAX_WORKERS, build, registry, route_batch};
 use keysplit_core::groupers::pkg::PartialKeyGrouping;
-use keysplit_core::hash::{HashFamily, unsigned_key_bytes};
+use keysplit_core::hash::HashFamily;
 use keysplit_core::params::{ParamValue, Params};
-use keysplit_core::{ConfigError, KeyBatch, KeyValues, LoadVector, NullPolicy, RouteError};
+use keysplit_core::{ConfigError, Key, KeyBatch, KeyValues, LoadVector, NullPolicy, OwnedKey, RouteError};
 use proptest::prelude::*;
 
 fn keys_strategy() -> impl Strategy<Value = Vec<Vec<u8>>> {
@@ -16,7 +16,11 @@ fn keys_strategy() -> impl Strategy<Value = Vec<Vec<u8>>> {
 
 fn route_all(name: &str, workers: u64, seed: u64, params: &Params, keys: &[Vec<u8>]) -> Vec<u32> {
     let mut grouper = build(name, workers, seed, params, None).unwrap().grouper;
-    keys.iter().map(|k| grouper.route(k)).collect()
+    keys.iter().map(|k| grouper.route(Key::Bytes(k))).collect()
+}
+
+fn owned(keys: &[Vec<u8>]) -> Vec<OwnedKey> {
+    keys.iter().cloned().map(OwnedKey::Bytes).collect()
 }
 
 fn workers_per_key(keys: &[Vec<u8>], routed: &[u32]) -> HashMap<Vec<u8>, HashSet<u32>> {
@@ -42,7 +46,8 @@ proptest! {
             prop_assert_eq!(&single, &route_all(info.name, workers, seed, &Params::new(), &keys));
 
             let mut grouper = build(info.name, workers, seed, &Params::new(), None).unwrap().grouper;
-            let batch = KeyBatch::new(KeyValues::Owned(&keys)).unwrap();
+            let owned_keys = owned(&keys);
+            let batch = KeyBatch::new(KeyValues::Owned(&owned_keys)).unwrap();
             let mut out = vec![u32::MAX; keys.len()];
             route_batch(grouper.as_mut(), &batch, NullPolicy::Raise, &mut out).unwrap();
             prop_assert_eq!(&out, &single, "grouper {}", info.name);
@@ -57,7 +62,7 @@ proptest! {
         let routed = route_all("key", workers, seed, &Params::new(), &keys);
         for (key, set) in workers_per_key(&keys, &routed) {
             prop_assert_eq!(set.len(), 1, "key {:?}", key);
-            let expected = HashFamily::new(seed, workers as u32).candidate(0, &key);
+            let expected = HashFamily::new(seed, workers as u32).candidate(0, Key::Bytes(&key));
             prop_assert!(set.contains(&expected));
         }
     }
@@ -72,8 +77,8 @@ proptest! {
         let hashes = HashFamily::new(seed, n);
         for (key, set) in workers_per_key(&keys, &routed) {
             prop_assert!(set.len() <= 2);
-            let c1 = hashes.candidate(1, &key);
-            let mut c2 = hashes.candidate(2, &key);
+            let c1 = hashes.candidate(1, Key::Bytes(&key));
+            let mut c2 = hashes.candidate(2, Key::Bytes(&key));
             if distinct && c2 == c1 { c2 = (c2 + 1) % n; }
             prop_assert!(set.iter().all(|&w| w == c1 || w == c2), "key {:?} went to {:?}", key, set);
         }
@@ -83,7 +88,7 @@ proptest! {
     fn shuffle_keeps_loads_within_one(keys in keys_strategy(), workers in 1u64..64) {
         let mut grouper = build("shuffle", workers, 0, &Params::new(), None).unwrap().grouper;
         for key in &keys {
-            grouper.route(key);
+            grouper.route(Key::Bytes(key));
             let loads = grouper.loads().snapshot();
             prop_assert!(loads.iter().max().unwrap() - loads.iter().min().unwrap() <= 1);
         }
@@ -94,7 +99,7 @@ proptest! {
 fn pkg_prefers_the_less_loaded_candidate_and_breaks_ties_to_the_first() {
     let instance = build("pkg", 8, 3, &Params::new(), None).unwrap();
     let mut grouper = instance.grouper;
-    let key = b"hot";
+    let key = Key::Bytes(b"hot");
     let first = grouper.route(key);
     let second = grouper.route(key);
     assert_ne!(first, second, "the second tuple goes to the other, empty candidate");
@@ -105,13 +110,13 @@ fn pkg_prefers_the_less_loaded_candidate_and_breaks_ties_to_the_first() {
 fn distinct_candidates_differ_and_colliding_ones_may_not() {
     let family = HashFamily::new(0, 4);
     let colliding = (0u64..10_000)
-        .map(unsigned_key_bytes)
-        .find(|k| family.candidate(1, k) == family.candidate(2, k))
+        .map(Key::Int)
+        .find(|&k| family.candidate(1, k) == family.candidate(2, k))
         .expect("with 4 workers some key has equal candidates");
     let pkg = |distinct| PartialKeyGrouping::new(family, distinct, LoadVector::private(4));
-    let (a, b) = pkg(false).candidates(&colliding);
+    let (a, b) = pkg(false).candidates(colliding);
     assert_eq!(a, b, "the paper's rule keeps the collision");
-    let (a, b) = pkg(true).candidates(&colliding);
+    let (a, b) = pkg(true).candidates(colliding);
     assert_eq!(b, (a + 1) % 4, "Storm's rule moves c2 to the next worker");
 }
 
@@ -121,8 +126,8 @@ fn shared_loads_give_every_source_the_global_view() {
     let mut a = build("pkg", 4, 0, &Params::new(), shared.share()).unwrap().grouper;
     let mut b = build("pkg", 4, 0, &Params::new(), shared.share()).unwrap().grouper;
     std::thread::scope(|scope| {
-        scope.spawn(|| (0u64..50_000).for_each(|i| _ = a.route(&unsigned_key_bytes(i % 97))));
-        scope.spawn(|| (0u64..50_000).for_each(|i| _ = b.route(&unsigned_key_bytes(i % 89))));
+        scope.spawn(|| (0u64..50_000).for_each(|i| _ = a.route(Key::Int(i % 97))));
+        scope.spawn(|| (0u64..50_000).for_each(|i| _ = b.route(Key::Int(i % 89))));
     });
     assert_eq!(shared.total(), 100_000);
 }
@@ -152,6 +157,6 @@ fn null_keys_are_refused_or_grouped_never_dropped() {
     assert_eq!(refused, Err(RouteError::NullKeys { nulls: 1 }));
     assert_eq!(grouper.loads().total(), 0, "a refused batch changes no state");
     route_batch(grouper.as_mut(), &batch, NullPolicy::Group, &mut out).unwrap();
-    assert_eq!(out[1], grouper.route(b""));
+    assert_eq!(out[1], grouper.route(Key::Bytes(b"")));
     assert_eq!(grouper.loads().total(), 4);
 }

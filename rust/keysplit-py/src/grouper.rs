@@ -9,7 +9,7 @@ use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyString};
 
-use crate::keys::{extract_keys, key_bytes};
+use crate::keys::{extract_keys, owned_key};
 use crate::worker_ids::WorkerIds;
 
 pub fn config_error(e: ConfigError) -> PyErr {
@@ -127,15 +127,15 @@ impl GrouperCore {
 
     fn route_key(&self, key: &Bound<'_, PyAny>, nulls: &str) -> PyResult<u32> {
         let policy = null_policy(nulls)?;
-        let bytes = key_bytes(key)?;
-        let bytes = match (bytes, policy) {
-            (Some(bytes), _) => bytes,
-            (None, NullPolicy::Group) => NULL_KEY.to_vec(),
+        let key = owned_key(key)?;
+        let key = match (&key, policy) {
+            (Some(key), _) => key.as_key(),
+            (None, NullPolicy::Group) => NULL_KEY,
             (None, NullPolicy::Raise) => {
                 return Err(route_error(RouteError::NullKeys { nulls: 1 }));
             }
         };
-        Ok(self.lock()?.route(&bytes))
+        Ok(self.lock()?.route(key))
     }
 
     fn end_window(&self) -> PyResult<()> {

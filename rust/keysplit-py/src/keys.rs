@@ -6,8 +6,7 @@ use arrow_array::types::{
 };
 use arrow_array::{Array, ArrayRef, new_null_array};
 use arrow_schema::DataType;
-use keysplit_core::hash::{signed_key_bytes, unsigned_key_bytes};
-use keysplit_core::{KeyBatch, KeyValues};
+use keysplit_core::{KeyBatch, KeyValues, OwnedKey};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyByteArray, PyBytes, PyInt, PyList, PyString, PyTuple};
@@ -22,7 +21,7 @@ pub enum Keys {
     /// Arrow chunks in order; their buffers belong to the caller's arrays.
     Arrow(Vec<ArrayRef>),
     /// Keys converted from a Python list or tuple, with `None` for nulls.
-    Owned { keys: Vec<Vec<u8>>, validity: Option<Vec<u8>> },
+    Owned { keys: Vec<OwnedKey>, validity: Option<Vec<u8>> },
 }
 
 impl Keys {
@@ -161,21 +160,21 @@ fn type_name(obj: &Bound<'_, PyAny>) -> String {
     obj.get_type().name().map(|n| n.to_string()).unwrap_or_else(|_| "?".into())
 }
 
-/// The bytes of one Python key, `None` for `None`.
-pub fn key_bytes(item: &Bound<'_, PyAny>) -> PyResult<Option<Vec<u8>>> {
+/// One Python key, `None` for `None`.
+pub fn owned_key(item: &Bound<'_, PyAny>) -> PyResult<Option<OwnedKey>> {
     if item.is_none() {
         Ok(None)
     } else if let Ok(s) = item.cast::<PyString>() {
-        Ok(Some(s.to_str()?.as_bytes().to_vec()))
+        Ok(Some(OwnedKey::Bytes(s.to_str()?.as_bytes().to_vec())))
     } else if let Ok(b) = item.cast::<PyBytes>() {
-        Ok(Some(b.as_bytes().to_vec()))
+        Ok(Some(OwnedKey::Bytes(b.as_bytes().to_vec())))
     } else if let Ok(b) = item.cast::<PyByteArray>() {
-        Ok(Some(b.to_vec()))
+        Ok(Some(OwnedKey::Bytes(b.to_vec())))
     } else if item.is_instance_of::<PyInt>() && !item.is_instance_of::<PyBool>() {
         if let Ok(v) = item.extract::<i64>() {
-            Ok(Some(signed_key_bytes(v).to_vec()))
+            Ok(Some(OwnedKey::Int(v as u64)))
         } else if let Ok(v) = item.extract::<u64>() {
-            Ok(Some(unsigned_key_bytes(v).to_vec()))
+            Ok(Some(OwnedKey::Int(v)))
         } else {
             Err(PyValueError::new_err(format!(
                 "integer key {item} does not fit in 64 bits"
@@ -195,7 +194,7 @@ fn owned_keys(seq: &Bound<'_, PyAny>) -> PyResult<Keys> {
     let mut validity: Option<Vec<u8>> = None;
     for (row, item) in seq.try_iter()?.enumerate() {
         let item = item?;
-        match key_bytes(&item).map_err(|e| {
+        match owned_key(&item).map_err(|e| {
             let message = format!("key at index {row}: {}", e.value(seq.py()));
             if e.is_instance_of::<PyTypeError>(seq.py()) {
                 PyTypeError::new_err(message)
@@ -203,11 +202,11 @@ fn owned_keys(seq: &Bound<'_, PyAny>) -> PyResult<Keys> {
                 PyValueError::new_err(message)
             }
         })? {
-            Some(bytes) => keys.push(bytes),
+            Some(key) => keys.push(key),
             None => {
                 let bits = validity.get_or_insert_with(|| vec![0xff; len.div_ceil(8)]);
                 bits[row / 8] &= !(1 << (row % 8));
-                keys.push(Vec::new());
+                keys.push(OwnedKey::Bytes(Vec::new()));
             }
         }
     }

@@ -43,9 +43,9 @@ fn groupers(py: Python<'_>) -> PyResult<Bound<'_, PyList>> {
 #[pyfunction]
 #[pyo3(signature = (key, seed=0, index=0))]
 fn hash_key(key: &Bound<'_, PyAny>, seed: u64, index: u64) -> PyResult<u64> {
-    let bytes = keys::key_bytes(key)?
+    let key = keys::owned_key(key)?
         .ok_or_else(|| PyTypeError::new_err("hash_key() needs a key, got None"))?;
-    Ok(hash::hash_key(&bytes, hash::candidate_seed(seed, index)))
+    Ok(key.as_key().hash(hash::candidate_seed(seed, index)))
 }
 
 /// Key ranks drawn from a Zipf law, in batches: the seeded synthetic stream.

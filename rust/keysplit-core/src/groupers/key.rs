@@ -4,7 +4,7 @@
 
 use crate::error::ConfigError;
 use crate::grouper::{Grouper, GrouperConfig, GrouperInfo};
-use crate::hash::HashFamily;
+use crate::hash::{HashFamily, Key};
 use crate::loads::LoadVector;
 use crate::params::ParamReader;
 
@@ -30,8 +30,10 @@ impl Grouper for KeyGrouping {
         INFO.name
     }
 
-    #[inline]
-    fn route(&mut self, key: &[u8]) -> u32 {
+    // Inlined into the batch loop of every key layout, where integer keys have a constant
+    // length and the hash compiles to its 8-byte path.
+    #[inline(always)]
+    fn route(&mut self, key: Key<'_>) -> u32 {
         let worker = self.hashes.candidate(0, key);
         self.loads.add(worker, 1);
         worker

@@ -12,7 +12,7 @@
 
 use crate::error::ConfigError;
 use crate::grouper::{Grouper, GrouperConfig, GrouperInfo};
-use crate::hash::HashFamily;
+use crate::hash::{HashFamily, Key};
 use crate::loads::LoadVector;
 use crate::params::{ParamReader, ParamSpec, ParamValue};
 
@@ -49,7 +49,7 @@ impl PartialKeyGrouping {
 
     /// The two candidates of `key`, in tie-breaking order.
     #[inline]
-    pub fn candidates(&self, key: &[u8]) -> (u32, u32) {
+    pub fn candidates(&self, key: Key<'_>) -> (u32, u32) {
         let first = self.hashes.candidate(1, key);
         let mut second = self.hashes.candidate(2, key);
         if self.distinct_candidates && second == first {
@@ -64,8 +64,10 @@ impl Grouper for PartialKeyGrouping {
         INFO.name
     }
 
-    #[inline]
-    fn route(&mut self, key: &[u8]) -> u32 {
+    // Inlined into the batch loop of every key layout, where integer keys have a constant
+    // length and the hash compiles to its 8-byte path.
+    #[inline(always)]
+    fn route(&mut self, key: Key<'_>) -> u32 {
         let (first, second) = self.candidates(key);
         let worker = if self.loads.get(second) < self.loads.get(first) { second } else { first };
         self.loads.add(worker, 1);

@@ -6,6 +6,7 @@
 
 use crate::error::ConfigError;
 use crate::grouper::{Grouper, GrouperConfig, GrouperInfo};
+use crate::hash::Key;
 use crate::loads::LoadVector;
 use crate::params::ParamReader;
 
@@ -32,8 +33,10 @@ impl Grouper for Shuffle {
         INFO.name
     }
 
-    #[inline]
-    fn route(&mut self, _key: &[u8]) -> u32 {
+    // Inlined into the batch loop of every key layout, where integer keys have a constant
+    // length and the hash compiles to its 8-byte path.
+    #[inline(always)]
+    fn route(&mut self, _key: Key<'_>) -> u32 {
         let worker = self.next;
         self.next = if worker + 1 == self.workers { 0 } else { worker + 1 };
         self.loads.add(worker, 1);
