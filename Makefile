@@ -9,12 +9,12 @@ BIN := $(VENV)/bin
 DEPS_STAMP := $(VENV)/.requirements-dev.stamp
 WHEEL_DIR := target/wheels
 
-.PHONY: run test wheel rust-test python-test fuzz-check bench clean
+.PHONY: run test wheel lint rust-test python-test fuzz-check bench clean
 
 run: wheel
 	$(BIN)/keysplit simulate
 
-test: wheel rust-test python-test
+test: lint wheel rust-test python-test
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -30,6 +30,10 @@ wheel: $(DEPS_STAMP)
 	$(BIN)/maturin build --release --out $(WHEEL_DIR)
 	$(BIN)/python -m pip install --quiet --no-deps --force-reinstall $(WHEEL_DIR)/keysplit-*.whl
 	$(BIN)/python -m pip check
+
+lint:
+	cargo fmt --all --check
+	cargo clippy --workspace --all-targets --locked -- -D warnings
 
 rust-test:
 	cargo test --workspace --locked

@@ -37,7 +37,10 @@ impl fmt::Display for ConfigError {
                 known.join(", ")
             ),
             ConfigError::ParamType { grouper, param, expected, got } => {
-                write!(f, "parameter {param:?} of grouper {grouper:?} must be {expected}, got {got}")
+                write!(
+                    f,
+                    "parameter {param:?} of grouper {grouper:?} must be {expected}, got {got}"
+                )
             }
             ConfigError::ParamRange { grouper, param, reason } => {
                 write!(f, "parameter {param:?} of grouper {grouper:?} {reason}")

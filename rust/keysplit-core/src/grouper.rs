@@ -107,8 +107,11 @@ pub struct GrouperInfo {
     /// The publication the grouper follows, or the section of `spec/baselines.md`.
     pub paper: &'static str,
     pub params: &'static [ParamSpec],
-    pub build: fn(GrouperConfig, &mut ParamReader<'_>) -> Result<Box<dyn Grouper>, ConfigError>,
+    pub build: BuildFn,
 }
+
+/// Builds a grouper from its configuration and its own parameters.
+pub type BuildFn = fn(GrouperConfig, &mut ParamReader<'_>) -> Result<Box<dyn Grouper>, ConfigError>;
 
 /// Every grouper keysplit has, in the order the documentation lists them.
 pub fn registry() -> &'static [GrouperInfo] {

@@ -209,7 +209,8 @@ mod tests {
 
     #[test]
     fn fast_mod_equals_the_remainder_at_the_edges() {
-        let divisors = [1, 2, 3, 7, 8, 1000, (1 << 20) + 1, u32::MAX as u64, (1 << 63) + 5, u64::MAX];
+        let divisors =
+            [1, 2, 3, 7, 8, 1000, (1 << 20) + 1, u32::MAX as u64, (1 << 63) + 5, u64::MAX];
         let values = [0, 1, 2, 12345, 1 << 32, (1 << 63) - 1, 1 << 63, u64::MAX - 1, u64::MAX];
         for d in divisors {
             let fast = FastMod::new(d);
@@ -254,5 +255,4 @@ mod tests {
             assert_eq!(hash_int_key(value, seed), digest);
         }
     }
-
 }

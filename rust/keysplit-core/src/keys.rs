@@ -32,11 +32,20 @@ pub enum KeyValues<'a> {
     UInt32(&'a [u32]),
     UInt64(&'a [u64]),
     /// `string` / `binary`: `len + 1` offsets into `data`.
-    Offsets32 { offsets: &'a [i32], data: &'a [u8] },
+    Offsets32 {
+        offsets: &'a [i32],
+        data: &'a [u8],
+    },
     /// `large_string` / `large_binary`.
-    Offsets64 { offsets: &'a [i64], data: &'a [u8] },
+    Offsets64 {
+        offsets: &'a [i64],
+        data: &'a [u8],
+    },
     /// `string_view` / `binary_view`: 16-byte views into `buffers`.
-    Views { views: &'a [u128], buffers: Vec<&'a [u8]> },
+    Views {
+        views: &'a [u128],
+        buffers: Vec<&'a [u8]>,
+    },
     /// Owned keys, for keys that arrive one by one (e.g. as Python objects).
     Owned(&'a [OwnedKey]),
 }
@@ -101,9 +110,8 @@ fn check_offsets<O: Copy + TryInto<usize> + fmt::Debug>(
     }
     let mut previous = 0usize;
     for (i, &o) in offsets.iter().enumerate() {
-        let position: usize = o
-            .try_into()
-            .map_err(|_| InvalidKeys(format!("offset {i} is negative ({o:?})")))?;
+        let position: usize =
+            o.try_into().map_err(|_| InvalidKeys(format!("offset {i} is negative ({o:?})")))?;
         if i > 0 && position < previous {
             return Err(InvalidKeys(format!("offsets decrease at index {i}")));
         }

@@ -20,10 +20,13 @@ pub mod keys;
 pub mod loads;
 pub mod params;
 pub mod rng;
+pub mod sketches;
 pub mod streams;
 
 pub use error::{ConfigError, RouteError};
-pub use grouper::{Grouper, GrouperInfo, GrouperInstance, NullPolicy, build, registry, route_batch};
+pub use grouper::{
+    Grouper, GrouperInfo, GrouperInstance, NullPolicy, build, registry, route_batch,
+};
 pub use hash::Key;
 pub use keys::{KeyBatch, KeyValues, OwnedKey};
 pub use loads::{LoadScope, LoadVector};

@@ -38,7 +38,8 @@ mod tests {
     fn matches_the_published_reference_output() {
         // The reference C implementation (Vigna, splitmix64.c) seeded with 1234567.
         let mut rng = SplitMix64::new(1_234_567);
-        let expected = [6_457_827_717_110_365_317, 3_203_168_211_198_807_973, 9_817_491_932_198_370_423];
+        let expected =
+            [6_457_827_717_110_365_317, 3_203_168_211_198_807_973, 9_817_491_932_198_370_423];
         for value in expected {
             assert_eq!(rng.next_u64(), value);
         }

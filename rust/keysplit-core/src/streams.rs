@@ -32,7 +32,9 @@ pub const MAX_ZIPF_KEYS: u64 = 1 << 28;
 impl Zipf {
     pub fn new(keys: u64, z: f64, seed: u64) -> Result<Self, InvalidZipf> {
         if keys == 0 || keys > MAX_ZIPF_KEYS {
-            return Err(InvalidZipf(format!("keys must be between 1 and {MAX_ZIPF_KEYS}, got {keys}")));
+            return Err(InvalidZipf(format!(
+                "keys must be between 1 and {MAX_ZIPF_KEYS}, got {keys}"
+            )));
         }
         if !(z.is_finite() && z >= 0.0) {
             return Err(InvalidZipf(format!("z must be a finite number >= 0, got {z}")));

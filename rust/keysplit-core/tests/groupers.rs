@@ -6,7 +6,9 @@ use keysplit_core::grouper::{MAX_WORKERS, build, registry, route_batch};
 use keysplit_core::groupers::pkg::PartialKeyGrouping;
 use keysplit_core::hash::HashFamily;
 use keysplit_core::params::{ParamValue, Params};
-use keysplit_core::{ConfigError, Key, KeyBatch, KeyValues, LoadVector, NullPolicy, OwnedKey, RouteError};
+use keysplit_core::{
+    ConfigError, Key, KeyBatch, KeyValues, LoadVector, NullPolicy, OwnedKey, RouteError,
+};
 use proptest::prelude::*;
 
 fn keys_strategy() -> impl Strategy<Value = Vec<Vec<u8>>> {
@@ -143,14 +145,17 @@ fn bad_configurations_name_the_problem() {
     assert!(err(build("pkg", 4, 0, &typo, None)).contains("distinct_candidates"));
     let wrong_type = Params::from([("distinct_candidates".to_owned(), ParamValue::Int(1))]);
     assert!(err(build("pkg", 4, 0, &wrong_type, None)).contains("must be bool, got int"));
-    assert!(err(build("pkg", 4, 0, &Params::new(), Some(LoadVector::shared(3)))).contains("3 workers"));
+    assert!(
+        err(build("pkg", 4, 0, &Params::new(), Some(LoadVector::shared(3)))).contains("3 workers")
+    );
 }
 
 #[test]
 fn null_keys_are_refused_or_grouped_never_dropped() {
     let values = [5u64, 6, 7];
     let validity = [0b101u8];
-    let batch = KeyBatch::new(KeyValues::UInt64(&values)).unwrap().with_validity(&validity, 0).unwrap();
+    let batch =
+        KeyBatch::new(KeyValues::UInt64(&values)).unwrap().with_validity(&validity, 0).unwrap();
     let mut grouper = build("key", 16, 0, &Params::new(), None).unwrap().grouper;
     let mut out = [0u32; 3];
     let refused = route_batch(grouper.as_mut(), &batch, NullPolicy::Raise, &mut out);

@@ -176,9 +176,7 @@ pub fn owned_key(item: &Bound<'_, PyAny>) -> PyResult<Option<OwnedKey>> {
         } else if let Ok(v) = item.extract::<u64>() {
             Ok(Some(OwnedKey::Int(v)))
         } else {
-            Err(PyValueError::new_err(format!(
-                "integer key {item} does not fit in 64 bits"
-            )))
+            Err(PyValueError::new_err(format!("integer key {item} does not fit in 64 bits")))
         }
     } else {
         Err(PyTypeError::new_err(format!(

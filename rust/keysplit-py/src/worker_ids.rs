@@ -10,7 +10,9 @@ use pyo3::exceptions::{PyBufferError, PyIndexError};
 use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{PyCapsule, PyTuple};
-use pyo3_arrow::ffi::{ArrayIterator, to_array_pycapsules, to_schema_pycapsule, to_stream_pycapsule};
+use pyo3_arrow::ffi::{
+    ArrayIterator, to_array_pycapsules, to_schema_pycapsule, to_stream_pycapsule,
+};
 
 /// Worker ids, one per key, in key order.
 ///
@@ -111,17 +113,11 @@ impl WorkerIds {
             (*view).len = this.shape[0] * ITEM_SIZE;
             (*view).readonly = 1;
             (*view).itemsize = ITEM_SIZE;
-            (*view).format = if flags & ffi::PyBUF_FORMAT != 0 {
-                c"I".as_ptr() as *mut _
-            } else {
-                null_mut()
-            };
+            (*view).format =
+                if flags & ffi::PyBUF_FORMAT != 0 { c"I".as_ptr() as *mut _ } else { null_mut() };
             (*view).ndim = 1;
-            (*view).shape = if flags & ffi::PyBUF_ND != 0 {
-                this.shape.as_ptr() as *mut _
-            } else {
-                null_mut()
-            };
+            (*view).shape =
+                if flags & ffi::PyBUF_ND != 0 { this.shape.as_ptr() as *mut _ } else { null_mut() };
             (*view).strides = if flags & ffi::PyBUF_STRIDES == ffi::PyBUF_STRIDES {
                 this.strides.as_ptr() as *mut _
             } else {
