@@ -11,6 +11,7 @@ import xxhash
 
 MASK64 = (1 << 64) - 1
 SEED_STRIDE = 0x9E3779B97F4A7C15
+FINGERPRINT_SEED = int.from_bytes(b"keysplit", "little")
 
 
 def key_bytes(key: str | bytes | int) -> bytes:
@@ -25,6 +26,60 @@ def key_bytes(key: str | bytes | int) -> bytes:
 def h(index: int, key: str | bytes | int, seed: int) -> int:
     """``h_index(k)`` for a grouper seeded with ``seed``."""
     return xxhash.xxh3_64_intdigest(key_bytes(key), seed=(seed * SEED_STRIDE + index) & MASK64)
+
+
+def fingerprint(key: str | bytes | int) -> int:
+    """The 64-bit identity under which sketches and routing tables store a key."""
+    return xxhash.xxh3_64_intdigest(key_bytes(key), seed=FINGERPRINT_SEED)
+
+
+class SpaceSavingTwin:
+    """Space-Saving (Metwally et al., ICDT 2005) exactly as ``sketches/space_saving.rs``
+    specifies it: a list of ``[item, count, error, stamp]`` scanned at every insertion.
+
+    A new item takes over the counter with the smallest ``(count, stamp)``, where the
+    stamp is the number of the insertion that last changed that counter.
+    """
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self.counters: list[list[int]] = []
+        self.step = 0
+        self.total = 0
+
+    def insert(self, item: int, weight: int = 1) -> None:
+        if weight == 0:
+            return
+        t = self.step
+        self.step += 1
+        self.total += weight
+        for counter in self.counters:
+            if counter[0] == item:
+                counter[1] += weight
+                counter[3] = t
+                return
+        if len(self.counters) < self.capacity:
+            self.counters.append([item, weight, 0, t])
+            return
+        victim = min(self.counters, key=lambda c: (c[1], c[3]))
+        victim[:] = [item, victim[1] + weight, victim[1], t]
+
+    def estimate(self, item: int) -> tuple[int, int] | None:
+        """``(count, error)`` of a monitored item, None otherwise."""
+        for counter in self.counters:
+            if counter[0] == item:
+                return counter[1], counter[2]
+        return None
+
+    def by_count(self) -> list[tuple[int, int, int]]:
+        """``(item, count, error)``, largest count first, then smallest stamp."""
+        ordered = sorted(self.counters, key=lambda c: (-c[1], c[3]))
+        return [(c[0], c[1], c[2]) for c in ordered]
+
+    def clear(self) -> None:
+        self.counters.clear()
+        self.step = 0
+        self.total = 0
 
 
 class ShuffleTwin:
@@ -73,4 +128,6 @@ class PkgTwin:
         return worker
 
 
+# The twins of this module, by grouper name. Families with a module of their own
+# (tests/reference_<family>.py) test against their twins in tests/test_<family>.py.
 TWINS = {"shuffle": ShuffleTwin, "key": KeyTwin, "pkg": PkgTwin}
