@@ -73,9 +73,8 @@ fn the_bucket_hash_coefficients_come_from_the_grouper_seed() {
     assert_eq!((seven.a, seven.b), (1_927_381_587_749_329_598, 1_653_549_658_954_718_428));
     assert!(zero.a >= 1 && zero.a < PRIME && zero.b < PRIME);
     let x = u64::MAX;
-    let expected = ((u128::from(zero.a) * u128::from(x) + u128::from(zero.b))
-        % u128::from(PRIME)) as u64
-        % 6;
+    let expected =
+        ((u128::from(zero.a) * u128::from(x) + u128::from(zero.b)) % u128::from(PRIME)) as u64 % 6;
     assert_eq!(zero.bucket(x) as u64, expected);
 }
 

@@ -9,4 +9,5 @@ pub mod pstream;
 pub mod rivetti;
 pub mod shuffle;
 
-pub(crate) static REGISTRY: &[GrouperInfo] = &[shuffle::INFO, key::INFO, pkg::INFO, rivetti::INFO, pstream::INFO];
+pub(crate) static REGISTRY: &[GrouperInfo] =
+    &[shuffle::INFO, key::INFO, pkg::INFO, rivetti::INFO, pstream::INFO];

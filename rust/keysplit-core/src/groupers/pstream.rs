@@ -14,12 +14,12 @@
 //! 1. **Coin.** One draw `u`; the count is the number of consecutive heads of a fair coin,
 //!    the bits of `u` read from the least significant one with 1 = heads:
 //!    `c = min(trailing_ones(u), l)`. So `P(c ≥ j) = 2^-j` for `j ≤ l`.
-//! 2. If `c ≥ r`, the **predictor is updated**:
-//!    a. **Decay**: every entry, in increasing fingerprint order, takes one draw `v` and
-//!       is shifted right by one bit when `(v >> 11)·2^-53 < p` (the `[0, 1)` draw of
-//!       [`SplitMix64::next_f64`]); an entry that becomes 0 is removed.
-//!    b. **Record**: bit `c` of the entry of `k`'s [`fingerprint`] is set (the entry is
-//!       created if missing).
+//! 2. If `c ≥ r`, the **predictor is updated**, in two steps:
+//!    - **Decay**: every entry, in increasing fingerprint order, takes one draw `v` and
+//!      is shifted right by one bit when `(v >> 11)·2^-53 < p` (the `[0, 1)` draw of
+//!      [`SplitMix64::next_f64`]); an entry that becomes 0 is removed.
+//!    - **Record**: then bit `c` of the entry of `k`'s [`fingerprint`] is set (the entry
+//!      is created if missing).
 //! 3. **Route**: `k` is hot when its entry has at least two bits set. A hot tuple goes to
 //!    the least-loaded worker (local loads, ties to the lowest index), or, with
 //!    `round_robin = true`, to worker `j mod n` where `j` counts the hot tuples routed
