@@ -43,8 +43,11 @@
 //!   state after the update.
 //! * **Decay cost.** Done literally, one draw per entry per update: `O(entries)` per
 //!   predictor update, i.e. `O(entries · 2^-r)` per tuple on average (entries ÷ 64 with
-//!   `r = 6`). Entries are few: only keys that drew `c ≥ r` have one, and each is removed
-//!   after `≤ l + 1` shifts. An exact-in-distribution geometric skip would be cheaper but
+//!   `r = 6`). Entries are few: only keys that drew `c ≥ r` have one, and an entry that
+//!   gets no new bit is removed after at most `l + 1` shifts (expected `(l + 1)/p`
+//!   updates). With the defaults, a stream of distinct keys settles near 800 entries
+//!   (measured with the twin: 818 after 200 000 tuples), about 13 draws per tuple.
+//!   An exact-in-distribution geometric skip would be cheaper but
 //!   would need floating-point logarithms that a reference twin cannot reproduce bit for
 //!   bit, so we keep the per-entry draws, in the fixed order given above.
 //! * **Hot before two bits?** A key with a single bit is cold, even with a high count:

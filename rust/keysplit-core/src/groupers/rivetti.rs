@@ -38,8 +38,8 @@
 //!   Grouping paper), e.g. 500 tuples per bucket on average with `n = 100`, so that bucket
 //!   weights and the heavy-hitter threshold `⌈m/2n⌉` are well above SpaceSaving's error
 //!   bound `εm = m/4n`. It must be at least 1.
-//! * **Routing while learning.** Plain KG, as the spec says (the paper buffers or routes
-//!   by hash; we never drop or delay).
+//! * **Routing while learning.** Plain KG, as the spec says: learning tuples are neither
+//!   dropped nor delayed, so a key may move once, from its KG worker to its table worker.
 //! * **The 2-universal hash** is applied to the key's fingerprint, a 64-bit value that can
 //!   exceed `P`; `(a·x + b) mod P` is taken on the full 64-bit `x`, so `x` and `x + P`
 //!   share a bucket (harmless: the family stays 2-universal over `x mod P`).
@@ -58,7 +58,7 @@ use crate::hash::{HashFamily, Key, candidate_seed, fingerprint};
 use crate::loads::LoadVector;
 use crate::params::{ParamReader, ParamSpec, ParamValue};
 use crate::rng::SplitMix64;
-use crate::sketches::{ItemMap, SpaceSaving, map_bytes};
+use crate::sketches::{ItemMap, SpaceSaving, item_map, map_bytes};
 
 /// The Mersenne prime `2^61 − 1` of the 2-universal bucket hash.
 pub const PRIME: u64 = (1 << 61) - 1;
@@ -206,8 +206,8 @@ impl DistributionAwareKeyGrouping {
         items.extend(bucket_counts.iter().enumerate().map(|(i, &w)| (w, 1, i as u64)));
         items.sort_unstable_by_key(|&(w, kind, id)| (std::cmp::Reverse(w), kind, id));
         let mut lpt_loads = vec![0u64; n as usize];
-        let (mut heavy_map, heavy_bytes) =
-            crate::sketches::item_map::<u32>(heavy.len()).unwrap_or_default();
+        // Sized once for the heavy hitters, which are at most 2n (each weighs >= m/2n).
+        let (mut heavy_map, _) = item_map::<u32>(heavy.len()).unwrap_or_default();
         let mut bucket_workers = vec![0u32; bucket_counts.len()];
         for (weight, kind, id) in items {
             let worker = least_loaded(&lpt_loads);
@@ -218,7 +218,7 @@ impl DistributionAwareKeyGrouping {
                 bucket_workers[id as usize] = worker;
             }
         }
-        let heavy_bytes = heavy_bytes.max(map_bytes::<u32>(heavy_map.capacity()).unwrap_or(0));
+        let heavy_bytes = map_bytes::<u32>(heavy_map.capacity()).unwrap_or(usize::MAX);
         self.table = Some(Table { heavy: heavy_map, heavy_bytes, bucket_workers });
     }
 }
