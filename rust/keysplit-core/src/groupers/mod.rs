@@ -5,6 +5,9 @@ use crate::grouper::GrouperInfo;
 
 pub mod key;
 pub mod pkg;
+pub mod pstream;
+pub mod rivetti;
 pub mod shuffle;
 
-pub(crate) static REGISTRY: &[GrouperInfo] = &[shuffle::INFO, key::INFO, pkg::INFO];
+pub(crate) static REGISTRY: &[GrouperInfo] =
+    &[shuffle::INFO, key::INFO, pkg::INFO, rivetti::INFO, pstream::INFO];
