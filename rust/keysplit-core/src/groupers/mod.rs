@@ -3,8 +3,18 @@
 
 use crate::grouper::GrouperInfo;
 
+pub mod choices;
 pub mod key;
 pub mod pkg;
 pub mod shuffle;
+pub mod uhlb;
 
-pub(crate) static REGISTRY: &[GrouperInfo] = &[shuffle::INFO, key::INFO, pkg::INFO];
+pub(crate) static REGISTRY: &[GrouperInfo] = &[
+    shuffle::INFO,
+    key::INFO,
+    pkg::INFO,
+    uhlb::INFO,
+    choices::D_CHOICES,
+    choices::W_CHOICES,
+    choices::RR_HEAD,
+];
