@@ -49,7 +49,8 @@ def choose_d(n: int, head_size: int, p_head: float, p_top: float, epsilon: float
         b_head = 1.0 - pow_int(q, head_size * d)
         head_ok = p_head + p_tail * b_head * b_head <= b_head + epsilon
         b_top = 1.0 - pow_int(q, d)
-        top_ok = p_top + (p_head - p_top) * pow_int(b_top, d) + p_tail * b_top * b_top <= b_top + epsilon
+        top_lhs = p_top + (p_head - p_top) * pow_int(b_top, d) + p_tail * b_top * b_top
+        top_ok = top_lhs <= b_top + epsilon
         if head_ok and top_ok:
             return d
     return n
@@ -114,7 +115,9 @@ class _HeadTailTwin:
 
 
 class DChoicesTwin(_HeadTailTwin):
-    def __init__(self, workers: int, seed: int = 0, epsilon: float = 1e-4, **params: object) -> None:
+    def __init__(
+        self, workers: int, seed: int = 0, epsilon: float = 1e-4, **params: object
+    ) -> None:
         super().__init__(workers, seed, **params)
         self.epsilon = epsilon
         self.head: set[int] = set()

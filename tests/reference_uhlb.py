@@ -29,7 +29,9 @@ class SplitMix64:
 
 def draw_coefficients(seed: int) -> tuple[int, int]:
     """``a`` in ``[1, P)``, then ``b`` in ``[0, P)``: 61-bit draws, rejected outside."""
-    rng = SplitMix64((seed * SEED_STRIDE + RNG_STREAM) & MASK64)
+    # Seeded with the first output of a generator seeded with candidate_seed(seed, "uhlb"):
+    # seeded directly, seed s + 1 would replay seed s's draws shifted by one.
+    rng = SplitMix64(SplitMix64((seed * SEED_STRIDE + RNG_STREAM) & MASK64).next_u64())
 
     def draw(low: int) -> int:
         while True:

@@ -20,10 +20,14 @@
 //!   `(a·x + b) mod P = (a·(x mod P) + b) mod P`, the family acts on `x mod P`. Two distinct
 //!   hashes then collide with probability about `2^-61·8` more than under the family alone,
 //!   far below the `1/n` of the family.
-//! * **Drawing `a` and `b`.** From [`SplitMix64`] seeded with
-//!   `candidate_seed(seed, u64::from_le_bytes(*b"uhlb\0\0\0\0"))`: `a` is the first draw
-//!   `v = next_u64() >> 3` (61 bits) with `1 ≤ v < P`, then `b` the next such draw with
-//!   `v < P`. Rejection keeps both uniform; a draw is rejected with probability `2^-60`.
+//! * **Drawing `a` and `b`.** From [`SplitMix64`] seeded with the *first output* of
+//!   `SplitMix64::new(candidate_seed(seed, u64::from_le_bytes(*b"uhlb\0\0\0\0")))`: `a` is
+//!   the first draw `v = next_u64() >> 3` (61 bits) with `1 ≤ v < P`, then `b` the next such
+//!   draw with `v < P`. Rejection keeps both uniform; a draw is rejected with probability
+//!   `2^-60`. The extra output step matters: `candidate_seed(s + 1, i)` is
+//!   `candidate_seed(s, i)` plus SplitMix64's own increment, so a generator seeded with it
+//!   directly replays the stream of seed `s` shifted by one draw (seed `s + 1` would get
+//!   `a` = the `b` of seed `s`).
 //! * No parameters: the grouper seed selects the member of the family. With one member
 //!   fixed, each key has one worker, as in key grouping.
 
@@ -78,7 +82,8 @@ impl UniversalHashGrouping {
 
     /// The coefficients `(a, b)` drawn for grouper seed `seed`, as the module documents.
     pub fn draw(seed: u64) -> (u64, u64) {
-        let mut rng = SplitMix64::new(candidate_seed(seed, RNG_STREAM));
+        // Seeded with an output, not a state: see the module documentation.
+        let mut rng = SplitMix64::new(SplitMix64::new(candidate_seed(seed, RNG_STREAM)).next_u64());
         let mut next_below_prime = |low: u64| loop {
             let v = rng.next_u64() >> 3;
             if (low..PRIME).contains(&v) {
@@ -145,9 +150,11 @@ mod tests {
         }
 
         #[test]
-        fn coefficients_lie_in_their_ranges(seed: u64) {
+        fn coefficients_lie_in_their_ranges_and_differ_between_adjacent_seeds(seed: u64) {
             let (a, b) = UniversalHashGrouping::draw(seed);
             proptest::prop_assert!((1..PRIME).contains(&a) && b < PRIME);
+            let (next_a, next_b) = UniversalHashGrouping::draw(seed.wrapping_add(1));
+            proptest::prop_assert!(next_a != b && next_a != a && next_b != b);
         }
     }
 }
