@@ -422,10 +422,12 @@ impl HeadChoices {
         let workers = self.hashes.workers();
         match self.settings.head {
             HeadRouting::DChoices { .. } if self.d < workers => {
-                let mut best = self.head_candidate(1, key);
+                let (first, second) = self.pkg_candidates(key);
+                let mut best = first;
                 let mut best_load = self.loads.get(best);
                 for i in 2..=self.d {
-                    let candidate = self.head_candidate(i, key);
+                    let candidate =
+                        if i == 2 { second } else { self.hashes.candidate(u64::from(i), key) };
                     let load = self.loads.get(candidate);
                     if load < best_load {
                         best = candidate;
