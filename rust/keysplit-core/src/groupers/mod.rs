@@ -3,11 +3,23 @@
 
 use crate::grouper::GrouperInfo;
 
+pub mod choices;
 pub mod key;
 pub mod pkg;
 pub mod pstream;
 pub mod rivetti;
 pub mod shuffle;
+pub mod uhlb;
 
-pub(crate) static REGISTRY: &[GrouperInfo] =
-    &[shuffle::INFO, key::INFO, pkg::INFO, rivetti::INFO, pstream::INFO];
+// In the order of the documentation: baselines, then the papers' groupers.
+pub(crate) static REGISTRY: &[GrouperInfo] = &[
+    shuffle::INFO,
+    key::INFO,
+    uhlb::INFO,
+    pkg::INFO,
+    choices::D_CHOICES,
+    choices::W_CHOICES,
+    choices::RR_HEAD,
+    rivetti::INFO,
+    pstream::INFO,
+];

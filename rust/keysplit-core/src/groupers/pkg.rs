@@ -48,7 +48,7 @@ impl PartialKeyGrouping {
     }
 
     /// The two candidates of `key`, in tie-breaking order.
-    #[inline]
+    #[inline(always)]
     pub fn candidates(&self, key: Key<'_>) -> (u32, u32) {
         let first = self.hashes.candidate(1, key);
         let mut second = self.hashes.candidate(2, key);

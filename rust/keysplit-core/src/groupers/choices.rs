@@ -1,0 +1,503 @@
+//! D-Choices, W-Choices and Round-Robin head: Nasir, De Francisci Morales, Kourtellis and
+//! Serafini, "When two choices are not enough: Balancing at scale in distributed stream
+//! processing", ICDE 2016.
+//!
+//! Specification: `spec/baselines.md`, sections "Heavy hitters for the next groupers",
+//! "D-Choices", "W-Choices" and "Round-robin head". The three groupers share everything but
+//! the routing of head keys:
+//!
+//! * Each source keeps a [`SpaceSaving`] summary over key [`fingerprint`]s and its tuple
+//!   count `m` (the summary's total). `f̂_k` is the summary's count of `k` (its
+//!   overestimate; 0 when unmonitored). The **head** is `H = {k : f̂_k / m > θ}`.
+//! * **Tail** keys go exactly as [PKG](super::pkg): candidates `c1 = h_1(k) mod n` and
+//!   `c2 = h_2(k) mod n`, the smaller local load, ties to `c1`; `c2` moves to
+//!   `(c2 + 1) mod n` when it equals `c1` unless `distinct_candidates = false`.
+//! * `d_choices`: a head key goes to the least-loaded of its `d` candidates, ties to the first
+//!   in candidate order; when `d ≥ n`, to the least-loaded of all workers, ties to the lowest
+//!   index. `d` is chosen by [`choose_d`].
+//! * `w_choices`: a head key goes to the least-loaded of all `n` workers, ties to the lowest
+//!   index.
+//! * `rr_head`: head keys go round robin over all workers: one cursor per source, shared by
+//!   all head keys, starting at worker 0 and advanced by each head tuple only.
+//!
+//! # Parameters
+//!
+//! * `theta` (default `0.0`, meaning the paper's `θ = 1/(5n)`, computed as
+//!   `1.0 / (5.0 · n)`): the head threshold; an explicit value must lie in `(0, 1)`.
+//! * `capacity` (default `0`, meaning `⌈4/θ⌉`): the counters of the summary. The spec asks
+//!   for at least `⌈1/θ⌉`, "better several times more"; we take four times. Space-Saving
+//!   overestimates by at most `m / capacity = θ·m/4`, so every key with true frequency above
+//!   `θ·m` is in the head and no key at or below `3θ·m/4` is. An explicit value must be at
+//!   least `⌈1/θ⌉`: then the counter a new key takes over has count at most `m/capacity ≤
+//!   θ·m`, so a head key is never evicted (the change detection below relies on it).
+//! * `epsilon` (`d_choices` only, default `1e-4`, the spec's slack): in `[0, 1)`.
+//! * `distinct_candidates` (default `true`, as PKG's default, Apache Storm's rule): the tail
+//!   candidates, and the first two head candidates of `d_choices`.
+//!
+//! # Choices where the paper and spec leave room
+//!
+//! * **Count, then route.** Each tuple is first counted into the summary (`m` grows by one),
+//!   then `f̂_k / m > θ` is tested with the counts *after* counting it. So the tuple that
+//!   makes a key cross into the head is routed as a head tuple. The test is the float
+//!   comparison `count as f64 > θ · m as f64`, equal to the exact comparison for `m < 2^53`.
+//! * **When the head changes (`d_choices`).** After each tuple is counted, `d_choices`
+//!   re-evaluates the head set (the prefix of the summary by count whose counts exceed `θ·m`).
+//!   If its membership differs from the head stored at the last re-evaluation that found a
+//!   change, the stored head is replaced and `d` is recomputed from it, *before* the tuple is
+//!   routed, so the tuple is routed with the new `d`. Changes of `p_H` or `p_1` alone, without
+//!   a change of membership, keep `d`. Between two tuples only the counted key can enter the
+//!   head (other counts are unchanged while `θ·m` grows; a head key is never evicted) and no
+//!   member can leave except by `θ·m` overtaking its count, so membership changed exactly when
+//!   the counted key entered or the head's size differs from the stored size plus that entry;
+//!   that is how it is checked, in `O(|H|)` per tuple.
+//! * **Statistics for `d`.** `p_H = (Σ_{k∈H} f̂_k) / m` (one division), `p_T = 1 − p_H`,
+//!   `p_1 = f̂_top / m` for the head's largest count, and `|H|` the head's size; with an
+//!   empty head `p_H = p_1 = 0`, which gives `d = 2`. Before any tuple `d = min(2, n)`.
+//! * **Computing `d`** ([`choose_d`]): powers with integer exponents by binary
+//!   exponentiation in plain `f64` products, so the Python twin reproduces them bit for bit;
+//!   `round(p_1·n)` rounds halves away from zero. If `n = 1`, `d = 1`.
+//! * **Head candidates of `d_choices`.** Candidate `i` (`1 ≤ i ≤ d`) is `h_i(k) mod n`, except
+//!   that candidate 2 is PKG's `c2`, moved off `c1` when `distinct_candidates` holds. The
+//!   first two head candidates are then the key's two tail candidates, so a key that moves
+//!   between tail and head stays within the first `D` candidates, where `D ≥ 2` is the largest
+//!   `d` its head tuples saw: it reaches at most `D` workers. With
+//!   `distinct_candidates = false` the candidates are exactly the paper's `h_1 … h_d`.
+//! * **Colliding head candidates.** Candidates `h_i(k) mod n` may repeat, as in the paper's
+//!   analysis of `d` independent hash choices: duplicates are kept, not re-hashed, so a key
+//!   with collisions simply has fewer distinct workers to choose from; a repeated candidate
+//!   changes nothing in the choice, ties going to its first occurrence.
+//! * **No windows.** The summary counts from the start of the stream; `end_window()` does
+//!   nothing, as the paper keeps one running summary per source.
+
+use crate::error::ConfigError;
+use crate::grouper::{Grouper, GrouperConfig, GrouperInfo};
+use crate::hash::{HashFamily, Key, fingerprint};
+use crate::loads::LoadVector;
+use crate::params::{ParamReader, ParamSpec, ParamValue};
+use crate::sketches::SpaceSaving;
+use crate::sketches::space_saving::MAX_CAPACITY;
+
+const PAPER: &str = "Nasir et al., When two choices are not enough: Balancing at scale in \
+                     distributed stream processing, ICDE 2016; spec/baselines.md";
+
+const THETA: ParamSpec = ParamSpec {
+    name: "theta",
+    default: ParamValue::Float(0.0),
+    doc: "head threshold: a key is in the head when its estimated frequency exceeds theta; \
+          0 means the paper's 1/(5n)",
+};
+const CAPACITY: ParamSpec = ParamSpec {
+    name: "capacity",
+    default: ParamValue::Int(0),
+    doc: "counters of the SpaceSaving summary, at least ceil(1/theta); 0 means ceil(4/theta)",
+};
+const EPSILON: ParamSpec = ParamSpec {
+    name: "epsilon",
+    default: ParamValue::Float(1e-4),
+    doc: "slack of the two inequalities that choose d, in [0, 1)",
+};
+const DISTINCT: ParamSpec = ParamSpec {
+    name: "distinct_candidates",
+    default: ParamValue::Bool(true),
+    doc: "force the two PKG candidates apart as Apache Storm does; false lets them collide",
+};
+
+pub const D_CHOICES: GrouperInfo = GrouperInfo {
+    name: "d_choices",
+    title: "D-Choices (head keys over d hash choices, tail keys as PKG)",
+    paper: PAPER,
+    params: &[THETA, CAPACITY, EPSILON, DISTINCT],
+    build: build_d,
+};
+
+pub const W_CHOICES: GrouperInfo = GrouperInfo {
+    name: "w_choices",
+    title: "W-Choices (head keys to the least-loaded worker, tail keys as PKG)",
+    paper: PAPER,
+    params: &[THETA, CAPACITY, DISTINCT],
+    build: build_w,
+};
+
+pub const RR_HEAD: GrouperInfo = GrouperInfo {
+    name: "rr_head",
+    title: "Round-robin head (head keys round robin, tail keys as PKG)",
+    paper: PAPER,
+    params: &[THETA, CAPACITY, DISTINCT],
+    build: build_rr,
+};
+
+/// How head keys are routed.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum HeadRouting {
+    /// The least-loaded of `d` candidates, `d` chosen with slack `epsilon`.
+    DChoices { epsilon: f64 },
+    /// The least-loaded of all workers.
+    WChoices,
+    /// Round robin over all workers.
+    RoundRobin,
+}
+
+/// The resolved settings of a grouper of this family.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Settings {
+    pub head: HeadRouting,
+    /// The head threshold `θ`, in `(0, 1)`.
+    pub theta: f64,
+    /// The summary's counters, at least `⌈1/θ⌉`.
+    pub capacity: usize,
+    pub distinct_candidates: bool,
+}
+
+impl Settings {
+    /// The settings with the paper's defaults over `workers` workers.
+    pub fn defaults(head: HeadRouting, workers: u32) -> Self {
+        let theta = default_theta(workers);
+        Self { head, theta, capacity: default_capacity(theta), distinct_candidates: true }
+    }
+}
+
+/// The paper's `θ = 1/(5n)`.
+pub fn default_theta(workers: u32) -> f64 {
+    1.0 / (5.0 * f64::from(workers))
+}
+
+/// `⌈4/θ⌉`, saturating.
+pub fn default_capacity(theta: f64) -> usize {
+    let capacity = (4.0 / theta).ceil();
+    if capacity >= MAX_CAPACITY as f64 { MAX_CAPACITY.saturating_add(1) } else { capacity as usize }
+}
+
+/// `⌈1/θ⌉`, saturating: the fewest counters allowed.
+pub fn min_capacity(theta: f64) -> usize {
+    let capacity = (1.0 / theta).ceil();
+    if capacity >= MAX_CAPACITY as f64 { MAX_CAPACITY.saturating_add(1) } else { capacity as usize }
+}
+
+fn build_d(
+    config: GrouperConfig,
+    params: &mut ParamReader<'_>,
+) -> Result<Box<dyn Grouper>, ConfigError> {
+    let epsilon = params.float("epsilon")?;
+    if !(0.0..1.0).contains(&epsilon) {
+        return Err(params.out_of_range("epsilon", format!("must be in [0, 1), got {epsilon}")));
+    }
+    build_with(config, params, HeadRouting::DChoices { epsilon })
+}
+
+fn build_w(
+    config: GrouperConfig,
+    params: &mut ParamReader<'_>,
+) -> Result<Box<dyn Grouper>, ConfigError> {
+    build_with(config, params, HeadRouting::WChoices)
+}
+
+fn build_rr(
+    config: GrouperConfig,
+    params: &mut ParamReader<'_>,
+) -> Result<Box<dyn Grouper>, ConfigError> {
+    build_with(config, params, HeadRouting::RoundRobin)
+}
+
+fn build_with(
+    config: GrouperConfig,
+    params: &mut ParamReader<'_>,
+    head: HeadRouting,
+) -> Result<Box<dyn Grouper>, ConfigError> {
+    let theta = match params.float("theta")? {
+        0.0 => default_theta(config.workers),
+        t if t > 0.0 && t < 1.0 => t,
+        t => {
+            return Err(params
+                .out_of_range("theta", format!("must be in (0, 1), or 0 for 1/(5n), got {t}")));
+        }
+    };
+    let least = min_capacity(theta);
+    let capacity = match params.int("capacity")? {
+        0 => default_capacity(theta),
+        c if c > 0 && (c as u64) >= least as u64 => c as usize,
+        c => {
+            return Err(params.out_of_range(
+                "capacity",
+                format!(
+                    "must be at least ceil(1/theta) = {least}, or 0 for ceil(4/theta), got {c}"
+                ),
+            ));
+        }
+    };
+    if capacity > MAX_CAPACITY {
+        return Err(params.out_of_range(
+            "capacity",
+            format!(
+                "must be at most {MAX_CAPACITY}, got {capacity} (theta = {theta} needs at least \
+                 {least})"
+            ),
+        ));
+    }
+    let distinct_candidates = params.bool("distinct_candidates")?;
+    let settings = Settings { head, theta, capacity, distinct_candidates };
+    match HeadChoices::new(config.hashes, config.loads, settings) {
+        Ok(grouper) => Ok(Box::new(grouper)),
+        Err(reason) => Err(params.out_of_range("capacity", reason)),
+    }
+}
+
+/// `base^exp` by binary exponentiation, as the Python twin computes it.
+pub fn pow_int(mut base: f64, mut exp: u64) -> f64 {
+    let mut result = 1.0;
+    while exp > 0 {
+        if exp & 1 == 1 {
+            result *= base;
+        }
+        base *= base;
+        exp >>= 1;
+    }
+    result
+}
+
+/// The `d` of D-Choices for `workers` workers and a head of `head_size` keys whose
+/// frequencies sum to `p_head`, the largest being `p_top`.
+///
+/// The smallest `d`, from `max(2, round(p_top·n))` up to `n`, for which both
+/// `p_H + p_T·b_H² ≤ b_H + ε` with `b_H = 1 − ((n−1)/n)^(|H|·d)` and
+/// `p_1 + (p_H − p_1)·b_1^d + p_T·b_1² ≤ b_1 + ε` with `b_1 = 1 − ((n−1)/n)^d` hold;
+/// `n` if none does (and `1` when `n = 1`).
+pub fn choose_d(workers: u32, head_size: usize, p_head: f64, p_top: f64, epsilon: f64) -> u32 {
+    let n = f64::from(workers);
+    let q = (n - 1.0) / n;
+    let p_tail = 1.0 - p_head;
+    let start = (p_top * n).round().max(2.0);
+    if start > n {
+        return workers;
+    }
+    for d in start as u32..=workers {
+        let b_head = 1.0 - pow_int(q, head_size as u64 * u64::from(d));
+        let head_ok = p_head + p_tail * b_head * b_head <= b_head + epsilon;
+        let b_top = 1.0 - pow_int(q, u64::from(d));
+        let top_ok =
+            p_top + (p_head - p_top) * pow_int(b_top, u64::from(d)) + p_tail * b_top * b_top
+                <= b_top + epsilon;
+        if head_ok && top_ok {
+            return d;
+        }
+    }
+    workers
+}
+
+/// D-Choices, W-Choices or Round-robin head, as [`Settings::head`] says.
+pub struct HeadChoices {
+    name: &'static str,
+    hashes: HashFamily,
+    settings: Settings,
+    summary: SpaceSaving,
+    /// `d_choices`: the head at the last change, as sorted fingerprints; room for `⌈1/θ⌉`.
+    head: Vec<u64>,
+    /// `d_choices`: the `d` in force.
+    d: u32,
+    /// `rr_head`: the next worker of the round robin.
+    next_head_worker: u32,
+    loads: LoadVector,
+}
+
+impl HeadChoices {
+    /// Fails with a reason when the summary cannot be allocated.
+    pub fn new(hashes: HashFamily, loads: LoadVector, settings: Settings) -> Result<Self, String> {
+        let name = match settings.head {
+            HeadRouting::DChoices { .. } => D_CHOICES.name,
+            HeadRouting::WChoices => W_CHOICES.name,
+            HeadRouting::RoundRobin => RR_HEAD.name,
+        };
+        if !(settings.theta > 0.0 && settings.theta < 1.0) {
+            return Err(format!("theta must be in (0, 1), got {}", settings.theta));
+        }
+        if settings.capacity < min_capacity(settings.theta) {
+            return Err(format!(
+                "capacity must be at least ceil(1/theta) = {}, got {}",
+                min_capacity(settings.theta),
+                settings.capacity
+            ));
+        }
+        let summary = SpaceSaving::new(settings.capacity).map_err(|e| e.to_string())?;
+        let mut head = Vec::new();
+        if let HeadRouting::DChoices { .. } = settings.head {
+            // |H|·θ·m < Σ counts ≤ m, so |H| < 1/θ.
+            let room = min_capacity(settings.theta).min(settings.capacity);
+            head.try_reserve_exact(room)
+                .map_err(|_| format!("cannot allocate a head of {room}"))?;
+        }
+        let workers = hashes.workers();
+        let d = match settings.head {
+            HeadRouting::DChoices { epsilon } => choose_d(workers, 0, 0.0, 0.0, epsilon),
+            _ => workers.min(2),
+        };
+        Ok(Self { name, hashes, settings, summary, head, d, next_head_worker: 0, loads })
+    }
+
+    pub fn settings(&self) -> &Settings {
+        &self.settings
+    }
+
+    /// The `d` in force: the one the last routed tuple used, if it was a head tuple of
+    /// `d_choices`, and the next one will use unless the head changes. Always `min(2, n)` for
+    /// `w_choices` and `rr_head`.
+    pub fn d(&self) -> u32 {
+        self.d
+    }
+
+    /// `d_choices`: the head as of the last change, as sorted fingerprints.
+    pub fn head(&self) -> &[u64] {
+        &self.head
+    }
+
+    /// Whether `key` is in the head now: `f̂_k / m > θ`.
+    pub fn is_head(&self, key: Key<'_>) -> bool {
+        let count = self.summary.estimate(fingerprint(key)).map_or(0, |c| c.count);
+        self.above_threshold(count)
+    }
+
+    pub fn summary(&self) -> &SpaceSaving {
+        &self.summary
+    }
+
+    #[inline]
+    fn threshold(&self) -> f64 {
+        self.settings.theta * self.summary.total() as f64
+    }
+
+    #[inline]
+    fn above_threshold(&self, count: u64) -> bool {
+        count as f64 > self.threshold()
+    }
+
+    /// PKG's two candidates of `key`, in tie-breaking order.
+    #[inline]
+    pub fn pkg_candidates(&self, key: Key<'_>) -> (u32, u32) {
+        let first = self.hashes.candidate(1, key);
+        let mut second = self.hashes.candidate(2, key);
+        if self.settings.distinct_candidates && second == first {
+            second = if second + 1 == self.hashes.workers() { 0 } else { second + 1 };
+        }
+        (first, second)
+    }
+
+    /// Head candidate `i` of `d_choices`, for `1 ≤ i`.
+    #[inline]
+    pub fn head_candidate(&self, i: u32, key: Key<'_>) -> u32 {
+        match i {
+            1 => self.pkg_candidates(key).0,
+            2 => self.pkg_candidates(key).1,
+            _ => self.hashes.candidate(u64::from(i), key),
+        }
+    }
+
+    /// `d_choices`: re-evaluates the head after `item` was counted and recomputes `d` if its
+    /// membership changed.
+    fn refresh_head(&mut self, item: u64, in_head: bool, epsilon: f64) {
+        let threshold = self.threshold();
+        let entered = in_head && self.head.binary_search(&item).is_err();
+        let size = self.summary.iter_by_count().take_while(|(_, c)| c.count as f64 > threshold);
+        if !entered && size.count() == self.head.len() {
+            return;
+        }
+        self.head.clear();
+        let (mut sum, mut top) = (0u64, 0u64);
+        for (item, counter) in
+            self.summary.iter_by_count().take_while(|(_, c)| c.count as f64 > threshold)
+        {
+            self.head.push(item);
+            sum += counter.count;
+            top = top.max(counter.count);
+        }
+        self.head.sort_unstable();
+        let m = self.summary.total() as f64;
+        self.d = choose_d(
+            self.hashes.workers(),
+            self.head.len(),
+            sum as f64 / m,
+            top as f64 / m,
+            epsilon,
+        );
+    }
+
+    fn route_head(&mut self, key: Key<'_>) -> u32 {
+        let workers = self.hashes.workers();
+        match self.settings.head {
+            HeadRouting::DChoices { .. } if self.d < workers => {
+                let (first, second) = self.pkg_candidates(key);
+                let mut best = first;
+                let mut best_load = self.loads.get(best);
+                for i in 2..=self.d {
+                    let candidate =
+                        if i == 2 { second } else { self.hashes.candidate(u64::from(i), key) };
+                    let load = self.loads.get(candidate);
+                    if load < best_load {
+                        best = candidate;
+                        best_load = load;
+                    }
+                }
+                best
+            }
+            HeadRouting::DChoices { .. } | HeadRouting::WChoices => self.loads.least_loaded(),
+            HeadRouting::RoundRobin => {
+                let worker = self.next_head_worker;
+                self.next_head_worker = if worker + 1 == workers { 0 } else { worker + 1 };
+                worker
+            }
+        }
+    }
+}
+
+impl Grouper for HeadChoices {
+    fn name(&self) -> &'static str {
+        self.name
+    }
+
+    fn route(&mut self, key: Key<'_>) -> u32 {
+        let item = fingerprint(key);
+        self.summary.insert(item);
+        let count = self.summary.estimate(item).map_or(0, |c| c.count);
+        let in_head = self.above_threshold(count);
+        if let HeadRouting::DChoices { epsilon } = self.settings.head {
+            self.refresh_head(item, in_head, epsilon);
+        }
+        let worker = if in_head {
+            self.route_head(key)
+        } else {
+            let (first, second) = self.pkg_candidates(key);
+            if self.loads.get(second) < self.loads.get(first) { second } else { first }
+        };
+        self.loads.add(worker, 1);
+        worker
+    }
+
+    fn loads(&self) -> &LoadVector {
+        &self.loads
+    }
+
+    fn state_bytes(&self) -> usize {
+        std::mem::size_of::<Self>()
+            + self.summary.state_bytes()
+            + self.head.capacity() * std::mem::size_of::<u64>()
+            + self.loads.state_bytes()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pow_int_matches_repeated_products() {
+        assert_eq!(pow_int(0.75, 0), 1.0);
+        assert_eq!(pow_int(0.5, 10), 1.0 / 1024.0);
+        assert!((pow_int(0.9, 37) - 0.9f64.powi(37)).abs() < 1e-15);
+    }
+
+    #[test]
+    fn an_empty_head_gives_pkg_two_choices() {
+        for n in 2..50 {
+            assert_eq!(choose_d(n, 0, 0.0, 0.0, 1e-4), 2);
+        }
+        assert_eq!(choose_d(1, 0, 0.0, 0.0, 1e-4), 1);
+        assert_eq!(choose_d(1, 1, 1.0, 1.0, 1e-4), 1);
+    }
+}
