@@ -3,8 +3,11 @@
 
 use crate::grouper::GrouperInfo;
 
+pub mod dagreedy;
+pub mod dalton;
 pub mod key;
 pub mod pkg;
 pub mod shuffle;
 
-pub(crate) static REGISTRY: &[GrouperInfo] = &[shuffle::INFO, key::INFO, pkg::INFO];
+pub(crate) static REGISTRY: &[GrouperInfo] =
+    &[shuffle::INFO, key::INFO, pkg::INFO, dagreedy::INFO, dalton::INFO];
