@@ -255,6 +255,11 @@ impl PaneWindow {
         self.spread.get(&item).into_iter().flatten().map(|&(w, _)| w)
     }
 
+    /// `(worker, panes)` for every worker that received `item` in the window, by worker.
+    pub fn holder_entries(&self, item: u64) -> &[(u32, u32)] {
+        self.spread.get(&item).map_or(&[], Vec::as_slice)
+    }
+
     /// Whether `item` went to `worker` in the window.
     pub fn holds(&self, item: u64, worker: u32) -> bool {
         self.spread.get(&item).is_some_and(|s| s.binary_search_by_key(&worker, |&(w, _)| w).is_ok())
@@ -325,10 +330,12 @@ impl DaGreedy {
     pub fn best_worker(&self, item: u64) -> u32 {
         let total = i128::from(self.window.total());
         let n = i128::from(self.workers);
+        // The key's holders in index order, walked alongside the workers.
+        let mut holders = self.window.holder_entries(item).iter().map(|&(w, _)| w).peekable();
         let mut best = 0;
         let mut best_score = i128::MIN;
         for w in 0..self.workers {
-            let on = if self.window.holds(item, w) { total } else { 0 };
+            let on = if holders.next_if_eq(&w).is_some() { total } else { 0 };
             let score = on - n * i128::from(self.window.load(w));
             if score > best_score {
                 best = w;
