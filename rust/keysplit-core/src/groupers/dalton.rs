@@ -44,15 +44,24 @@
 //!
 //! # What "never spreads beyond maxSplit" means here
 //!
-//! Every updated Q entry is above `−1.9` (`r > −1`), so once a row has been rewarded, its
-//! argmax is a worker the row already tried; a reached key explores only among holders.
-//! Hence, while a key is in the reached set with the same row, its hot tuples go only to
-//! workers that held it or that its row had tried when it entered the set. When no pane
-//! leaves the window (the stream so far fits in it), a key that has stayed hot since its
-//! first hot tuple has tried only workers that hold it, so its spread never exceeds the
-//! current `maxSplit` (tested). It can exceed it otherwise: a worker tried in a pane that
-//! left the window may be picked again by exploit, and a key that cools goes to its hash
-//! worker whatever its spread.
+//! `r > −1` (the load term is above −1 since `L_w ≥ 1` after routing, the spread term at
+//! most 1), so every updated Q entry is above `0.9·(−2) − 0.1 = −1.9`: once a row has been
+//! rewarded, its argmax is a worker the row already tried, and a fresh row's all-`−2` tie
+//! goes to the hash worker. A reached key explores only among its holders. So:
+//!
+//! 1. Each hot tuple of a key in the reached set goes to a worker that holds the key in the
+//!    window, or that its current row has tried, or to its hash worker while the row has
+//!    tried none (tested, Rust and twin).
+//! 2. When no pane has left the window (the stream so far fits in it), a key that has
+//!    stayed hot since its first hot tuple holds at most `maxSplit` workers at every
+//!    moment (tested): its row only tried holders, its spread grows by at most one per
+//!    tuple and is checked at every hot tuple, so it enters the reached set exactly when
+//!    the spread reaches `maxSplit`, and from then on goes only to holders.
+//!
+//! Nothing stronger holds. A worker tried in a pane that left the window can win the
+//! exploit again and raise the spread above `maxSplit`; a reached key whose row was dropped
+//! goes to its hash worker while cold, and a fresh row's first exploit goes there too,
+//! whatever the spread.
 //!
 //! # Parameters
 //!
