@@ -6,7 +6,7 @@
 //! repository (github.com/ezapridou/Dalton, `flink/.../partitioning/DAGreedy.java`,
 //! `dalton/state/State.java`, `dalton/containers/HotStatistics.java`, cited below as "the
 //! authors' code"). FlexD and Pd-Stream compare against DAGreedy (Pd-Stream Section VI-A,
-//! baseline [22]) but state no interval or window length for it; we checked both texts.
+//! its reference 22) but state no interval or window length for it; we checked both texts.
 //!
 //! # Algorithm, exactly
 //!
