@@ -5,8 +5,9 @@
 //! specification is silent we follow the authors' public re-implementation in the Dalton
 //! repository (github.com/ezapridou/Dalton, `flink/.../partitioning/DAGreedy.java`,
 //! `dalton/state/State.java`, `dalton/containers/HotStatistics.java`, cited below as "the
-//! authors' code"). FlexD and Pd-Stream compare against DAGreedy (Pd-Stream Section VI-A,
-//! its reference 22) but state no interval or window length for it; we checked both texts.
+//! authors' code"). Pd-Stream compares against DAGreedy (Section VI-A, its reference 22)
+//! and FlexD cites it for the hybrid strategy and for λ (Eq. 2); neither states an interval
+//! or window length for it (we checked both texts).
 //!
 //! # Algorithm, exactly
 //!

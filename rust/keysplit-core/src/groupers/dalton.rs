@@ -4,8 +4,9 @@
 //! Specification: `spec/baselines.md`, "Dalton". The paper is not in `papers/`; where the
 //! specification is silent we follow the authors' public code (github.com/ezapridou/Dalton,
 //! `flink/.../partitioning/dalton/{Dalton,ContextualBandits}.java`, `state/State.java`,
-//! `containers/HotStatistics.java`, cited as "the authors' code"). FlexD compares against
-//! Dalton (Section 6.1.2) without stating its interval or window; we checked the text.
+//! `containers/HotStatistics.java`, cited as "the authors' code"). FlexD (Section 6.1.2)
+//! and Pd-Stream (memory, Fig. 12) compare against Dalton without stating its interval or
+//! window; we checked both texts.
 //!
 //! # Algorithm, exactly
 //!
