@@ -59,6 +59,12 @@ def test_routes_like_its_reference_twin(
             grouper.end_window()
         assert grouper.route_key(key) == twin.route(key), f"tuple {i}"
     assert grouper.loads == twin.loads
+    # The whole stream as one batch, without window ends.
+    plain = DaGreedyTwin(n, seed, interval_tuples=interval, window_panes=window)
+    batch = keysplit.Grouper(
+        "dagreedy", workers=n, seed=seed, interval_tuples=interval, window_panes=window
+    )
+    assert (batch.route(stream).to_list() if stream else []) == [plain.route(k) for k in stream]
 
 
 @given(stream=streams, n=workers, seed=seeds, interval=intervals)
