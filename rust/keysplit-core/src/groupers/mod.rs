@@ -3,7 +3,10 @@
 
 use crate::grouper::GrouperInfo;
 
+<<<<<<< HEAD
 pub mod choices;
+pub mod dagreedy;
+pub mod dalton;
 pub mod key;
 pub mod pkg;
 pub mod pstream;
@@ -22,4 +25,6 @@ pub(crate) static REGISTRY: &[GrouperInfo] = &[
     choices::RR_HEAD,
     rivetti::INFO,
     pstream::INFO,
+    dagreedy::INFO,
+    dalton::INFO,
 ];
