@@ -4,7 +4,8 @@
 use crate::grouper::GrouperInfo;
 
 pub mod key;
+pub mod pdstream;
 pub mod pkg;
 pub mod shuffle;
 
-pub(crate) static REGISTRY: &[GrouperInfo] = &[shuffle::INFO, key::INFO, pkg::INFO];
+pub(crate) static REGISTRY: &[GrouperInfo] = &[shuffle::INFO, key::INFO, pkg::INFO, pdstream::INFO];
