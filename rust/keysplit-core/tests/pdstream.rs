@@ -403,3 +403,22 @@ proptest! {
         }
     }
 }
+
+/// Above `EAGER_TABLE_WINDOW` the table fills as counts need it, with the same values.
+#[test]
+fn a_lazy_table_holds_algorithm_1_values() {
+    use keysplit_core::groupers::pdstream::EAGER_TABLE_WINDOW;
+    let workers = 8_200;
+    let mut pd = grouper(workers, 0, PdStreamParams::default());
+    assert!(pd.window_length() > EAGER_TABLE_WINDOW);
+    let key = Key::Bytes(b"hot");
+    for _ in 0..30 {
+        pd.route(key);
+    }
+    let length = pd.window_length() as u32;
+    for n_k in [1, 2, 17, 30, length] {
+        assert_eq!(pd.probability(n_k), estimate_probability(length, n_k, 0.99, 1e-4));
+    }
+    let grown = pd.candidate_set(key).unwrap().len();
+    assert_eq!(grown, estimated_candidates(pd.probability(30), workers) as usize);
+}
