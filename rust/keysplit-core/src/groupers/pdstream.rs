@@ -412,30 +412,37 @@ impl PdStream {
     /// PKG's two candidates of `key`, in tie-breaking order.
     #[inline]
     pub fn hash_candidates(&self, key: Key<'_>) -> (u32, u32) {
-        let first = self.hashes.candidate(1, key);
-        let mut second = self.hashes.candidate(2, key);
-        if self.distinct_candidates && second == first {
-            second = if second + 1 == self.hashes.workers() { 0 } else { second + 1 };
-        }
-        (first, second)
-    }
-
-    /// The least-loaded of `candidates`, the earliest on ties.
-    fn least_loaded_of(&self, candidates: &[u32]) -> u32 {
-        let mut best = candidates[0];
-        let mut best_load = self.loads.get(best);
-        for &worker in &candidates[1..] {
-            let load = self.loads.get(worker);
-            if load < best_load {
-                best = worker;
-                best_load = load;
-            }
-        }
-        best
+        pkg_candidates(&self.hashes, self.distinct_candidates, key)
     }
 }
 
 const WORKER_BYTES: usize = std::mem::size_of::<u32>();
+
+/// PKG's two candidates of `key`, in tie-breaking order.
+#[inline]
+fn pkg_candidates(hashes: &HashFamily, distinct_candidates: bool, key: Key<'_>) -> (u32, u32) {
+    let first = hashes.candidate(1, key);
+    let mut second = hashes.candidate(2, key);
+    if distinct_candidates && second == first {
+        second = if second + 1 == hashes.workers() { 0 } else { second + 1 };
+    }
+    (first, second)
+}
+
+/// The least-loaded of `candidates` (not empty), the earliest on ties.
+#[inline]
+fn least_loaded_among(loads: &LoadVector, candidates: &[u32]) -> u32 {
+    let mut best = candidates[0];
+    let mut best_load = loads.get(best);
+    for &worker in &candidates[1..] {
+        let load = loads.get(worker);
+        if load < best_load {
+            best = worker;
+            best_load = load;
+        }
+    }
+    best
+}
 
 impl Grouper for PdStream {
     fn name(&self) -> &'static str {
@@ -453,16 +460,18 @@ impl Grouper for PdStream {
             self.candidate_bytes -= set.capacity() * WORKER_BYTES;
         }
         let occurrences = push.count;
-        let (first, second) = self.hash_candidates(key);
         let worker = if occurrences <= 1 {
             // Steps 2-3: a non-hot key, routed by its two hashes.
+            let (first, second) = self.hash_candidates(key);
             if self.loads.get(second) < self.loads.get(first) { second } else { first }
         } else {
             // Steps 5-15: a hot key and its routing entry.
             let workers = self.hashes.workers();
             let wanted = estimated_candidates(self.probability(occurrences), workers);
+            let (hashes, distinct) = (&self.hashes, self.distinct_candidates);
             let mut added_bytes = 0;
             let set = self.routes.entry(id).or_insert_with(|| {
+                let (first, second) = pkg_candidates(hashes, distinct, key);
                 let mut set = Vec::with_capacity(2);
                 set.push(first);
                 if second != first {
@@ -481,8 +490,7 @@ impl Grouper for PdStream {
             }
             self.candidate_bytes += added_bytes;
             // Step 17: the least-loaded candidate.
-            let set = &self.routes[&id];
-            self.least_loaded_of(set)
+            least_loaded_among(&self.loads, set)
         };
         self.loads.add(worker, 1);
         worker
