@@ -124,3 +124,12 @@ def test_the_twin_drops_an_entry_when_its_key_leaves_the_window() -> None:
 def test_bad_parameters_are_refused(param: str, value: object, message: str) -> None:
     with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):
         keysplit.Grouper("pdstream", workers=8, **{param: value})
+
+
+def test_n_k_counts_the_last_n_keys_including_the_incoming_one() -> None:
+    twin = PdStreamTwin(2, alpha=2)  # N = 2
+    for key in ["a", "b", "a"]:
+        twin.route(key)
+    assert twin.occurrences("a") == 1 and twin.candidate_set("a") is None
+    twin.route("a")
+    assert twin.occurrences("a") == 2 and twin.candidate_set("a") is not None

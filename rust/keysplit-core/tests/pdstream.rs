@@ -178,6 +178,24 @@ fn a_single_key_spreads_over_seven_of_eight_workers() {
     assert!(loads.iter().filter(|&&l| l > 0).all(|&l| (142..=143).contains(&l)));
 }
 
+/// n_k counts the last N keys, the incoming one included (the window slides first):
+/// n = 2, α = 2, N = 2. In "a b a" the first "a" leaves as the second enters, so n_k = 1
+/// and "a" is not hot; reading the count before the slide and adding the incoming tuple
+/// (a window of N + 1) would make it hot. "a a" then gives n_k = 2: hot.
+#[test]
+fn n_k_counts_the_last_n_keys_including_the_incoming_one() {
+    let mut pd = grouper(2, 0, with_alpha(2));
+    assert_eq!(pd.window_length(), 2);
+    let (a, b) = (Key::Bytes(b"a"), Key::Bytes(b"b"));
+    pd.route(a);
+    pd.route(b);
+    pd.route(a);
+    assert_eq!((pd.occurrences(a), pd.candidate_set(a)), (1, None));
+    pd.route(a);
+    assert_eq!(pd.occurrences(a), 2);
+    assert!(pd.candidate_set(a).is_some());
+}
+
 #[test]
 fn a_window_of_one_key_is_pkg() {
     // n = 2, α = 1: N = 1, every n_k is 1.

@@ -61,7 +61,10 @@
 //!   and Fig. 3(b) makes key 6 hot when it "now appears twice", counting the incoming
 //!   tuple. The architecture (Section III-C, Fig. 2) passes each tuple through the window
 //!   before distributing it. So `n_k` is the count in the window after it slid over the
-//!   incoming tuple: the last `N` keys, this one included, `1 ≤ n_k ≤ N`.
+//!   incoming tuple: the last `N` keys, this one included, `1 ≤ n_k ≤ N`. (Reading the
+//!   count before the slide and adding 1 for the incoming tuple, as the docs of
+//!   [`SlidingWindowCounter`] suggest, would count over `N + 1` keys and reach `N + 1`,
+//!   outside the table; the two differ only when the key leaving is the incoming key.)
 //! * **"Seen once".** A key is non-hot exactly when `n_k = 1`: its only occurrence among
 //!   the last `N` keys is the incoming tuple. It becomes hot at its second occurrence.
 //! * **Entries of keys that cool down.** An entry is dropped only when the last occurrence
