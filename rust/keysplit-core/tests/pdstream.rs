@@ -251,8 +251,9 @@ fn params(pairs: &[(&str, ParamValue)]) -> Params {
 #[test]
 fn parameters_are_validated_with_messages() {
     let err = |p: Params| build("pdstream", 8, 0, &p, None).err().unwrap().to_string();
-    assert!(err(params(&[("alpha", ParamValue::Int(0))])).contains("must be at least 1, got 0"));
-    assert!(err(params(&[("alpha", ParamValue::Int(i64::MAX))])).contains("largest window"));
+    assert!(err(params(&[("alpha", ParamValue::Int(0))])).contains("must be in [1, 16], got 0"));
+    assert!(err(params(&[("alpha", ParamValue::Int(17))])).contains("got 17"));
+    assert!(build("pdstream", 1000, 0, &params(&[("alpha", ParamValue::Int(16))]), None).is_ok());
     assert!(
         err(params(&[("expected_probability", ParamValue::Float(1.0))]))
             .contains("must be in (0, 1), got 1")
@@ -434,9 +435,11 @@ fn a_lazy_table_holds_algorithm_1_values() {
         pd.route(key);
     }
     let length = pd.window_length() as u32;
-    for n_k in [1, 2, 17, 30, length] {
+    let before = pd.state_bytes();
+    for n_k in [1, 2, 17, 30, 45] {
         assert_eq!(pd.probability(n_k), estimate_probability(length, n_k, 0.99, 1e-4));
     }
+    assert!(pd.state_bytes() > before, "the table grew to n_k = 45");
     let grown = pd.candidate_set(key).unwrap().len();
     assert_eq!(grown, estimated_candidates(pd.probability(30), workers) as usize);
 }

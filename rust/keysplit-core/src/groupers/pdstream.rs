@@ -24,7 +24,7 @@
 //!
 //! # Parameters
 //!
-//! * `alpha` (int, default 4): the window length coefficient α of Section V-B, chosen
+//! * `alpha` (int in [1, 16], default 4): the window length coefficient α of Section V-B, chosen
 //!   there from Table II. `N = α·n/2` with `θ = 2/n`, so that a key of probability `≥ θ`
 //!   is missing from the window with probability below `e^-α` (Eq. 10-13); α = 4 gives the
 //!   paper's `N = 2n`. When `α·n` is odd, `N = ⌈α·n/2⌉`.
@@ -79,9 +79,12 @@
 //!   matching PKG's ties to `c1`.
 //! * **Table at large n.** The table is built at start-up (as the paper does) when
 //!   `N ≤ 16384` (`n ≤ 8192` at `α = 4`; 0.3 s at that size in a release build, 1 ms at
-//!   `n = 128`); above, an entry is computed the first time a count needs it, so that a
-//!   large `n` does not cost seconds of start-up. The entry is the same pure function of
-//!   `n_k` either way, so routing does not change.
+//!   `n = 128`). Above, it grows as counts need it: a key's count rises by one per tuple
+//!   of that key, so each tuple computes at most one new entry, and a large `n` does not
+//!   cost seconds of start-up. An entry is the same pure function of `n_k` either way, so
+//!   routing does not change.
+//! * **Range of α.** The paper takes α an integer and studies 1 to 6 (Table II); we accept
+//!   `1..=16` (state grows as `α·n`; see Memory).
 //! * **Time complexity.** The paper scans the window for `n_k` (`O(N)`); the window keeps
 //!   counts, so `n_k` costs `O(1)`. Growing a set scans the `n` loads (`O(n)`), as the
 //!   paper's "lowest load from downstream instances" does; at most once per tuple, but
@@ -90,13 +93,13 @@
 //! # Memory
 //!
 //! `state_bytes()` counts the window's ring and count table, the probability table
-//! (`8·N` bytes), the routing table (allocated up front for `N` live entries, one per
+//! (`8·N` bytes, or its computed prefix above `EAGER_TABLE_WINDOW`), the routing table (allocated up front for `N` live entries, one per
 //! distinct key the window can hold, so it never grows), each candidate set's heap buffer
 //! and the load counters. At `n = 128`, `α = 4` it is about 60 KB plus the candidate sets
 //! (at most `4·n` bytes per hot key): measured 65 544 bytes empty and 67 144 at the peak of
 //! a Zipf(1.2) stream, far below the 5 MB of issue 6; the paper's ~4.5 MB (Fig. 12)
-//! measures a whole Storm executor. The state is linear in `n`, about 520 bytes per
-//! worker at `α = 4` (530 MB at `n = 2^20`).
+//! measures a whole Storm executor. The state is linear in `α·n`, about 130·α bytes per
+//! worker (530 MB at `α = 4`, `n = 2^20`, mostly reserved and untouched hash tables).
 
 use crate::error::ConfigError;
 use crate::grouper::{Grouper, GrouperConfig, GrouperInfo};
@@ -139,6 +142,11 @@ pub const INFO: GrouperInfo = GrouperInfo {
 
 /// Windows up to this length get their whole probability table at start-up.
 pub const EAGER_TABLE_WINDOW: usize = 1 << 14;
+
+/// The largest `alpha`: Table II stops at 6 (a miss probability of 0.24%); 16 puts the
+/// bound of Eq. 13 near `1e-7`. The state is about `130·α` bytes per worker, so 16 bounds
+/// it near 2 GB at `n = 2^20`.
+pub const MAX_ALPHA: i64 = 16;
 
 /// The smallest search margin accepted: finer ones stall `f64` bisection.
 pub const MIN_EPSILON: f64 = 1e-12;
@@ -303,7 +311,8 @@ pub struct PdStream {
     expected_probability: f64,
     epsilon: f64,
     window: SlidingWindowCounter,
-    /// `p̂` for `n_k = i + 1`; NaN until computed (only above [`EAGER_TABLE_WINDOW`]).
+    /// `p̂` for `n_k = i + 1`: all `N` entries up to [`EAGER_TABLE_WINDOW`], above it the
+    /// prefix up to the largest count met so far.
     table: Vec<f64>,
     /// Hot key fingerprint -> candidate set, in the order workers joined it.
     routes: ItemMap<Vec<u32>>,
@@ -323,8 +332,8 @@ impl PdStream {
     ) -> Result<Self, ParamError> {
         let PdStreamParams { alpha, expected_probability, epsilon, distinct_candidates } = params;
         let workers = hashes.workers();
-        if alpha < 1 {
-            return Err(param_error("alpha", format!("must be at least 1, got {alpha}")));
+        if !(1..=MAX_ALPHA).contains(&alpha) {
+            return Err(param_error("alpha", format!("must be in [1, {MAX_ALPHA}], got {alpha}")));
         }
         let length = window_length(alpha as u64, workers).ok_or_else(|| {
             param_error(
@@ -354,14 +363,11 @@ impl PdStream {
             )
         };
         let window = SlidingWindowCounter::new(length).map_err(|_| too_large("counts"))?;
-        let mut table = Vec::new();
-        table.try_reserve_exact(length).map_err(|_| too_large("probability table"))?;
-        let trials = length as u32;
-        if length <= EAGER_TABLE_WINDOW {
-            table.extend(probability_table(trials, expected_probability, epsilon));
+        let table = if length <= EAGER_TABLE_WINDOW {
+            probability_table(length as u32, expected_probability, epsilon)
         } else {
-            table.resize(length, f64::NAN);
-        }
+            Vec::new()
+        };
         let (routes, routes_bytes) = item_map(length).ok_or_else(|| too_large("routing table"))?;
         Ok(Self {
             hashes,
@@ -398,18 +404,20 @@ impl PdStream {
         self.routes.len()
     }
 
-    /// `p̂` for `n_k = occurrences` (in `1..=N`), from the table.
+    /// `p̂` for `n_k = occurrences` (clamped to `1..=N`), from the table.
+    ///
+    /// A lazy table (`N > EAGER_TABLE_WINDOW`) grows to `n_k` first. A key's count rises by
+    /// at most one per tuple of that key, from 1, so routing extends it by one entry at a
+    /// time, and it holds as many entries as the largest count met.
     pub fn probability(&mut self, occurrences: u32) -> f64 {
-        let index = (occurrences.max(1) as usize - 1).min(self.table.len() - 1);
-        let entry = self.table[index];
-        if !entry.is_nan() {
-            return entry;
+        let length = self.window.window() as u32;
+        let occurrences = occurrences.clamp(1, length);
+        while self.table.len() < occurrences as usize {
+            let next = self.table.len() as u32 + 1;
+            let entry = estimate_probability(length, next, self.expected_probability, self.epsilon);
+            self.table.push(entry);
         }
-        let trials = self.table.len() as u32;
-        let entry =
-            estimate_probability(trials, index as u32 + 1, self.expected_probability, self.epsilon);
-        self.table[index] = entry;
-        entry
+        self.table[occurrences as usize - 1]
     }
 
     /// PKG's two candidates of `key`, in tie-breaking order.
