@@ -3,11 +3,11 @@
 
 use crate::grouper::GrouperInfo;
 
-<<<<<<< HEAD
 pub mod choices;
 pub mod dagreedy;
 pub mod dalton;
 pub mod key;
+pub mod pdstream;
 pub mod pkg;
 pub mod pstream;
 pub mod rivetti;
@@ -24,6 +24,7 @@ pub(crate) static REGISTRY: &[GrouperInfo] = &[
     choices::W_CHOICES,
     choices::RR_HEAD,
     rivetti::INFO,
+    pdstream::INFO,
     pstream::INFO,
     dagreedy::INFO,
     dalton::INFO,
