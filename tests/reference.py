@@ -25,7 +25,40 @@ def key_bytes(key: str | bytes | int) -> bytes:
 
 def h(index: int, key: str | bytes | int, seed: int) -> int:
     """``h_index(k)`` for a grouper seeded with ``seed``."""
-    return xxhash.xxh3_64_intdigest(key_bytes(key), seed=(seed * SEED_STRIDE + index) & MASK64)
+    return xxhash.xxh3_64_intdigest(key_bytes(key), seed=candidate_seed(seed, index))
+
+
+def candidate_seed(seed: int, index: int) -> int:
+    """The seed of ``h_index`` for a grouper seeded with ``seed``."""
+    return (seed * SEED_STRIDE + index) & MASK64
+
+
+class SplitMix64:
+    """Steele, Lea and Flood's generator, as ``rng.rs``."""
+
+    def __init__(self, seed: int) -> None:
+        self.state = seed & MASK64
+
+    @classmethod
+    def for_grouper(cls, seed: int, stream: int) -> SplitMix64:
+        """Random stream ``stream`` of a grouper seeded with ``seed``, as
+        ``SplitMix64::for_grouper``: started from the first output of the generator
+        seeded with ``candidate_seed(seed, stream)``."""
+        return cls(cls(candidate_seed(seed, stream)).next_u64())
+
+    def next_u64(self) -> int:
+        self.state = (self.state + 0x9E3779B97F4A7C15) & MASK64
+        z = self.state
+        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & MASK64
+        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & MASK64
+        return z ^ (z >> 31)
+
+    def next_f64(self) -> float:
+        return (self.next_u64() >> 11) * (1.0 / (1 << 53))
+
+    def uniform(self, m: int) -> int:
+        """``floor(x * m / 2^64)`` for the next draw ``x``."""
+        return (self.next_u64() * m) >> 64
 
 
 def fingerprint(key: str | bytes | int) -> int:

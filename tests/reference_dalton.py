@@ -5,31 +5,12 @@ module (interval, window, Q-row lifetime, reached set, exact tie rules).
 
 from __future__ import annotations
 
-from reference import MASK64, SEED_STRIDE, fingerprint, h
+from reference import SplitMix64, fingerprint, h
 from reference_dagreedy import Window
 
 Q_INIT = -2.0
 LEARNING_RATE = 0.1
 RNG_STREAM = int.from_bytes(b"dalton\0\0", "little")
-
-
-class SplitMix64:
-    def __init__(self, seed: int) -> None:
-        self.state = seed & MASK64
-
-    def next_u64(self) -> int:
-        self.state = (self.state + 0x9E3779B97F4A7C15) & MASK64
-        z = self.state
-        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & MASK64
-        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & MASK64
-        return z ^ (z >> 31)
-
-    def next_f64(self) -> float:
-        return (self.next_u64() >> 11) * (1.0 / (1 << 53))
-
-    def uniform(self, m: int) -> int:
-        """floor(x * m / 2^64) for the next draw x."""
-        return (self.next_u64() * m) >> 64
 
 
 class DaltonTwin:
@@ -45,7 +26,7 @@ class DaltonTwin:
         self.seed = seed
         self.interval_tuples = interval_tuples
         self.epsilon = epsilon
-        self.rng = SplitMix64((seed * SEED_STRIDE + RNG_STREAM) & MASK64)
+        self.rng = SplitMix64.for_grouper(seed, RNG_STREAM)
         self.loads = [0] * workers
         self.window = Window(workers, window_panes)
         self.interval = 0

@@ -11,7 +11,7 @@ worker (or round robin); any other key goes to ``h_0(k) mod n``.
 from __future__ import annotations
 
 from reference import fingerprint, h
-from reference_rivetti import SplitMix64, candidate_seed
+from reference import SplitMix64
 
 RNG_INDEX = int.from_bytes(b"pstream\0", "little")
 
@@ -40,7 +40,7 @@ class PStreamTwin:
         self.r = r
         self.p = p
         self.round_robin = round_robin
-        self.rng = SplitMix64(candidate_seed(seed, RNG_INDEX))
+        self.rng = SplitMix64.for_grouper(seed, RNG_INDEX)
         self.predictor: dict[int, int] = {}  # fingerprint -> bitset
         self.hot_tuples = 0
         self.loads = [0] * workers

@@ -12,29 +12,10 @@ DEBS 2015), following ``spec/baselines.md`` and ``groupers/rivetti.rs`` step by 
 
 from __future__ import annotations
 
-from reference import MASK64, SEED_STRIDE, SpaceSavingTwin, fingerprint, h
+from reference import SpaceSavingTwin, SplitMix64, fingerprint, h
 
 PRIME = (1 << 61) - 1
 RNG_INDEX = int.from_bytes(b"rivetti\0", "little")
-
-
-class SplitMix64:
-    def __init__(self, seed: int) -> None:
-        self.state = seed & MASK64
-
-    def next_u64(self) -> int:
-        self.state = (self.state + 0x9E3779B97F4A7C15) & MASK64
-        z = self.state
-        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & MASK64
-        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & MASK64
-        return z ^ (z >> 31)
-
-    def next_f64(self) -> float:
-        return (self.next_u64() >> 11) * (1.0 / (1 << 53))
-
-
-def candidate_seed(seed: int, index: int) -> int:
-    return (seed * SEED_STRIDE + index) & MASK64
 
 
 class DkgRivettiTwin:
@@ -45,7 +26,7 @@ class DkgRivettiTwin:
         self.loads = [0] * workers
         # The 2-universal bucket hash.
         self.buckets = 2 * workers
-        rng = SplitMix64(candidate_seed(seed, RNG_INDEX))
+        rng = SplitMix64.for_grouper(seed, RNG_INDEX)
         self.a = 1 + rng.next_u64() % (PRIME - 1)
         self.b = rng.next_u64() % PRIME
         # Learning state.

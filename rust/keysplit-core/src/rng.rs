@@ -4,6 +4,8 @@
 //! "Fast splittable pseudorandom number generators", OOPSLA 2014), so a draw reproduces on
 //! every machine, in every release and in any language.
 
+use crate::hash::candidate_seed;
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SplitMix64 {
     state: u64,
@@ -12,6 +14,18 @@ pub struct SplitMix64 {
 impl SplitMix64 {
     pub const fn new(seed: u64) -> Self {
         Self { state: seed }
+    }
+
+    /// The generator of random stream `stream` (a tag such as `b"dalton\0\0"` read as a
+    /// little-endian integer) of a grouper seeded with `grouper_seed`: the one way groupers
+    /// seed their draws.
+    ///
+    /// It starts from the first output of `SplitMix64::new(candidate_seed(grouper_seed,
+    /// stream))`, not from that seed itself: SplitMix64's state advances by the same
+    /// golden-ratio constant that spreads grouper seeds, so seeded directly, seed `s + 1`
+    /// would replay seed `s`'s draws shifted by one.
+    pub fn for_grouper(grouper_seed: u64, stream: u64) -> Self {
+        Self::new(Self::new(candidate_seed(grouper_seed, stream)).next_u64())
     }
 
     #[inline]
@@ -33,6 +47,15 @@ impl SplitMix64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn adjacent_grouper_seeds_draw_unrelated_streams() {
+        let mut a = SplitMix64::for_grouper(0, 7);
+        let mut b = SplitMix64::for_grouper(1, 7);
+        let first: Vec<u64> = (0..8).map(|_| a.next_u64()).collect();
+        let second: Vec<u64> = (0..8).map(|_| b.next_u64()).collect();
+        assert!(first.iter().all(|x| !second.contains(x)));
+    }
 
     #[test]
     fn matches_the_published_reference_output() {

@@ -5,7 +5,7 @@ use std::collections::{HashMap, HashSet};
 
 use keysplit_core::grouper::{build, route_batch};
 use keysplit_core::groupers::pstream::{PStream, RNG_INDEX};
-use keysplit_core::hash::{HashFamily, candidate_seed, fingerprint};
+use keysplit_core::hash::{HashFamily, fingerprint};
 use keysplit_core::params::{ParamValue, Params};
 use keysplit_core::rng::SplitMix64;
 use keysplit_core::{Grouper, Key, KeyBatch, KeyValues, LoadVector, NullPolicy, OwnedKey};
@@ -83,7 +83,7 @@ fn a_single_coin_per_tuple_and_one_decay_draw_per_entry() {
     // the generator to predict it.
     let (n, seed) = (5u32, 2);
     let key = Key::Int(77);
-    let mut rng = SplitMix64::new(candidate_seed(seed, RNG_INDEX));
+    let mut rng = SplitMix64::for_grouper(seed, RNG_INDEX);
     let mut seen = 0u64;
     let mut grouper = pstream(n, seed, 1, 0, 0.0, true);
     let mut hot_tuples = 0;
@@ -112,14 +112,14 @@ fn fixed_stream() -> impl Iterator<Item = u64> {
 #[test]
 fn routes_like_the_python_twin_on_fixed_streams() {
     // PStreamTwin(5, 42, r=2, p=0.05)
-    const LEAST: &str = "310303333320331320333302314402433140101210402432420141220433104112402413240102410241234120412401233401240102412401204120412340120341234012340123401234012340123401234012340123401234012340123401234012340123401234012340123401234012340123401234012340123401234012340123401234012340123401234012340123401234";
+    const LEAST: &str = "310303333320331420433102412402133430101210403233420411240234102412401234130204120403123410241240124102412401234031240124012340123401234012340123401234012340123401234012340123401234012340123401234012340123401234012340123401234012340123401234012340123401234012340123401234012340123401234012340123401234";
     // PStreamTwin(5, 42, round_robin=True, r=3, l=5, p=0.2)
-    const ROUND: &str = "310303333320301120233302410102233330401010103233320401120233302410102233330401010123333420011223433012213402033120304010203430120234021233342012302403123401234012334021234021233342012342013234012340123430122340122333402123401234012340123401234012340122340122340123433031231410123333401231401233340112";
+    const ROUND: &str = "310303333320331320333302313302333300311312303334320331320333302323402123340012340123430122340120233304012340123340012340102334012341010233304011234013230401112304031234012340012304011234012340011213400123401231400123400112304012340001110203401230401120340102314001234010201314001234012341010234001234";
     let mut g = build("pstream", 5, 42, &params(16, 2, 0.05, false), None).unwrap().grouper;
     assert_eq!(digits(fixed_stream().map(|k| g.route(Key::Int(k)))), LEAST);
     let mut g = build("pstream", 5, 42, &params(5, 3, 0.2, true), None).unwrap().grouper;
     assert_eq!(digits(fixed_stream().map(|k| g.route(Key::Int(k)))), ROUND);
-    assert_eq!(g.loads().snapshot(), [63, 53, 63, 84, 37]);
+    assert_eq!(g.loads().snapshot(), [76, 58, 47, 82, 37]);
 }
 
 #[test]
@@ -129,12 +129,12 @@ fn default_parameters_match_the_python_twin() {
     for i in 0u64..5_000 {
         g.route(Key::Int(if i % 2 == 0 { 0 } else { i % 97 }));
     }
-    assert_eq!(g.loads().snapshot(), [626, 625, 624, 626, 625, 625, 625, 624]);
+    assert_eq!(g.loads().snapshot(), [626, 625, 625, 625, 625, 625, 625, 624]);
     let entries: Vec<(u64, u64)> = g.entries().collect();
-    assert_eq!(entries.len(), 30);
+    assert_eq!(entries.len(), 25);
     assert_eq!(entries[0], (410_732_492_271_875_143, 64));
-    assert_eq!(entries[9], (4_376_357_690_094_084_122, 992));
-    assert_eq!(entries[26], (16_557_927_317_663_276_188, 192));
+    assert_eq!(entries[8], (8_123_565_122_857_367_666, 64));
+    assert_eq!(entries[23], (16_902_716_848_140_941_160, 64));
     assert!(g.is_hot(Key::Int(0)));
 }
 

@@ -70,7 +70,7 @@
 //!   authors' code reads slide and size from the command line.
 //! * `epsilon` (default 0.1, the paper's and the authors' code's ε): exploration rate.
 //!
-//! Randomness: `SplitMix64::new(candidate_seed(grouper_seed, u64::from_le_bytes(*b"dalton\0\0")))`,
+//! Randomness: `SplitMix64::for_grouper(grouper_seed, u64::from_le_bytes(*b"dalton\0\0"))`,
 //! one `next_f64` per hot tuple and one `next_u64` per exploration.
 
 use std::collections::HashSet;
@@ -79,7 +79,7 @@ use std::hash::BuildHasherDefault;
 use crate::error::ConfigError;
 use crate::grouper::{Grouper, GrouperConfig, GrouperInfo};
 use crate::groupers::dagreedy::{Intervals, PaneWindow, read_window_params};
-use crate::hash::{HashFamily, Key, candidate_seed, fingerprint};
+use crate::hash::{HashFamily, Key, fingerprint};
 use crate::loads::LoadVector;
 use crate::params::{ParamReader, ParamSpec, ParamValue};
 use crate::rng::SplitMix64;
@@ -175,7 +175,7 @@ impl Dalton {
         epsilon: f64,
     ) -> Self {
         let workers = hashes.workers();
-        let rng = SplitMix64::new(candidate_seed(hashes.grouper_seed(), RNG_STREAM));
+        let rng = SplitMix64::for_grouper(hashes.grouper_seed(), RNG_STREAM);
         Self {
             hashes,
             loads,

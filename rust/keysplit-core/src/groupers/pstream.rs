@@ -8,7 +8,7 @@
 //! # Routing one tuple with key `k`
 //!
 //! All draws come from one generator,
-//! `SplitMix64::new(candidate_seed(grouper_seed, u64::from_le_bytes(*b"pstream\0")))`,
+//! `SplitMix64::for_grouper(grouper_seed, u64::from_le_bytes(*b"pstream\0"))`,
 //! in the order below.
 //!
 //! 1. **Coin.** One draw `u`; the count is the number of consecutive heads of a fair coin,
@@ -58,7 +58,7 @@ use std::collections::BTreeMap;
 
 use crate::error::ConfigError;
 use crate::grouper::{Grouper, GrouperConfig, GrouperInfo};
-use crate::hash::{HashFamily, Key, candidate_seed, fingerprint};
+use crate::hash::{HashFamily, Key, fingerprint};
 use crate::loads::LoadVector;
 use crate::params::{ParamReader, ParamSpec, ParamValue};
 use crate::rng::SplitMix64;
@@ -145,7 +145,7 @@ impl PStream {
             decay: p,
             round_robin,
             hot_tuples: 0,
-            rng: SplitMix64::new(candidate_seed(hashes.grouper_seed(), RNG_INDEX)),
+            rng: SplitMix64::for_grouper(hashes.grouper_seed(), RNG_INDEX),
             predictor: BTreeMap::new(),
             loads,
         }

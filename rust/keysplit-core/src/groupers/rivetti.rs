@@ -13,7 +13,7 @@
 //!    `g(x)` of `2n` bucket counters, with the 2-universal hash
 //!    `g(x) = ((a·x + b) mod P) mod 2n`, `P = 2^61 − 1` (a Mersenne prime), computed
 //!    exactly in 128-bit arithmetic. `a` and `b` are the first two draws of
-//!    `SplitMix64::new(candidate_seed(grouper_seed, u64::from_le_bytes(*b"rivetti\0")))`:
+//!    `SplitMix64::for_grouper(grouper_seed, u64::from_le_bytes(*b"rivetti\0"))`:
 //!    `a = 1 + (draw_1 mod (P − 1))`, `b = draw_2 mod P`.
 //! 2. **Building**, right after the `L`-th tuple is routed, with `m = L`. A monitored key
 //!    is a heavy hitter when `count − error ≥ ⌈φ·m⌉ = ⌈m / 2n⌉` (integer arithmetic); its
@@ -54,7 +54,7 @@
 
 use crate::error::ConfigError;
 use crate::grouper::{Grouper, GrouperConfig, GrouperInfo};
-use crate::hash::{HashFamily, Key, candidate_seed, fingerprint};
+use crate::hash::{HashFamily, Key, fingerprint};
 use crate::loads::LoadVector;
 use crate::params::{ParamReader, ParamSpec, ParamValue};
 use crate::rng::SplitMix64;
@@ -107,7 +107,7 @@ pub struct BucketHash {
 impl BucketHash {
     /// `a` and `b` drawn from the grouper seed as the module documentation says.
     pub fn from_seed(grouper_seed: u64, buckets: u64) -> Self {
-        let mut rng = SplitMix64::new(candidate_seed(grouper_seed, RNG_INDEX));
+        let mut rng = SplitMix64::for_grouper(grouper_seed, RNG_INDEX);
         let a = 1 + rng.next_u64() % (PRIME - 1);
         let b = rng.next_u64() % PRIME;
         Self { a, b, buckets }

@@ -20,20 +20,17 @@
 //!   `(a·x + b) mod P = (a·(x mod P) + b) mod P`, the family acts on `x mod P`. Two distinct
 //!   hashes then collide with probability about `2^-61·8` more than under the family alone,
 //!   far below the `1/n` of the family.
-//! * **Drawing `a` and `b`.** From [`SplitMix64`] seeded with the *first output* of
-//!   `SplitMix64::new(candidate_seed(seed, u64::from_le_bytes(*b"uhlb\0\0\0\0")))`: `a` is
+//! * **Drawing `a` and `b`.** From
+//!   `SplitMix64::for_grouper(seed, u64::from_le_bytes(*b"uhlb\0\0\0\0"))`: `a` is
 //!   the first draw `v = next_u64() >> 3` (61 bits) with `1 ≤ v < P`, then `b` the next such
 //!   draw with `v < P`. Rejection keeps both uniform; a draw is rejected with probability
-//!   `2^-60`. The extra output step matters: `candidate_seed(s + 1, i)` is
-//!   `candidate_seed(s, i)` plus SplitMix64's own increment, so a generator seeded with it
-//!   directly replays the stream of seed `s` shifted by one draw (seed `s + 1` would get
-//!   `a` = the `b` of seed `s`).
+//!   `2^-60`.
 //! * No parameters: the grouper seed selects the member of the family. With one member
 //!   fixed, each key has one worker, as in key grouping.
 
 use crate::error::ConfigError;
 use crate::grouper::{Grouper, GrouperConfig, GrouperInfo};
-use crate::hash::{HashFamily, Key, candidate_seed};
+use crate::hash::{HashFamily, Key};
 use crate::loads::LoadVector;
 use crate::params::ParamReader;
 use crate::rng::SplitMix64;
@@ -83,7 +80,7 @@ impl UniversalHashGrouping {
     /// The coefficients `(a, b)` drawn for grouper seed `seed`, as the module documents.
     pub fn draw(seed: u64) -> (u64, u64) {
         // Seeded with an output, not a state: see the module documentation.
-        let mut rng = SplitMix64::new(SplitMix64::new(candidate_seed(seed, RNG_STREAM)).next_u64());
+        let mut rng = SplitMix64::for_grouper(seed, RNG_STREAM);
         let mut next_below_prime = |low: u64| loop {
             let v = rng.next_u64() >> 3;
             if (low..PRIME).contains(&v) {
