@@ -6,10 +6,10 @@
 //! table of counts, updated as items enter and leave, answers in `O(1)`. A push first adds
 //! the item at the head, then, once more than `N` items are held, removes the oldest from
 //! the tail, the order of the paper's steps 18 and 19; the window slides by one item per
-//! push, the paper's default step. Algorithm 2 reads `n_k` before sliding (step 1), which
-//! is [`SlidingWindowCounter::count`] before [`SlidingWindowCounter::push`], and drops the
-//! routing entry of a tail key that no longer occurs (steps 20-21) when
-//! [`Push::evicted`] reports a count of 0.
+//! push, the paper's default step. [`Push::count`] is the pushed item's count with the
+//! incoming tuple included, which is the `n_k` the `pdstream` grouper reads (its module
+//! documents why), and a routing entry of a tail key that no longer occurs is dropped
+//! (steps 20-21) when [`Push::evicted`] reports a count of 0.
 
 use std::collections::VecDeque;
 
