@@ -1,7 +1,7 @@
 //! Universal-hash grouping (UHLB): the baseline of the ELB/CLB paper on stateful load
 //! balancing with state movements (`papers/stateful-load-balancing-elb-clb.txt`; the text
 //! carries no title page), Section 5 "Evaluation": UHLB "balances load with a universal hash
-//! function rather than the key grouping … It returns h(t), where h: [p] → [n] is chosen at
+//! function rather than the key grouping … It returns h(t), where h: `[p] → [n]` is chosen at
 //! random from a family of 2-universal hash functions."
 //!
 //! Specification: `spec/baselines.md`, "Universal-hash grouping". A key `k` goes to
