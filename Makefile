@@ -34,6 +34,7 @@ wheel: $(DEPS_STAMP)
 lint:
 	cargo fmt --all --check
 	cargo clippy --workspace --all-targets --locked -- -D warnings
+	RUSTDOCFLAGS="-D warnings" cargo doc -p keysplit-core --no-deps --locked
 
 rust-test:
 	cargo test --workspace --locked
