@@ -1,6 +1,8 @@
 """Plain-Python reference twin of FlexD, written for reading, not speed.
 
-The FlexD paper (``papers/flexd.txt``): the micro-batch operator and scheduler of
+Liu, Wang, Zhou and Mao, "Adaptive key partitioning in distributed stream processing",
+CCF Transactions on High Performance Computing, 2024 (``papers/flexd.txt``): the
+micro-batch operator and scheduler of
 Section 4.2, the per-segment Space-Saving sketch of Section 4.3 and Algorithm 1 as
 Section 4.4 describes it, with the choices documented in
 ``rust/keysplit-core/src/groupers/flexd.rs``:

@@ -1,10 +1,12 @@
-//! FlexD: adaptive progressive key splitting, as described in "FlexD: a lightweight stream
-//! partitioning method" (the FlexD paper of `papers/flexd.txt`; it compares against
-//! Hash, DKG, PStream and Dalton on Apache Storm). Followed: the micro-batch design of
-//! Section 4.2 (operator COLLECT / SEND / ASSIGN, scheduler WAIT ALL / RUN / SEND), the
-//! per-segment Space-Saving sketch of Section 4.3 and the FlexD algorithm of Section 4.4
-//! (Algorithm 1 as the text describes it line by line; the figure itself is not in our
-//! copy), with its periodic clean-up of the two tables.
+//! FlexD: Liu, Wang, Zhou and Mao, "Adaptive key partitioning in distributed stream
+//! processing", CCF Transactions on High Performance Computing, 2024
+//! (doi:10.1007/s42514-023-00179-3; `papers/flexd.txt`, whose text omits the title, the
+//! figures and Table 1). It compares against Hash, DKG, PStream and Dalton on Apache Storm.
+//!
+//! Followed: the micro-batch design of Section 4.2 (operator COLLECT / SEND / ASSIGN,
+//! scheduler WAIT ALL / RUN / SEND), the per-segment Space-Saving sketch of Section 4.3 and
+//! the FlexD algorithm of Section 4.4 (Algorithm 1 as the text describes it line by line;
+//! the figure itself is not in our copy), with its periodic clean-up of the two tables.
 //!
 //! # The state
 //!
@@ -99,7 +101,7 @@
 //! * **Units of `f` and `f_t`.** `f_t` is the Space-Saving count of `k` in the current
 //!   segment (Section 4.3: heavy hitters "within that segment"), and `f` a fraction of the
 //!   segment, as the sketch's threshold θ: a key is hot when `f_t ≥ f·l` (`f·l` in `f64`,
-//!   compared with the exact count). The text's `f_t ≥ f` and `f_t ≥ T_f[k]` are read as
+//!   compared with the integer count). The text's `f_t ≥ f` and `f_t ≥ T_f[k]` are read as
 //!   "at least", its `f_t < T_f[k]` as the complement.
 //! * **Default `f`, ε and `l`.** The text gives none (its Table 1 is missing from our
 //!   copy). Section 4.3 copies DKG's sketch parameters (θ, ε, ⌈1/ε⌉ counters, citing
@@ -159,8 +161,9 @@ pub const MAX_BATCH_TUPLES: usize = 1 << 24;
 pub const INFO: GrouperInfo = GrouperInfo {
     name: "flexd",
     title: "FlexD: progressive key splitting with per-key frequency thresholds",
-    paper: "FlexD: a lightweight stream partitioning method with adaptive key splitting \
-            (papers/flexd.txt), Sections 4.2-4.4 and 6",
+    paper: "Liu, Wang, Zhou, Mao, Adaptive key partitioning in distributed stream \
+            processing (FlexD), CCF Transactions on High Performance Computing 2024; \
+            Sections 4.2-4.4 and 6",
     params: &[
         ParamSpec {
             name: "delta",
