@@ -60,7 +60,9 @@
 //!
 //! * `delta` (float > 1, default 1.5): the growth factor δ of the threshold, Section 6
 //!   (Fig. 7: "we adopt a default value of δ = 1.5"); the update is multiplicative,
-//!   `T_f[k] = T_f[k]·δ` (Section 4.4), and the paper's range is `δ ∈ (1, ∞]`.
+//!   `T_f[k] = T_f[k]·δ` (Section 4.4). The paper's range is `δ ∈ (1, ∞]`; parameters
+//!   must be finite, so `δ = ∞` (one instance per hot key) is approximated by any
+//!   `δ > 1/f`, whose first crossing would need more than the whole segment.
 //! * `threshold` (float, default 0 = auto `1/(2n)`): the high/low frequency threshold `f`,
 //!   a fraction of the segment. Else in `(0, 1]`.
 //! * `counters` (int, default 0 = auto `⌈2/f⌉`, i.e. `4n` at the auto `f`): the
