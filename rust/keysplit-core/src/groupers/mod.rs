@@ -6,6 +6,7 @@ use crate::grouper::GrouperInfo;
 pub mod choices;
 pub mod dagreedy;
 pub mod dalton;
+pub mod dkg;
 pub mod key;
 pub mod pdstream;
 pub mod pkg;
@@ -28,4 +29,5 @@ pub(crate) static REGISTRY: &[GrouperInfo] = &[
     pstream::INFO,
     dagreedy::INFO,
     dalton::INFO,
+    dkg::INFO,
 ];
