@@ -384,3 +384,25 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn state_bytes_count_the_key_space() {
+    let mut dkg = grouper(8, 0, DkgParams::default());
+    let empty = dkg.state_bytes();
+    assert!(empty >= 8 * 64, "load counters: {empty}");
+    // 10 000 new keys in one window: the baby space holds them all until the window ends.
+    for k in 0..10_000u64 {
+        dkg.route(Key::Int(k));
+    }
+    let full = dkg.state_bytes();
+    // At least a fingerprint in the baby space and an item (fingerprint, count, width,
+    // space) in the table per key.
+    assert!(full >= empty + 10_000 * (8 + 8 + 16), "{full}");
+    // The window end keeps 50 babies, 40 of which become teenagers (the old space fills at
+    // window 4).
+    dkg.end_window();
+    assert_eq!(dkg.space_lengths(), (0, 40, 10));
+    let after = dkg.state_bytes();
+    assert!(after < empty + 16 * 1024, "{after}");
+    assert!(after > empty + 50 * (8 + 16));
+}

@@ -109,12 +109,20 @@
 //!   60 s per key ("the last time Scale Out is checked", Section 4.1.1); Algorithms 4-6 do
 //!   not, and we follow them: scaling is checked at every tuple.
 //!
-//! # Memory
+//! # Memory and time
 //!
-//! `state_bytes()` counts the item table (rehashed to fit after each truncation), the
-//! three spaces' buffers and the load counters. Between two window ends the table holds
-//! at most `⌊expected_keys/2⌋ + ⌊4·expected_keys/10⌋ + ⌊expected_keys/10⌋` survivors plus
-//! the new keys of the window (at most `window_tuples`).
+//! `state_bytes()` counts the item table, the three spaces' buffers and the load counters.
+//! Between two window ends the table holds at most `⌊expected_keys/2⌋ +
+//! ⌊4·expected_keys/10⌋ + ⌊expected_keys/10⌋` surviving items plus the window's new keys (at
+//! most `window_tuples`); after the baby truncation the table is rehashed to fit and the
+//! baby buffer shrunk, so the state falls back to about 100 bytes per surviving item (a
+//! few KB at the defaults) plus the load counters.
+//!
+//! A tuple costs `O(N_m)`: one scan of its slice, and on a scale down a walk back over the
+//! dropped candidates and one more scan (the recursion of Algorithm 4 re-scans each
+//! narrower slice; the result is the same, see `choose_best_task`). With a shared load
+//! vector, `ΣL` is summed over the `n` counters at each tuple. A window end sorts the
+//! spaces, `O(B log B)` for a baby space of `B` items.
 
 use std::collections::VecDeque;
 
@@ -423,39 +431,53 @@ impl DynamicKeyGrouping {
     /// not: the chosen worker and the new width.
     fn choose_best_task(&self, first: u32, mut width: u32, in_old: bool) -> (u32, u32) {
         let total = self.total();
-        loop {
-            // findBestCandidate.
-            let (mut best, mut best_load, mut below) = (first, u64::MAX, 0u32);
-            for offset in 0..width {
-                let worker = self.ring(first, offset);
-                let load = self.loads.get(worker);
-                if self.below_threshold(load, total) {
-                    below += 1;
-                }
-                if load < best_load {
-                    best = worker;
-                    best_load = load;
-                }
-            }
-            // Algorithm 5, with Table 1's cap.
-            let scale_out = self.warmed_up()
-                && !self.below_threshold(best_load, total)
-                && in_old
-                && width < self.max_width;
-            if scale_out {
-                let candidate = self.ring(first, width);
-                if self.loads.get(candidate) < best_load {
-                    return (candidate, width + 1);
-                }
-                return (best, width);
-            }
-            // Algorithm 6, then chooseBestTask again.
-            if width > 2 && below >= 2 {
-                width -= 1;
-                continue;
+        let (mut best, mut best_load, mut below) = self.find_best_candidate(first, width, total);
+        // Algorithm 5, with Table 1's cap.
+        let scale_out = self.warmed_up()
+            && !self.below_threshold(best_load, total)
+            && in_old
+            && width < self.max_width;
+        if scale_out {
+            let candidate = self.ring(first, width);
+            if self.loads.get(candidate) < best_load {
+                return (candidate, width + 1);
             }
             return (best, width);
         }
+        // Algorithm 6, then chooseBestTask again, until it no longer scales down. A
+        // narrower slice never scales out: it still has `NLL ≥ 2 − 1` candidates below
+        // `Ls`, so its least load is below `Ls`. Dropping the last candidate lowers `NLL` by
+        // its own test, so the repeated scans of the recursion reduce to one walk back.
+        if width > 2 && below >= 2 {
+            while width > 2 && below >= 2 {
+                width -= 1;
+                let dropped = self.loads.get(self.ring(first, width));
+                if self.below_threshold(dropped, total) {
+                    below -= 1;
+                }
+            }
+            (best, best_load, below) = self.find_best_candidate(first, width, total);
+            debug_assert!(below >= 1 && best_load < u64::MAX);
+        }
+        (best, width)
+    }
+
+    /// `findBestCandidate` over the slice of `width` workers from `first`: the least-loaded
+    /// (ties to the first in ring order), its load, and `NLL`.
+    fn find_best_candidate(&self, first: u32, width: u32, total: u64) -> (u32, u64, u32) {
+        let (mut best, mut best_load, mut below) = (first, u64::MAX, 0u32);
+        for offset in 0..width {
+            let worker = self.ring(first, offset);
+            let load = self.loads.get(worker);
+            if self.below_threshold(load, total) {
+                below += 1;
+            }
+            if load < best_load {
+                best = worker;
+                best_load = load;
+            }
+        }
+        (best, best_load, below)
     }
 
     /// Closes the current window: Algorithm 1, and Algorithm 2 every `old_cycle_windows`.
@@ -468,8 +490,10 @@ impl DynamicKeyGrouping {
             for id in self.baby.drain(self.baby_size..) {
                 self.items.remove(&id);
             }
-            // Rehash without the tombstones, so that the table's capacity is its size.
+            // Rehash without the tombstones, so that the table's capacity is its size, and
+            // give back the room of the window's new keys.
             self.items.shrink_to(0);
+            self.baby.shrink_to_fit();
         }
         sort_by_count(&mut self.teenage, &self.items);
         promote(
