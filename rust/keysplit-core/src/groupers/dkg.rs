@@ -3,6 +3,11 @@
 //! Algorithms 1-6, Table 1, experimental setup of Section 5). Not to be confused with
 //! `dkg_rivetti` ([`super::rivetti`]), Rivetti et al.'s distribution-aware key grouping.
 //!
+//! Where the paper is silent we consult the authors' public Storm code
+//! (github.com/odalabasmaz/DynamicKeyGrouping, `loadbalancer/grouping/dkg/{DynamicKeyGrouping,
+//! KeySpace,KeySpaceManager}.java`, cited as "the authors' code"); every such place is listed
+//! below, with the places where we keep to the paper against the code.
+//!
 //! # Routing one tuple with key `k`
 //!
 //! * **Key Space** (Section 4.1.2): every key has a Key Item (its occurrence count and its
