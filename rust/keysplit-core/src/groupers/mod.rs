@@ -6,16 +6,20 @@ use crate::grouper::GrouperInfo;
 pub mod choices;
 pub mod dagreedy;
 pub mod dalton;
+pub mod dkg;
 pub mod flexd;
+pub mod holistic;
 pub mod key;
 pub mod pdstream;
 pub mod pkg;
 pub mod pstream;
+pub mod rebalancing;
 pub mod rivetti;
 pub mod shuffle;
 pub mod uhlb;
 
-// In the order of the documentation: baselines, then the papers' groupers.
+// In the order of issue 3 and the README: hashing baselines, the heavy-hitter baselines,
+// the key-splitting papers, the holistic paper, the rebalancing paper, the other baselines.
 pub(crate) static REGISTRY: &[GrouperInfo] = &[
     shuffle::INFO,
     key::INFO,
@@ -25,9 +29,20 @@ pub(crate) static REGISTRY: &[GrouperInfo] = &[
     choices::W_CHOICES,
     choices::RR_HEAD,
     rivetti::INFO,
+    dkg::INFO,
+    flexd::INFO,
     pdstream::INFO,
+    holistic::CM,
+    holistic::AM,
+    holistic::CAM,
+    holistic::LM,
+    holistic::CM_HLL,
+    holistic::AM_HLL,
+    holistic::CAM_HLL,
+    holistic::LM_HLL,
+    rebalancing::ELB,
+    rebalancing::CLB,
     pstream::INFO,
     dagreedy::INFO,
     dalton::INFO,
-    flexd::INFO,
 ];
