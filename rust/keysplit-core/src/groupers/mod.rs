@@ -10,6 +10,7 @@ pub mod key;
 pub mod pdstream;
 pub mod pkg;
 pub mod pstream;
+pub mod rebalancing;
 pub mod rivetti;
 pub mod shuffle;
 pub mod uhlb;
@@ -28,4 +29,6 @@ pub(crate) static REGISTRY: &[GrouperInfo] = &[
     pstream::INFO,
     dagreedy::INFO,
     dalton::INFO,
+    rebalancing::ELB,
+    rebalancing::CLB,
 ];
