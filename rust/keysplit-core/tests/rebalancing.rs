@@ -311,3 +311,79 @@ proptest! {
         prop_assert_eq!(used.len(), sets.len());
     }
 }
+
+/// The golden stream of tests/choices.rs (skewed: keys 0–3 are hot).
+fn golden_stream() -> Vec<u64> {
+    let key = |v: u64| match v {
+        0..60 => 0,
+        60..100 => 1,
+        100..130 => 2,
+        130..150 => 3,
+        _ => v % 500,
+    };
+    (0..4000u64).map(|i| key((i * 2_654_435_761) % 1000)).collect()
+}
+
+fn fnv1a(workers: &[u32]) -> u64 {
+    let mut h = 0xcbf2_9ce4_8422_2325u64;
+    for byte in workers.iter().flat_map(|w| w.to_le_bytes()) {
+        h = (h ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3);
+    }
+    h
+}
+
+/// (name, n, seed, substreams, window_tuples, third parameter, digest of the routing, ψ
+/// total), as tests/test_rebalancing.py computes them with the Python twins.
+type Golden = (&'static str, u32, u64, usize, u64, f64, u64, u64);
+const GOLDEN: &[Golden] = &[
+    ("elb", 5, 7, 0, 100, 0.1, 0x8F19_043D_B7F0_F913, 353),
+    ("elb", 8, 3, 37, 250, 0.3, 0xB048_98DE_5FEF_1C72, 16),
+    ("clb", 5, 7, 0, 100, 3.0, 0xD479_51FC_90B7_A9B6, 780),
+    ("clb", 3, 11, 20, 64, 2.0, 0x362A_506F_5F30_F0D6, 956),
+];
+
+#[test]
+fn routes_the_golden_stream_as_the_python_twin() {
+    for &(name, n, seed, p, window, third, digest, psi) in GOLDEN {
+        let (routed, total) = if name == "elb" {
+            let mut g =
+                Elb::new(config(n, seed), if p == 0 { 10 * n as usize } else { p }, window, third);
+            let r: Vec<u32> = golden_stream().into_iter().map(|k| g.route(Key::Int(k))).collect();
+            (r, g.total_movement())
+        } else {
+            let mut g = Clb::new(
+                config(n, seed),
+                if p == 0 { 10 * n as usize } else { p },
+                window,
+                third as usize,
+                0.0,
+            );
+            let r: Vec<u32> = golden_stream().into_iter().map(|k| g.route(Key::Int(k))).collect();
+            (r, g.total_movement())
+        };
+        assert_eq!((fnv1a(&routed), total), (digest, psi), "{name} n={n} seed={seed}");
+    }
+}
+
+/// Event-time windows: `end_window()` after every 333rd tuple, string keys, CLB with
+/// θ = 0.5; digests and ψ from the Python twins (tests/test_rebalancing.py).
+#[test]
+fn end_window_driven_golden_routing_matches_the_python_twin() {
+    let keys: Vec<String> = golden_stream().iter().map(|k| format!("k{k}")).collect();
+    let drive = |g: &mut dyn Grouper| -> Vec<u32> {
+        let mut routed = Vec::new();
+        for (i, k) in keys.iter().enumerate() {
+            routed.push(g.route(Key::Bytes(k.as_bytes())));
+            if i % 333 == 332 {
+                g.end_window();
+            }
+        }
+        routed
+    };
+    let mut elb = Elb::new(config(6, 99), 60, u64::MAX, 0.2);
+    let elb_digest = fnv1a(&drive(&mut elb));
+    let mut clb = Clb::new(config(4, 5), 40, u64::MAX, 2, 0.5);
+    let clb_digest = fnv1a(&drive(&mut clb));
+    assert_eq!((elb_digest, elb.total_movement()), (0xC9F7_EBE9_4290_0FD7, 21));
+    assert_eq!((clb_digest, clb.total_movement()), (0x89DF_45E5_0EB1_0C45, 1151));
+}
