@@ -22,7 +22,9 @@
 //! * `window_tuples`, default `600000`: the statistics window `Δ`. The paper uses 1-minute
 //!   windows (Section 5.1) at a Poisson rate `λ = 10000` tuples/s, i.e. 600 000 tuples. The
 //!   window closes after `window_tuples` routed tuples, or early on
-//!   [`Grouper::end_window`], so a caller can drive event-time windows.
+//!   [`Grouper::end_window`], so a caller can drive event-time windows. The tuple that
+//!   fills a window is routed with the old table and counted in that window; the rebalance
+//!   applies from the next tuple on.
 //! * ELB `tolerance` `δ`, default `0.1`: the load bounds are `v = l̄ − ε`, `u = l̄ + ε` with
 //!   `ε = δ·l̄` and `l̄ = w/n` the mean load of the window. See the ambiguities below.
 //! * CLB `period_windows` `m`, default `24`: CLB rebalances every `m` windows. The paper's
@@ -100,8 +102,11 @@
 //!   then lower worker), are taken greedily; sets left over get the free workers in
 //!   increasing order.
 //!
-//! A rebalance costs `O(p²·m)` time per run of the split (covariances are computed on
-//! demand, not stored); memory is the `m` histograms, `p·m` counters.
+//! Cost: covariances are computed on demand, not stored, so a CLB rebalance takes
+//! `O(p²·m)` time for the initial `ω` plus `O(|S_h|²·m)` per run, and no `p × p` matrix;
+//! the state is the `m` histograms, `p·m` counters. With the default `p = 10·n` this is
+//! fine for the paper's scale (`n ≤ 15`) and grows quadratically beyond. An ELB rebalance
+//! takes `O(p log p + |OI|·p)` plus `O(n + p)` per repair move.
 //!
 //! # Ambiguities and what we chose
 //!
