@@ -10,7 +10,8 @@ with the choices documented in ``rust/keysplit-core/src/groupers/rebalancing.rs`
 * ``d_i`` (Eq. 2) is the number of tuples of substream ``i`` in the window just closed;
 * ELB: ``[v, u] = [l - eps, l + eps]``, ``eps = tolerance * l``, ``l = w / n``; phases
   0 (nothing out of range: no move), 2 (shed from workers over ``u``), 3 (first fit to
-  the least-loaded worker under the mean), 4 (repair: most to least loaded);
+  the least-loaded worker under the mean), 4 (repair: from the most loaded donor that can
+  give to the least loaded worker);
 * CLB: every ``m`` windows, Algorithm 2's greedy split on ``cov >= theta``, then sets to
   workers by the state they already hold there.
 """
@@ -102,26 +103,30 @@ def elb_rebalance(y: list[int], table: list[int], workers: int, tolerance: float
         loads[target] += y[i]
         if loads[target] > u:
             underloaded.discard(target)
-    # Phase 4 (repair): from the most to the least loaded while one is out of range.
+    # Phase 4 (repair): from the most loaded donor that can give, to the least loaded.
     while not all(in_range(load) for load in loads):
-        a = most_loaded(loads, list(range(n)))
         b = least_loaded(loads, list(range(n)))
+        donors = [a for a in range(n) if a != b and (loads[a] > u or loads[b] < v)]
+        donors.sort(key=lambda a: (-loads[a], a))
         pick = None
-        for i in by_load:
-            if (
-                table[i] == a
-                and y[i] > 0
-                and y[i] < loads[a] - loads[b]
-                and loads[a] - y[i] >= v
-                and loads[b] + y[i] <= u
-            ):
-                pick = i
+        for a in donors:
+            for i in by_load:
+                if (
+                    table[i] == a
+                    and 0 < y[i] < loads[a] - loads[b]
+                    and loads[a] - y[i] >= v
+                    and loads[b] + y[i] <= u
+                ):
+                    pick = (a, i)
+                    break
+            if pick is not None:
                 break
         if pick is None:
             break
-        table[pick] = b
-        loads[a] -= y[pick]
-        loads[b] += y[pick]
+        a, i = pick
+        table[i] = b
+        loads[a] -= y[i]
+        loads[b] += y[i]
     return table
 
 

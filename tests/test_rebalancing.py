@@ -135,6 +135,14 @@ def test_elb_repair_by_hand() -> None:
     assert elb_rebalance(y, [0, 1, 0, 1], 2, 0.2) == [0, 1, 1, 1]
 
 
+def test_elb_repair_takes_from_the_next_donor() -> None:
+    """Twin only; worked in tests/rebalancing.rs: worker 0 holds one hot substream."""
+    y = [9, 4, 0, 0, 4, 1]
+    table = elb_rebalance(y, [0, 1, 2, 0, 1, 2], 3, 0.5)
+    assert table == [0, 2, 2, 0, 1, 2]
+    assert worker_loads(y, table, 3) == [9, 4, 5]
+
+
 def test_clb_by_hand() -> None:
     """Twin only."""
     history = [[1, 1, 0, 0], [2, 2, 0, 1]]
@@ -153,6 +161,14 @@ GOLDEN = [
         {"substreams": 37, "window_tuples": 250, "tolerance": 0.3},
         0xB04898DE5FEF1C72,
         16,
+    ),
+    (
+        ElbTwin,
+        4,
+        9,
+        {"substreams": 12, "window_tuples": 100, "tolerance": 0.1},
+        0x914EA2ECD12885F5,
+        249,
     ),
     (ClbTwin, 5, 7, {"window_tuples": 100, "period_windows": 3}, 0xD47951FC90B7A9B6, 780),
     (

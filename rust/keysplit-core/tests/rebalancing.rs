@@ -55,6 +55,20 @@ fn elb_repair_by_hand() {
     assert_eq!(movement(&[0, 1, 0, 1], &table, &y), 3);
 }
 
+/// n = 3, p = 6, F = [0,1,2,0,1,2], Y = [9,4,0,0,4,1]: w = 18, l̄ = 6, δ = 0.5, [v, u] =
+/// [3, 9]; L = (9, 8, 1). No worker is over u, so phases 2–3 do nothing; worker 2 is under
+/// v. Repair: b = 2; every other worker is a donor, by load: worker 0 holds only s0 = 9,
+/// not < 9 − 1; worker 1 gives s1 = 4 (4 < 7, 8 − 4 ≥ 3, 1 + 4 ≤ 9): L = (9, 4, 5), ψ = 4.
+#[test]
+fn elb_repair_takes_from_the_next_donor_when_the_most_loaded_cannot_give() {
+    let y = [9, 4, 0, 0, 4, 1];
+    let mut table = [0, 1, 2, 0, 1, 2];
+    elb_rebalance(&y, &mut table, 3, 0.5);
+    assert_eq!(table, [0, 2, 2, 0, 1, 2]);
+    assert_eq!(worker_loads(&y, &table, 3), vec![9, 4, 5]);
+    assert_eq!(movement(&[0, 1, 2, 0, 1, 2], &table, &y), 4);
+}
+
 /// Loads already within [v, u]: nothing moves.
 #[test]
 fn elb_moves_nothing_in_range() {
@@ -338,6 +352,8 @@ type Golden = (&'static str, u32, u64, usize, u64, f64, u64, u64);
 const GOLDEN: &[Golden] = &[
     ("elb", 5, 7, 0, 100, 0.1, 0x8F19_043D_B7F0_F913, 353),
     ("elb", 8, 3, 37, 250, 0.3, 0xB048_98DE_5FEF_1C72, 16),
+    // Its repair takes from a donor other than the most loaded worker three times.
+    ("elb", 4, 9, 12, 100, 0.1, 0x914E_A2EC_D128_85F5, 249),
     ("clb", 5, 7, 0, 100, 3.0, 0xD479_51FC_90B7_A9B6, 780),
     ("clb", 3, 11, 20, 64, 2.0, 0x362A_506F_5F30_F0D6, 956),
 ];

@@ -65,18 +65,20 @@
 //!    that can hold it (`L_j + y_i ≤ u`; ties: lowest index); if none can, to the
 //!    least-loaded worker of `UI`, or, `UI` empty, the least-loaded worker overall. A
 //!    worker that gets over `u` leaves `UI`.
-//! 4. Repair (ours, see below). While some worker is outside `[v, u]`: let `a` be the most
-//!    loaded worker and `b` the least loaded (ties: lowest index); move from `a` to `b` the
-//!    largest substream (ties: lowest) with `0 < y_i < L_a − L_b`, `L_a − y_i ≥ v` and
-//!    `L_b + y_i ≤ u`; stop when there is none. Each move strictly lowers `Σ L_j²`, so this
-//!    terminates.
+//! 4. Repair (ours, see below). While some worker is outside `[v, u]`: let `b` be the
+//!    least-loaded worker (ties: lowest index). The donors are the other workers over `u`,
+//!    or all the other workers when `L_b < v`, in descending load (ties: lowest index).
+//!    From the first donor `a` that has one, move to `b` the largest substream (ties:
+//!    lowest) with `0 < y_i < L_a − L_b`, `L_a − y_i ≥ v` and `L_b + y_i ≤ u`; stop when no
+//!    donor has one. Each move strictly lowers `Σ L_j²`, so this terminates. A worker left
+//!    out of range then holds a substream too hot to fit (`y_i > ε`, an infeasible window).
 //!
 //! **Feasibility and the invariant.** The paper assumes (Section 3) that every substream's
 //! load in the window is at most `(u − v)/2 = ε`. We call a window *feasible* when
 //! `w > 0` and `y_i ≤ ε` for every substream `i`. Then after ELB's rebalance every worker's
 //! load in that window under the new table lies in `[v, u]`. Proof: while a worker is over
-//! `u` (or under `v`), `L_a > l̄ ≥ L_b` and `L_a − L_b > ε`, so any nonempty substream of `a`
-//! is a valid repair move (`L_a − y > l̄ − ε = v`, `L_b + y < l̄ + ε = u`). Whether an
+//! `u` (or under `v`), the most loaded worker `a` is a donor with `L_a > l̄ ≥ L_b` and
+//! `L_a − L_b > ε`, so any nonempty substream of `a` is a valid repair move (`L_a − y > l̄ − ε = v`, `L_b + y < l̄ + ε = u`). Whether an
 //! assignment in `[v, u]` exists in general is a bin-packing question (NP-hard); the
 //! paper's assumption is the sufficient condition we guarantee and test.
 //!
@@ -403,20 +405,28 @@ pub fn elb_rebalance(y: &[u64], table: &mut [u32], workers: u32, tolerance: f64)
             under[j] = false;
         }
     }
-    // Phase 4 (repair): most loaded to least loaded while someone is out of range.
+    // Phase 4 (repair): from the most loaded donor that can give, to the least loaded.
     while loads.iter().any(|&l| !in_range(l)) {
-        let (Some(a), Some(b)) = (extreme(&loads, 0..n, true), extreme(&loads, 0..n, false)) else {
-            break;
-        };
-        let (la, lb) = (loads[a], loads[b]);
-        let pick = order.iter().copied().find(|&i| {
-            table[i] as usize == a
-                && y[i] > 0
-                && y[i] < la - lb
-                && (la - y[i]) as f64 >= v
-                && ((lb + y[i]) as f64) <= u
+        let Some(b) = extreme(&loads, 0..n, false) else { break };
+        let lb = loads[b];
+        let mut donors: Vec<usize> =
+            (0..n).filter(|&a| a != b && (loads[a] as f64 > u || (lb as f64) < v)).collect();
+        donors.sort_by(|&x, &z| loads[z].cmp(&loads[x]).then(x.cmp(&z)));
+        let pick = donors.iter().find_map(|&a| {
+            let la = loads[a];
+            order
+                .iter()
+                .copied()
+                .find(|&i| {
+                    table[i] as usize == a
+                        && y[i] > 0
+                        && y[i] < la.saturating_sub(lb)
+                        && (la - y[i]) as f64 >= v
+                        && ((lb + y[i]) as f64) <= u
+                })
+                .map(|i| (a, i))
         });
-        let Some(i) = pick else { break };
+        let Some((a, i)) = pick else { break };
         table[i] = b as u32;
         loads[a] -= y[i];
         loads[b] += y[i];
