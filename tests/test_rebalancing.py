@@ -150,6 +150,8 @@ def test_clb_by_hand() -> None:
     assert sets == [[0], [1, 2, 3]]
     assert clb_assign(sets, [0, 1, 0, 1], history[1], 2) == [0, 1, 1, 1]
     assert clb_split([[2, 0, 1, 1], [0, 2, 1, 1]], 2, 0.0) == [[0, 1], [2, 3]]
+    # A common-mode stream: singletons peel off (documented in groupers/rebalancing.rs).
+    assert clb_split([[1, 1, 1, 1], [2, 2, 2, 2]], 3, 0.0) == [[0], [1], [2, 3]]
 
 
 GOLDEN = [

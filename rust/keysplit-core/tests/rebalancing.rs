@@ -104,6 +104,15 @@ fn clb_keeps_anti_correlated_substreams_together() {
     assert_eq!(clb_split(&history, 2, 0.0), vec![vec![0, 1], vec![2, 3]]);
 }
 
+/// Every window scales all substreams together: every covariance is the same positive c.
+/// Run 1: k = 0 (ties), all others covary with it: {0}, {1,2,3}. Run 2: in {1,2,3} ω = 2c
+/// each, k = 1: {1}, {2,3}. The module documents this peeling as the literal behaviour.
+#[test]
+fn clb_peels_singletons_off_a_common_mode_stream() {
+    let history = vec![vec![1, 1, 1, 1], vec![2, 2, 2, 2]];
+    assert_eq!(clb_split(&history, 3, 0.0), vec![vec![0], vec![1], vec![2, 3]]);
+}
+
 /// The grouper end to end: keys picked per substream, one window, then end_window().
 #[test]
 fn elb_grouper_rebalances_at_end_window() {

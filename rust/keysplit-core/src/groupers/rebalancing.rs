@@ -104,6 +104,12 @@
 //!   then lower worker), are taken greedily; sets left over get the free workers in
 //!   increasing order.
 //!
+//! **Observed behaviour, kept.** When every pair of substreams covaries at or above `θ`
+//! (e.g. a rate that rises and falls for the whole stream), the first run isolates `k` and
+//! every later run peels one more substream off the big set: `n − 1` singletons and one set
+//! of the rest, far from balanced. This is the algorithm as written; the paper reports
+//! CLB's imbalance an order of magnitude above UHLB's and PKG's (Section 5.1).
+//!
 //! Cost: covariances are computed on demand, not stored, so a CLB rebalance takes
 //! `O(p²·m)` time for the initial `ω` plus `O(|S_h|²·m)` per run, and no `p × p` matrix;
 //! the state is the `m` histograms, `p·m` counters. With the default `p = 10·n` this is
