@@ -76,7 +76,7 @@ def test_end_window_routes_like_its_reference_twin(
     grouper = keysplit.Grouper(name, workers=n, seed=seed, **p)
     routed = []
     start = 0
-    for end in sorted(e for e in ends if e < len(stream)) + [len(stream) - 1]:
+    for end in sorted({e for e in ends if e < len(stream)} | {len(stream) - 1}):
         chunk = stream[start : end + 1]
         if chunk:
             routed += grouper.route(chunk).to_list()
