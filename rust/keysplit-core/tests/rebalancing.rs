@@ -189,6 +189,11 @@ fn params(p: i64, window: i64, extra: (&str, ParamValue)) -> Params {
     ])
 }
 
+/// Every load in `[v, u]`.
+fn within(loads: &[u64], v: f64, u: f64) -> bool {
+    loads.iter().all(|&l| l as f64 >= v && l as f64 <= u)
+}
+
 fn grouper_params() -> impl Strategy<Value = (&'static str, Params)> {
     (0i64..50, 1i64..60, 1i64..5, 0.05f64..0.9).prop_map(|(p, window, m, tol)| {
         if m % 2 == 0 {
@@ -241,10 +246,10 @@ proptest! {
         let (v, u, _, _) = elb_bounds(w, workers, tol);
         let loads = worker_loads(&y, &table, workers);
         if elb_feasible(&y, workers, tol) {
-            prop_assert!(loads.iter().all(|&l| l as f64 >= v && l as f64 <= u), "{loads:?} not in [{v}, {u}]");
+            prop_assert!(within(&loads, v, u), "{loads:?} not in [{v}, {u}]");
         }
         // Already in range: nothing moves.
-        if worker_loads(&y, &before, workers).iter().all(|&l| l as f64 >= v && l as f64 <= u) {
+        if within(&worker_loads(&y, &before, workers), v, u) {
             prop_assert_eq!(table, before);
         }
     }
@@ -257,11 +262,12 @@ proptest! {
     ) {
         prop_assume!(elb_feasible(&y, workers, tol));
         // Everything on the first `skew + 1` workers: far out of range.
-        let mut table: Vec<u32> = (0..y.len()).map(|i| (i as u32 % (skew + 1)) % workers).collect();
+        let mut table: Vec<u32> =
+            (0..y.len()).map(|i| (i as u32 % (skew + 1)) % workers).collect();
         elb_rebalance(&y, &mut table, workers, tol);
         let (v, u, _, _) = elb_bounds(y.iter().sum(), workers, tol);
         let loads = worker_loads(&y, &table, workers);
-        prop_assert!(loads.iter().all(|&l| l as f64 >= v && l as f64 <= u), "{loads:?} not in [{v}, {u}]");
+        prop_assert!(within(&loads, v, u), "{loads:?} not in [{v}, {u}]");
     }
 
     /// The same through the grouper, window after window, with ψ checked against Eq. 2.
@@ -285,7 +291,7 @@ proptest! {
                 if elb_feasible(y, workers, tol) {
                     let (v, u, _, _) = elb_bounds(y.iter().sum(), workers, tol);
                     let loads = worker_loads(y, elb.assignment(), workers);
-                    prop_assert!(loads.iter().all(|&l| l as f64 >= v && l as f64 <= u));
+                    prop_assert!(within(&loads, v, u));
                 }
                 table = elb.assignment().to_vec();
             }

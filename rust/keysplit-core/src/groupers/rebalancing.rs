@@ -78,9 +78,11 @@
 //! `w > 0` and `y_i ≤ ε` for every substream `i`. Then after ELB's rebalance every worker's
 //! load in that window under the new table lies in `[v, u]`. Proof: while a worker is over
 //! `u` (or under `v`), the most loaded worker `a` is a donor with `L_a > l̄ ≥ L_b` and
-//! `L_a − L_b > ε`, so any nonempty substream of `a` is a valid repair move (`L_a − y > l̄ − ε = v`, `L_b + y < l̄ + ε = u`). Whether an
-//! assignment in `[v, u]` exists in general is a bin-packing question (NP-hard); the
-//! paper's assumption is the sufficient condition we guarantee and test.
+//! `L_a − L_b > ε`, so any nonempty substream of `a` is a valid repair move
+//! (`L_a − y > l̄ − ε = v`, `L_b + y < l̄ + ε = u`); the repair only stops when every worker
+//! is in range. Whether an assignment in `[v, u]` exists in general is a bin-packing
+//! question (NP-hard); the paper's assumption is the sufficient condition we guarantee and
+//! test (`tests/rebalancing.rs`, `tests/test_rebalancing.py`).
 //!
 //! # CLB (Section 4, Algorithm 2), as implemented
 //!
@@ -120,7 +122,9 @@
 //!
 //! * `[v, u]` have no default in the paper. With a fixed `n`, `π = n` requires
 //!   `(u + v)/2 = l̄`, so we centre the range on the window's mean with a relative
-//!   half-width `δ` (`tolerance`, default `0.1`).
+//!   half-width `δ` (`tolerance`, default `0.1`). With the default `p = 10·n` the mean
+//!   substream carries `w/p = l̄/10 = ε`: `δ = 0.1` is the narrowest range in which an
+//!   average substream meets the paper's assumption `y_i ≤ (u − v)/2`.
 //! * `OI` holds the workers over `u`; `UI` the workers under the mean after phase 2.
 //! * The repair phase is ours: the paper's phases 2–3 alone can leave a worker under `v`
 //!   (phase 2 never takes a donor under `l̄`, and workers in range never give).
