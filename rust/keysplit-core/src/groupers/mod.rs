@@ -45,4 +45,6 @@ pub(crate) static REGISTRY: &[GrouperInfo] = &[
     pstream::INFO,
     dagreedy::INFO,
     dalton::INFO,
+    rebalancing::ELB,
+    rebalancing::CLB,
 ];
