@@ -45,6 +45,4 @@ pub(crate) static REGISTRY: &[GrouperInfo] = &[
     pstream::INFO,
     dagreedy::INFO,
     dalton::INFO,
-    rebalancing::ELB,
-    rebalancing::CLB,
 ];
