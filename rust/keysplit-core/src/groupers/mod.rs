@@ -6,6 +6,7 @@ use crate::grouper::GrouperInfo;
 pub mod choices;
 pub mod dagreedy;
 pub mod dalton;
+pub mod holistic;
 pub mod key;
 pub mod pdstream;
 pub mod pkg;
@@ -28,4 +29,12 @@ pub(crate) static REGISTRY: &[GrouperInfo] = &[
     pstream::INFO,
     dagreedy::INFO,
     dalton::INFO,
+    holistic::CM,
+    holistic::AM,
+    holistic::CAM,
+    holistic::LM,
+    holistic::CM_HLL,
+    holistic::AM_HLL,
+    holistic::CAM_HLL,
+    holistic::LM_HLL,
 ];
