@@ -324,14 +324,13 @@ impl Cardinality {
 
     fn state_bytes(&self) -> usize {
         match self {
-            Cardinality::Exact(sets) => {
-                sets.iter()
-                    .map(|set| {
-                        std::mem::size_of_val(set)
-                            + map_bytes::<()>(set.capacity()).unwrap_or(usize::MAX)
-                    })
-                    .fold(0, usize::saturating_add)
-            }
+            Cardinality::Exact(sets) => sets
+                .iter()
+                .map(|set| {
+                    std::mem::size_of_val(set)
+                        + map_bytes::<()>(set.capacity()).unwrap_or(usize::MAX)
+                })
+                .fold(0, usize::saturating_add),
             Cardinality::Hll { sketches, estimates } => {
                 std::mem::size_of_val(&**sketches)
                     + sketches.iter().flatten().map(HyperLogLog::state_bytes).sum::<usize>()
@@ -376,7 +375,10 @@ impl Holistic {
         if params.window_tuples < 0 {
             return Err((
                 "window_tuples",
-                format!("must be at least 0 (0: no windows by count), got {}", params.window_tuples),
+                format!(
+                    "must be at least 0 (0: no windows by count), got {}",
+                    params.window_tuples
+                ),
             ));
         }
         if !(0.0..=1.0).contains(&params.p) {
