@@ -226,7 +226,7 @@ fn registry_defaults_are_the_papers() {
         assert_eq!(instance.grouper.name(), name);
         assert_eq!(instance.params["choices"], ParamValue::Int(2));
         assert_eq!(instance.params["window_tuples"], ParamValue::Int(0));
-        assert_eq!(instance.params.get("p").is_some(), name.starts_with("lm"));
+        assert_eq!(instance.params.contains_key("p"), name.starts_with("lm"));
         if name.starts_with("lm") {
             assert_eq!(instance.params["p"], ParamValue::Float(0.5));
         }
@@ -329,6 +329,9 @@ proptest! {
     }
 }
 
+/// Grouper, workers, seed, parameters, checksum of the routing, final loads (if checked).
+type GoldenCase = (&'static str, u64, u64, Params, u64, &'static [u64]);
+
 /// The fixed stream of the twin cross-check: 3000 integer keys (37 recurring ones and a
 /// spread of 1000), 50 tuples of `b"hot"`, then `"a"`, `"b"`, `"café"` twenty times.
 fn golden_stream() -> Vec<OwnedKey> {
@@ -350,7 +353,7 @@ fn golden_routings_agree_with_the_python_twins() {
     // for route, to this crate on 72 configurations (8 groupers x 3 (n, seed) x 3 parameter
     // sets); kept here: sum over i of (i + 1) * worker_i, and the final loads.
     let int = |v| ParamValue::Int(v);
-    let cases: [(&str, u64, u64, Params, u64, &[u64]); 5] = [
+    let cases: [GoldenCase; 5] = [
         (
             "cm",
             5,
