@@ -87,7 +87,18 @@
 //!   positives), the first in candidate order wins, as Algorithm 3's `if / else if`.
 //! * **`M = 1`** is accepted and is key grouping with bookkeeping; `M` above 32 is refused.
 //! * **Table 2's `cAM`** is listed only with the naive structure; `cam_hll` is provided for
-//!   symmetry, as issue 3 asks.
+//!   symmetry, as issue 3 asks. (Section 5.1 names both affinity variants "cAM" by a typo;
+//!   Algorithms 3 and 4 tell them apart.) The registry names are issue 3's; the paper's
+//!   symbols are `CM-2`, `AM-5`, `LM-2-H`, ...: `cm` with `choices = 2` is CM-2, `am_hll`
+//!   is AM-2-H, and so on.
+//! * **Windows without a default length.** See `window_tuples` above: the paper's count is
+//!   not given, so the default is one window until `end_window()`. With exact sets and no
+//!   window the sets grow with the distinct keys of the stream, as the paper's Table 4
+//!   measures (all 8.1M DEBS groups in one window).
+//! * **Cost.** CM, AM and cAM cost `O(M)` per tuple. LM reads the minimum and maximum of
+//!   both metrics over all `n` workers (Eq. 7, 8), `O(n)` per tuple, which the paper also
+//!   pays (its Fig. 13c shows LM's extra latency at 32 workers). HLL estimates are cached
+//!   per worker, so reading one is `O(1)`; the probe is `O(1)`.
 //!
 //! # Memory
 //!
