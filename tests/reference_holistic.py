@@ -34,12 +34,18 @@ MAX_RANK = 31
 
 
 class HyperLogLogTwin:
-    """Flajolet et al.'s HyperLogLog, raw estimate with linear counting, as the Rust core."""
+    """Flajolet et al.'s HyperLogLog, raw estimate with linear counting, as the Rust core.
+
+    ``Z = sum_j 2^-M[j]`` is kept exactly, as the integer ``sum_j 2^(31 - M[j])``, and the
+    number of empty registers alongside, so that an estimate costs O(1).
+    """
 
     def __init__(self, precision: int = HLL_PRECISION) -> None:
         self.precision = precision
-        self.registers = [0] * (1 << precision)
-        self.cached_estimate: float | None = None  # only for speed
+        self.m = 1 << precision
+        self.registers = [0] * self.m
+        self.empty = self.m
+        self.scaled_inverse_sum = self.m << MAX_RANK
 
     def position(self, item: int) -> tuple[int, int]:
         """The register index (top ``precision`` bits) and rank of ``item``."""
@@ -49,26 +55,29 @@ class HyperLogLogTwin:
         leading_zeros = 64 - rest.bit_length()
         return index, min(leading_zeros + 1, MAX_RANK)
 
+    def raised(self, index: int, rank: int) -> tuple[int, int]:
+        """``(empty, scaled_inverse_sum)`` once register ``index`` is raised to ``rank``."""
+        old = self.registers[index]
+        empty = self.empty - (1 if old == 0 else 0)
+        scaled = self.scaled_inverse_sum - (1 << (MAX_RANK - old)) + (1 << (MAX_RANK - rank))
+        return empty, scaled
+
     def insert(self, item: int) -> None:
         index, rank = self.position(item)
         if rank > self.registers[index]:
+            self.empty, self.scaled_inverse_sum = self.raised(index, rank)
             self.registers[index] = rank
-            self.cached_estimate = None
 
     def estimate(self) -> float:
-        if self.cached_estimate is None:
-            self.cached_estimate = self.compute_estimate()
-        return self.cached_estimate
+        return self.estimate_from(self.empty, self.scaled_inverse_sum)
 
-    def compute_estimate(self) -> float:
-        m = float(len(self.registers))
-        alpha = {16: 0.673, 32: 0.697, 64: 0.709}.get(len(self.registers), 0.7213 / (1.0 + 1.079 / m))
-        # Z = sum 2^-M[j], exact: an integer sum scaled by 2^31, then one exact division.
-        inverse_sum = sum(1 << (MAX_RANK - r) for r in self.registers) / (1 << MAX_RANK)
+    def estimate_from(self, empty: int, scaled_inverse_sum: int) -> float:
+        m = float(self.m)
+        alpha = {16: 0.673, 32: 0.697, 64: 0.709}.get(self.m, 0.7213 / (1.0 + 1.079 / m))
+        inverse_sum = scaled_inverse_sum / (1 << MAX_RANK)  # exact: below 2^53, / 2^31
         raw = alpha * m * m / inverse_sum
-        empty = self.registers.count(0)
         if raw <= 2.5 * m and empty > 0:
-            return m * math.log(m / empty)
+            return m * math.log(m / empty)  # linear counting
         return raw
 
     def already_sent(self, item: int) -> bool:
@@ -76,11 +85,8 @@ class HyperLogLogTwin:
         mean the key was (optimistically) already sent."""
         index, rank = self.position(item)
         if rank <= self.registers[index]:
-            return True  # the trial update changes no register (a shortcut, same answer)
-        trial = HyperLogLogTwin(self.precision)
-        trial.registers = list(self.registers)
-        trial.insert(item)
-        return trial.estimate() == self.estimate()
+            return True  # the trial update changes no register
+        return self.estimate_from(*self.raised(index, rank)) == self.estimate()
 
 
 class ExactSet:
