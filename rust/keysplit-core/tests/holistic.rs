@@ -406,8 +406,9 @@ fn golden_routings_in_the_raw_estimate_range_agree_with_the_python_twins() {
     // 120 000 tuples over 200 000 keys, seed 5: tens of thousands of distinct keys per
     // worker, so the sketches of CM-H and LM-H leave linear counting for the raw estimate.
     // Checksums, loads and estimates from tests/reference_holistic.py, equal to this crate's.
-    // AM-H's sketches stay near 2 839: under linear counting the probe calls every key that
-    // lands in an occupied register "already sent", so few keys are ever inserted.
+    // AM-H's sketches stay at m·ln 2 ≈ 2 839 each: a key is inserted only when its register
+    // is empty at both workers, so each register is occupied at one worker at most (see the
+    // module documentation).
     let stream: Vec<u64> = (0..120_000u64).map(|i| (i * 2654435761) % 200_000).collect();
     let cases: [RawCase; 3] = [
         ("cm_hll", 2, 3641658331, &[59713, 60287], &[58772.51017237135, 58810.91684907204]),

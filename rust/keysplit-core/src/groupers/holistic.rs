@@ -75,12 +75,14 @@
 //!   the estimate unchanged, so the probe then answers "sent" for some new keys, more often
 //!   than [`HyperLogLog::maybe_contains`] would. That is the paper's optimism: AM-2-H
 //!   routes such a key to that candidate without updating its sketch. A consequence,
-//!   measured (tests/holistic.rs, the raw-range golden test): under AM-H and cAM-H a
-//!   sketch that is still in linear counting answers "sent" for every key landing in one
-//!   of its occupied registers, so few keys are ever inserted and the sketches stall near
-//!   `0.7m` (about 2 840 at `n = 2` on 120 000 distinct-heavy tuples), where CM-H's reach
-//!   the true ~59 000. Keys then follow the probe rather than the cardinalities; this is
-//!   the paper's mechanism, and consistent with AM-2-H trailing AM-2 in its Fig. 7.
+//!   measured (tests/holistic.rs, the raw-range golden test): all workers' sketches share
+//!   one register hash, so under AM-H and cAM-H a key is inserted only when its register is
+//!   empty at every candidate, and any later key of that register finds it occupied and
+//!   follows it. At `n = 2` each register ends up occupied at one worker at most, the
+//!   sketches never leave linear counting (each near `m·ln 2 ≈ 2 839`, where CM-H's reach
+//!   the true ~59 000 on the same stream), and keys are routed by register rather than by
+//!   cardinality. This is the paper's mechanism as written, and consistent with AM-2-H
+//!   trailing AM-2 in its Fig. 7.
 //! * **HLL parameters.** Section 5.1: `2^12` registers of 5 bits, as
 //!   `sketches/hyperloglog.rs` implements (raw estimate with linear counting; the paper
 //!   cites Heule et al. for improvements but does not say which it used). Estimates are
