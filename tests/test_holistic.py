@@ -8,6 +8,7 @@ differential tests) and, where cheap, on the Rust groupers directly.
 from __future__ import annotations
 
 import math
+import re
 
 import pytest
 from hypothesis import given
@@ -143,15 +144,20 @@ def test_hll_state_fits_table_4_at_32_workers(name: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "name, params",
+    ("name", "param", "value", "message"),
     [
-        ("cm", {"choices": 0}),
-        ("am", {"choices": 33}),
-        ("cam_hll", {"window_tuples": -1}),
-        ("lm", {"p": 1.5}),
-        ("lm_hll", {"p": -0.5}),
+        ("cm", "choices", 0, 'parameter "choices" of grouper "cm" must be between 1 and 32, got 0'),
+        ("am", "choices", 33, "must be between 1 and 32, got 33"),
+        ("cam_hll", "window_tuples", -1, "must be at least 0"),
+        ("lm", "p", 1.5, "must be in [0, 1], got 1.5"),
+        ("lm_hll", "p", -0.5, "must be in [0, 1], got -0.5"),
     ],
 )
-def test_out_of_range_parameters_are_refused(name: str, params: dict) -> None:
-    with pytest.raises(Exception, match=next(iter(params))):
-        keysplit.Grouper(name, workers=4, seed=0, **params)
+def test_out_of_range_parameters_are_refused(name: str, param: str, value: object, message: str) -> None:
+    with pytest.raises(ValueError, match=re.escape(message)):
+        keysplit.Grouper(name, workers=4, seed=0, **{param: value})
+
+
+def test_p_belongs_to_lm_only() -> None:
+    with pytest.raises(ValueError, match="p"):
+        keysplit.Grouper("cm", workers=4, p=0.5)
