@@ -45,7 +45,9 @@ def _simulate(args: argparse.Namespace) -> int:
         f"Zipf stream: {args.tuples:,} tuples over {args.keys:,} keys, z={args.z}, "
         f"seed={args.seed}; {args.workers} workers"
     )
-    with pl.Config(tbl_hide_dataframe_shape=True, tbl_hide_column_data_types=True, float_precision=4):
+    with pl.Config(
+        tbl_rows=-1, tbl_hide_dataframe_shape=True, tbl_hide_column_data_types=True, float_precision=4
+    ):
         print(table)
     if args.output:
         (table.write_csv if args.output.endswith(".csv") else table.write_parquet)(args.output)
