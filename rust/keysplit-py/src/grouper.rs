@@ -55,7 +55,7 @@ pub fn params_to_dict<'py>(py: Python<'py>, params: &Params) -> PyResult<Bound<'
     Ok(dict)
 }
 
-fn null_policy(nulls: &str) -> PyResult<NullPolicy> {
+pub fn null_policy(nulls: &str) -> PyResult<NullPolicy> {
     match nulls {
         "raise" => Ok(NullPolicy::Raise),
         "group" => Ok(NullPolicy::Group),

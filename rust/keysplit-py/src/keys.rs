@@ -6,7 +6,9 @@ use arrow_array::types::{
 };
 use arrow_array::{Array, ArrayRef, new_null_array};
 use arrow_schema::DataType;
-use keysplit_core::{KeyBatch, KeyValues, OwnedKey};
+use keysplit_core::grouper::NULL_KEY;
+use keysplit_core::hash::fingerprint;
+use keysplit_core::{KeyBatch, KeyValues, NullPolicy, OwnedKey, RouteError};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyByteArray, PyBytes, PyInt, PyList, PyString, PyTuple};
@@ -209,4 +211,34 @@ fn owned_keys(seq: &Bound<'_, PyAny>) -> PyResult<Keys> {
         }
     }
     Ok(Keys::Owned { keys, validity })
+}
+
+/// The fingerprints of a column of keys, in order, read as `route` reads keys. Nulls follow
+/// `policy`: refused before anything is read, or fingerprinted as the null key.
+pub fn key_fingerprints(
+    py: Python<'_>,
+    obj: &Bound<'_, PyAny>,
+    policy: NullPolicy,
+) -> PyResult<Vec<u64>> {
+    let keys = extract_keys(obj)?;
+    py.detach(|| {
+        let batches = keys.batches()?;
+        if policy == NullPolicy::Raise {
+            let nulls: usize = batches.iter().map(|b| b.null_count()).sum();
+            if nulls > 0 {
+                return Err(PyValueError::new_err(RouteError::NullKeys { nulls }.to_string()));
+            }
+        }
+        let mut out = Vec::with_capacity(keys.len());
+        for batch in &batches {
+            batch.for_each(|_, key| out.push(fingerprint(key.unwrap_or(NULL_KEY))));
+        }
+        Ok(out)
+    })
+}
+
+/// The fingerprint of one key; `None` is refused.
+pub fn key_fingerprint(obj: &Bound<'_, PyAny>) -> PyResult<u64> {
+    let key = owned_key(obj)?.ok_or_else(|| PyTypeError::new_err("a key is needed, got None"))?;
+    Ok(fingerprint(key.as_key()))
 }

@@ -13,6 +13,7 @@ use pyo3_arrow::PyArray;
 
 mod grouper;
 mod keys;
+mod sketches;
 mod worker_ids;
 
 use grouper::{GrouperCore, params_to_dict};
@@ -94,5 +95,10 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(groupers, m)?)?;
     m.add_function(wrap_pyfunction!(hash_key, m)?)?;
     m.add_class::<ZipfStream>()?;
+    m.add_class::<sketches::PyCountMin>()?;
+    m.add_class::<sketches::PySpaceSaving>()?;
+    m.add_class::<sketches::PyHyperLogLog>()?;
+    m.add_class::<sketches::PySlidingWindowCounter>()?;
+    m.add_function(wrap_pyfunction!(sketches::fingerprint, m)?)?;
     Ok(())
 }

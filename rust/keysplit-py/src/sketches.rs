@@ -1,0 +1,252 @@
+//! The sketches of keysplit-core, over keys as `route` reads them (each key enters as its
+//! 64-bit fingerprint).
+
+use keysplit_core::sketches::{
+    CountMin, HyperLogLog, SketchError, SlidingWindowCounter, SpaceSaving,
+};
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+
+use crate::grouper::null_policy;
+use crate::keys::{key_fingerprint, key_fingerprints};
+
+fn sketch_error(e: SketchError) -> PyErr {
+    PyValueError::new_err(e.to_string())
+}
+
+/// Count-Min sketch (Cormode and Muthukrishnan 2005): a frequency upper bound for every
+/// key, optionally with conservative update (Estan and Varghese 2002).
+#[pyclass(module = "keysplit._core", name = "CountMin")]
+pub struct PyCountMin {
+    inner: CountMin,
+}
+
+#[pymethods]
+impl PyCountMin {
+    #[new]
+    #[pyo3(signature = (width, depth, seed=0, conservative_update=false))]
+    fn new(width: usize, depth: usize, seed: u64, conservative_update: bool) -> PyResult<Self> {
+        let inner = CountMin::new(width, depth, seed).map_err(sketch_error)?;
+        Ok(Self { inner: inner.with_conservative_update(conservative_update) })
+    }
+
+    /// A sketch whose overestimate is at most `epsilon · total` with probability
+    /// `1 - delta`: `width = ceil(e / epsilon)`, `depth = ceil(ln(1 / delta))`.
+    #[staticmethod]
+    #[pyo3(signature = (epsilon, delta, seed=0, conservative_update=false))]
+    fn with_error(
+        epsilon: f64,
+        delta: f64,
+        seed: u64,
+        conservative_update: bool,
+    ) -> PyResult<Self> {
+        let inner = CountMin::with_error(epsilon, delta, seed).map_err(sketch_error)?;
+        Ok(Self { inner: inner.with_conservative_update(conservative_update) })
+    }
+
+    /// Counts every key of a column once.
+    #[pyo3(signature = (keys, nulls="raise"))]
+    fn update(&mut self, py: Python<'_>, keys: &Bound<'_, PyAny>, nulls: &str) -> PyResult<()> {
+        let items = key_fingerprints(py, keys, null_policy(nulls)?)?;
+        py.detach(|| items.iter().for_each(|&item| self.inner.insert(item, 1)));
+        Ok(())
+    }
+
+    /// An upper bound of the key's count.
+    fn estimate(&self, key: &Bound<'_, PyAny>) -> PyResult<u64> {
+        Ok(self.inner.estimate(key_fingerprint(key)?))
+    }
+
+    /// Adds another sketch of the same width, depth and seed.
+    fn merge(&mut self, other: PyRef<'_, Self>) -> PyResult<()> {
+        self.inner.merge(&other.inner).map_err(sketch_error)
+    }
+
+    #[getter]
+    fn width(&self) -> usize {
+        self.inner.width()
+    }
+
+    #[getter]
+    fn depth(&self) -> usize {
+        self.inner.depth()
+    }
+
+    #[getter]
+    fn seed(&self) -> u64 {
+        self.inner.seed()
+    }
+
+    #[getter]
+    fn conservative_update(&self) -> bool {
+        self.inner.conservative_update()
+    }
+
+    #[getter]
+    fn total(&self) -> u64 {
+        self.inner.total()
+    }
+
+    #[getter]
+    fn state_bytes(&self) -> usize {
+        self.inner.state_bytes()
+    }
+}
+
+/// Space-Saving (Metwally et al., ICDT 2005): the heaviest keys, each with
+/// `count - error <= true count <= count`; every key heavier than `total / capacity` is
+/// monitored.
+#[pyclass(module = "keysplit._core", name = "SpaceSaving")]
+pub struct PySpaceSaving {
+    inner: SpaceSaving,
+}
+
+#[pymethods]
+impl PySpaceSaving {
+    #[new]
+    fn new(capacity: usize) -> PyResult<Self> {
+        Ok(Self { inner: SpaceSaving::new(capacity).map_err(sketch_error)? })
+    }
+
+    /// Counts every key of a column once.
+    #[pyo3(signature = (keys, nulls="raise"))]
+    fn update(&mut self, py: Python<'_>, keys: &Bound<'_, PyAny>, nulls: &str) -> PyResult<()> {
+        let items = key_fingerprints(py, keys, null_policy(nulls)?)?;
+        py.detach(|| items.iter().for_each(|&item| self.inner.insert(item)));
+        Ok(())
+    }
+
+    /// `(count, error)` of a monitored key, None for a key that is not.
+    fn estimate(&self, key: &Bound<'_, PyAny>) -> PyResult<Option<(u64, u64)>> {
+        Ok(self.inner.estimate(key_fingerprint(key)?).map(|c| (c.count, c.error)))
+    }
+
+    /// The monitored keys as `(fingerprint, count, error)`, largest count first;
+    /// `keysplit.sketches.fingerprint(key)` gives a key's fingerprint.
+    #[pyo3(signature = (k=None))]
+    fn top(&self, k: Option<usize>) -> Vec<(u64, u64, u64)> {
+        let all = self.inner.iter_by_count().map(|(item, c)| (item, c.count, c.error));
+        all.take(k.unwrap_or(usize::MAX)).collect()
+    }
+
+    #[getter]
+    fn total(&self) -> u64 {
+        self.inner.total()
+    }
+
+    #[getter]
+    fn capacity(&self) -> usize {
+        self.inner.capacity()
+    }
+
+    fn __len__(&self) -> usize {
+        self.inner.len()
+    }
+
+    #[getter]
+    fn state_bytes(&self) -> usize {
+        self.inner.state_bytes()
+    }
+}
+
+/// HyperLogLog (Flajolet et al. 2007) with `2^precision` registers of 5 bits, as the
+/// holistic partitioning paper uses it, and its "maybe seen" probe.
+#[pyclass(module = "keysplit._core", name = "HyperLogLog")]
+pub struct PyHyperLogLog {
+    inner: HyperLogLog,
+}
+
+#[pymethods]
+impl PyHyperLogLog {
+    #[new]
+    #[pyo3(signature = (precision=12))]
+    fn new(precision: u8) -> PyResult<Self> {
+        Ok(Self { inner: HyperLogLog::new(precision).map_err(sketch_error)? })
+    }
+
+    /// Adds every key of a column.
+    #[pyo3(signature = (keys, nulls="raise"))]
+    fn update(&mut self, py: Python<'_>, keys: &Bound<'_, PyAny>, nulls: &str) -> PyResult<()> {
+        let items = key_fingerprints(py, keys, null_policy(nulls)?)?;
+        py.detach(|| items.iter().for_each(|&item| self.inner.insert(item)));
+        Ok(())
+    }
+
+    /// The estimated number of distinct keys.
+    fn estimate(&self) -> f64 {
+        self.inner.estimate()
+    }
+
+    /// False only for a key never added; true may be a false positive.
+    fn maybe_contains(&self, key: &Bound<'_, PyAny>) -> PyResult<bool> {
+        Ok(self.inner.maybe_contains(key_fingerprint(key)?))
+    }
+
+    /// Adds the keys of another sketch of the same precision.
+    fn merge(&mut self, other: PyRef<'_, Self>) -> PyResult<()> {
+        self.inner.merge(&other.inner).map_err(sketch_error)
+    }
+
+    #[getter]
+    fn precision(&self) -> u8 {
+        self.inner.precision()
+    }
+
+    #[getter]
+    fn state_bytes(&self) -> usize {
+        self.inner.state_bytes()
+    }
+}
+
+/// The exact count of each key among the last `window` keys, kept in O(1) per key
+/// (Pd-Stream's sampling window).
+#[pyclass(module = "keysplit._core", name = "SlidingWindowCounter")]
+pub struct PySlidingWindowCounter {
+    inner: SlidingWindowCounter,
+}
+
+#[pymethods]
+impl PySlidingWindowCounter {
+    #[new]
+    fn new(window: usize) -> PyResult<Self> {
+        Ok(Self { inner: SlidingWindowCounter::new(window).map_err(sketch_error)? })
+    }
+
+    /// Slides every key of a column into the window, in order.
+    #[pyo3(signature = (keys, nulls="raise"))]
+    fn update(&mut self, py: Python<'_>, keys: &Bound<'_, PyAny>, nulls: &str) -> PyResult<()> {
+        let items = key_fingerprints(py, keys, null_policy(nulls)?)?;
+        py.detach(|| items.iter().for_each(|&item| _ = self.inner.push(item)));
+        Ok(())
+    }
+
+    /// Slides one key in and returns its count in the window, itself included.
+    fn push(&mut self, key: &Bound<'_, PyAny>) -> PyResult<u32> {
+        Ok(self.inner.push(key_fingerprint(key)?).count)
+    }
+
+    /// The key's count in the window.
+    fn count(&self, key: &Bound<'_, PyAny>) -> PyResult<u32> {
+        Ok(self.inner.count(key_fingerprint(key)?))
+    }
+
+    #[getter]
+    fn window(&self) -> usize {
+        self.inner.window()
+    }
+
+    fn __len__(&self) -> usize {
+        self.inner.len()
+    }
+
+    #[getter]
+    fn state_bytes(&self) -> usize {
+        self.inner.state_bytes()
+    }
+}
+
+/// The 64-bit fingerprint under which sketches and routing tables store `key`.
+#[pyfunction]
+pub fn fingerprint(key: &Bound<'_, PyAny>) -> PyResult<u64> {
+    key_fingerprint(key)
+}
