@@ -14,6 +14,7 @@ use pyo3_arrow::PyArray;
 mod grouper;
 mod keys;
 mod sketches;
+mod tables;
 mod worker_ids;
 
 use grouper::{GrouperCore, params_to_dict};
@@ -100,5 +101,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<sketches::PyHyperLogLog>()?;
     m.add_class::<sketches::PySlidingWindowCounter>()?;
     m.add_function(wrap_pyfunction!(sketches::fingerprint, m)?)?;
+    m.add_function(wrap_pyfunction!(tables::pdstream_probability_table, m)?)?;
+    m.add_function(wrap_pyfunction!(tables::dkg_threshold_table, m)?)?;
     Ok(())
 }
