@@ -104,3 +104,6 @@ class DaGreedyTwin:
         last = self.interval - 1
         self.hot = {k: found for k, found in self.hot.items() if found == last}
         self.window.slide()
+
+
+TWINS = {"dagreedy": DaGreedyTwin}

@@ -102,3 +102,6 @@ class DaltonTwin:
             del self.q[item]
         self.window.slide()
         self.reached = {k for k in self.reached if self.window.holders(k)}
+
+
+TWINS = {"dalton": DaltonTwin}

@@ -74,3 +74,6 @@ class PStreamTwin:
 
     def end_window(self) -> None:
         """The predictor decays by updates, not by windows."""
+
+
+TWINS = {"pstream": PStreamTwin}

@@ -83,3 +83,6 @@ class DkgRivettiTwin:
 
     def end_window(self) -> None:
         """DKG learns once; windows change nothing."""
+
+
+TWINS = {"dkg_rivetti": DkgRivettiTwin}

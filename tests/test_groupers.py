@@ -89,3 +89,14 @@ def test_pkg_balances_a_hot_key_that_key_grouping_cannot() -> None:
     pkg.route(stream)
     assert max(kg.loads) == 1000
     assert max(pkg.loads) == 500
+
+
+def test_every_registered_grouper_has_a_reference_twin() -> None:
+    # Each family's twins live in tests/reference*.py, registered by name in TWINS.
+    import importlib
+    from pathlib import Path
+
+    twins: dict[str, type] = {}
+    for module in sorted(Path(__file__).parent.glob("reference*.py")):
+        twins |= importlib.import_module(module.stem).TWINS
+    assert sorted(twins) == sorted(GROUPER_NAMES)
