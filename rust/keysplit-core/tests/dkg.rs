@@ -7,8 +7,10 @@ use keysplit_core::groupers::dkg::{
 };
 use keysplit_core::hash::HashFamily;
 use keysplit_core::params::{ParamValue, Params};
-use keysplit_core::{Key, KeyBatch, KeyValues, LoadVector, OwnedKey, route_batch};
+use keysplit_core::{Key, LoadVector};
 use proptest::prelude::*;
+
+mod common;
 
 /// Table 1: machines, ideal load (%), threshold load (%), max machines.
 const TABLE_1: [(u32, f64, f64, u32); 5] = [
@@ -328,27 +330,12 @@ fn params_strategy() -> impl Strategy<Value = DkgParams> {
     )
 }
 
-fn route_all(workers: u32, seed: u64, params: DkgParams, keys: &[Vec<u8>]) -> Vec<u32> {
-    let mut dkg = grouper(workers, seed, params);
-    keys.iter().map(|k| dkg.route(Key::Bytes(k))).collect()
-}
-
 proptest! {
     #[test]
     fn routes_below_n_deterministically_and_batch_equals_single(
         keys in keys_strategy(), workers in 1u32..40, seed in any::<u64>(), params in params_strategy(),
     ) {
-        let single = route_all(workers, seed, params, &keys);
-        prop_assert!(single.iter().all(|&w| w < workers));
-        prop_assert_eq!(&single, &route_all(workers, seed, params, &keys));
-
-        let mut dkg = grouper(workers, seed, params);
-        let owned: Vec<OwnedKey> = keys.iter().cloned().map(OwnedKey::Bytes).collect();
-        let batch = KeyBatch::new(KeyValues::Owned(&owned)).unwrap();
-        let mut out = vec![u32::MAX; keys.len()];
-        route_batch(&mut dkg, &batch, keysplit_core::NullPolicy::Raise, &mut out).unwrap();
-        prop_assert_eq!(&out, &single);
-        prop_assert_eq!(dkg.loads().total(), keys.len() as u64);
+        common::check_routing(|| grouper(workers, seed, params), &keys, workers)?;
     }
 
     /// Issue 3: a key's candidates are a contiguous ring slice from `h_0(k) mod n`, at

@@ -7,8 +7,10 @@ use keysplit_core::grouper::{Grouper, build};
 use keysplit_core::groupers::flexd::{FlexD, FlexDParams};
 use keysplit_core::hash::HashFamily;
 use keysplit_core::params::{ParamValue, Params};
-use keysplit_core::{Key, KeyBatch, KeyValues, LoadVector, NullPolicy, OwnedKey, route_batch};
+use keysplit_core::{Key, LoadVector};
 use proptest::prelude::*;
+
+mod common;
 
 fn grouper(workers: u32, seed: u64, params: FlexDParams) -> FlexD {
     FlexD::new(HashFamily::new(seed, workers), LoadVector::private(workers), params).unwrap()
@@ -302,27 +304,12 @@ fn params_strategy() -> impl Strategy<Value = FlexDParams> {
         )
 }
 
-fn route_all(workers: u32, seed: u64, params: FlexDParams, keys: &[Vec<u8>]) -> Vec<u32> {
-    let mut fx = grouper(workers, seed, params);
-    keys.iter().map(|k| fx.route(Key::Bytes(k))).collect()
-}
-
 proptest! {
     #[test]
     fn routes_below_n_deterministically_and_batch_equals_single(
         keys in keys_strategy(), workers in 1u32..40, seed in any::<u64>(), params in params_strategy(),
     ) {
-        let single = route_all(workers, seed, params, &keys);
-        prop_assert!(single.iter().all(|&w| w < workers));
-        prop_assert_eq!(&single, &route_all(workers, seed, params, &keys));
-
-        let mut fx = grouper(workers, seed, params);
-        let owned: Vec<OwnedKey> = keys.iter().cloned().map(OwnedKey::Bytes).collect();
-        let batch = KeyBatch::new(KeyValues::Owned(&owned)).unwrap();
-        let mut out = vec![u32::MAX; keys.len()];
-        route_batch(&mut fx, &batch, NullPolicy::Raise, &mut out).unwrap();
-        prop_assert_eq!(&out, &single);
-        prop_assert_eq!(fx.loads().total(), keys.len() as u64);
+        common::check_routing(|| grouper(workers, seed, params), &keys, workers)?;
     }
 
     /// Issue 3: a key's instance count is 1 plus its threshold crossings (capped at n, when

@@ -10,8 +10,10 @@ use keysplit_core::groupers::pdstream::{
 };
 use keysplit_core::hash::HashFamily;
 use keysplit_core::params::{ParamValue, Params};
-use keysplit_core::{Key, KeyBatch, KeyValues, LoadVector, OwnedKey, route_batch};
+use keysplit_core::{Key, LoadVector};
 use proptest::prelude::*;
+
+mod common;
 
 /// Table III: `p̂_k` in percent for `n_k = 1..16`, `N = 16`, `P̂ = 99%`, `ε = 1e-4`.
 const TABLE_III: [f64; 16] = [
@@ -342,27 +344,12 @@ fn params_strategy() -> impl Strategy<Value = PdStreamParams> {
         })
 }
 
-fn route_all(workers: u32, seed: u64, params: PdStreamParams, keys: &[Vec<u8>]) -> Vec<u32> {
-    let mut pd = grouper(workers, seed, params);
-    keys.iter().map(|k| pd.route(Key::Bytes(k))).collect()
-}
-
 proptest! {
     #[test]
     fn routes_below_n_deterministically_and_batch_equals_single(
         keys in keys_strategy(), workers in 1u32..40, seed in any::<u64>(), params in params_strategy(),
     ) {
-        let single = route_all(workers, seed, params, &keys);
-        prop_assert!(single.iter().all(|&w| w < workers));
-        prop_assert_eq!(&single, &route_all(workers, seed, params, &keys));
-
-        let mut pd = grouper(workers, seed, params);
-        let owned: Vec<OwnedKey> = keys.iter().cloned().map(OwnedKey::Bytes).collect();
-        let batch = KeyBatch::new(KeyValues::Owned(&owned)).unwrap();
-        let mut out = vec![u32::MAX; keys.len()];
-        route_batch(&mut pd, &batch, keysplit_core::NullPolicy::Raise, &mut out).unwrap();
-        prop_assert_eq!(&out, &single);
-        prop_assert_eq!(pd.loads().total(), keys.len() as u64);
+        common::check_routing(|| grouper(workers, seed, params), &keys, workers)?;
     }
 
     /// Issue 3: a key's candidate set grows by at most one worker per tuple and stays
