@@ -1,4 +1,4 @@
-"""Seeded key streams, delivered as Polars batches in bounded memory."""
+"""Synthetic key streams drawn from a seed."""
 
 from __future__ import annotations
 
