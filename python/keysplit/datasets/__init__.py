@@ -6,6 +6,31 @@ Every dataset is a function returning an iterator of ``pl.DataFrame`` batches, e
 a seed gives the same stream on every machine and in every release.
 """
 
-from keysplit.datasets.synthetic import DEFAULT_BATCH_ROWS, zipf
+from keysplit.datasets.files import from_file
+from keysplit.datasets.real import MissingSourceError, kjv, nycflights, tpch, tpch_table, wordfreq_words
+from keysplit.datasets.synthetic import (
+    DEFAULT_BATCH_ROWS,
+    Burst,
+    bursty_zipf,
+    drift_permutation,
+    drifting_zipf,
+    with_bursts,
+    zipf,
+)
 
-__all__ = ["DEFAULT_BATCH_ROWS", "zipf"]
+__all__ = [
+    "DEFAULT_BATCH_ROWS",
+    "Burst",
+    "MissingSourceError",
+    "bursty_zipf",
+    "drift_permutation",
+    "drifting_zipf",
+    "from_file",
+    "kjv",
+    "nycflights",
+    "tpch",
+    "tpch_table",
+    "wordfreq_words",
+    "with_bursts",
+    "zipf",
+]
