@@ -9,9 +9,13 @@ BIN := $(VENV)/bin
 DEPS_STAMP := $(VENV)/.requirements-dev.stamp
 WHEEL_DIR := target/wheels
 
-.PHONY: run test wheel lint rust-test python-test fuzz-check bench clean
+.PHONY: run test wheel data lint rust-test python-test fuzz-check bench clean
 
-run: wheel
+# Debian packages of the real datasets (keysplit.datasets.kjv); the PyPI ones are in
+# requirements-dev.txt.
+DEBIAN_DATA_PACKAGES := bible-kjv bible-kjv-text
+
+run: data wheel
 	$(BIN)/keysplit simulate
 
 test: lint fuzz-check wheel rust-test python-test
@@ -39,7 +43,23 @@ lint:
 rust-test:
 	cargo test --workspace --locked
 
-python-test: $(DEPS_STAMP)
+# Installs the Debian data packages that are missing, with sudo unless already root.
+data:
+	@missing=""; for p in $(DEBIAN_DATA_PACKAGES); do \
+	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	  if ! command -v apt-get >/dev/null; then \
+	    echo "make data: apt-get not found; install the Debian packages$$missing by hand" >&2; exit 1; fi; \
+	  if [ "$$(id -u)" -eq 0 ]; then sudo=""; \
+	  elif command -v sudo >/dev/null; then sudo="sudo"; \
+	  else echo "make data: need root or sudo to run apt-get install$$missing" >&2; exit 1; fi; \
+	  echo "make data: installing$$missing"; \
+	  $$sudo apt-get update -q && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -q $$missing \
+	    || { echo "make data: apt-get install$$missing failed" >&2; exit 1; }; \
+	fi
+
+python-test: data $(DEPS_STAMP)
 	$(BIN)/python -m pytest
 
 # Keeps the fuzz targets compiling and lint-clean on the stable toolchain;

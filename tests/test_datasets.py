@@ -167,7 +167,14 @@ def test_wordfreq_words_follow_the_real_frequencies() -> None:
     assert set(words["key"].unique()) <= set(top)
 
 
-def test_tpch_keys_from_the_generator(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def tpch_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One TPC-H generation (scale 0.01) shared by the module's tests."""
+    return tmp_path_factory.mktemp("tpch")
+
+
+def test_tpch_keys_from_the_generator(tpch_cache: Path) -> None:
+    tmp_path = tpch_cache
     batches = list(datasets.tpch(key="l_orderkey", scale=0.01, cache=tmp_path, batch_rows=8_000))
     assert_bounded(batches, 8_000)
     lineitem = pl.concat(batches)
@@ -179,7 +186,8 @@ def test_tpch_keys_from_the_generator(tmp_path: Path) -> None:
     assert pl.concat(datasets.tpch(key="l_suppkey", scale=0.01, cache=tmp_path))["key"].n_unique() == 100
 
 
-def test_tpch_zipf_remap_keeps_groups_and_skews_them(tmp_path: Path) -> None:
+def test_tpch_zipf_remap_keeps_groups_and_skews_them(tpch_cache: Path) -> None:
+    tmp_path = tpch_cache
     plain = pl.concat(datasets.tpch(key="l_partkey", scale=0.01, cache=tmp_path))
     skewed = pl.concat(datasets.tpch(key="l_partkey", scale=0.01, zipf_z=1.0, cache=tmp_path))
     assert plain.height == skewed.height
