@@ -214,7 +214,8 @@ def _progress(enabled: bool | None) -> Any:
     if enabled is False or (enabled is None and not sys.stderr.isatty()):
         return None
     try:
-        from rich.progress import (  # noqa: PLC0415 - optional dependency
+        from rich.console import Console  # noqa: PLC0415 - optional dependency
+        from rich.progress import (  # noqa: PLC0415
             BarColumn,
             MofNCompleteColumn,
             Progress,
@@ -225,6 +226,7 @@ def _progress(enabled: bool | None) -> Any:
         return None
     return Progress(
         TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+        console=Console(stderr=True),
         transient=True,
     )
 
