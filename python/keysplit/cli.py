@@ -61,6 +61,8 @@ def _simulate(args: argparse.Namespace) -> int:
         progress=False if args.no_progress else None,
     )
     table = simulation.terminal_table(results)
+    print(f"datasets: {'; '.join(d.name for d in sets)}")
+    print(f"workers: {', '.join(map(str, args.workers))}; seed: {args.seed}")
     with pl.Config(
         tbl_rows=-1, tbl_cols=-1, tbl_width_chars=200, fmt_str_lengths=60,
         tbl_hide_dataframe_shape=True, tbl_hide_column_data_types=True, float_precision=4,
