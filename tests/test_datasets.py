@@ -132,6 +132,10 @@ def test_kjv_words_in_text_order() -> None:
     assert 780_000 < words.height < 800_000
     assert words["verse"].n_unique() == 31_102
     assert words["key"].str.contains("[A-Z]").sum() == 0
+    # Stopping early ends the reader process instead of leaving it blocked.
+    stream = datasets.kjv(batch_rows=10)
+    assert next(stream)["key"].to_list()[:3] == ["in", "the", "beginning"]
+    stream.close()
 
 
 def test_nycflights_in_time_order() -> None:

@@ -78,16 +78,17 @@ def kjv(
 
 def _kjv_verses(executable: str) -> Iterator[pl.DataFrame]:
     # -f turns pretty-printing off: one "Book C:V text" line per verse.
-    with subprocess.Popen(
+    process = subprocess.Popen(
         [executable, "-f", "gen1:1-rev22:21"],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
         text=True,
         encoding="utf-8",
-    ) as process:
-        assert process.stdout is not None
-        verse = 0
+    )
+    assert process.stdout is not None
+    verse = 0
+    try:
         while lines := list(itertools.islice(process.stdout, 4096)):
             texts = [line.split(" ", 1)[1] if " " in line else "" for line in lines]
             frame = pl.DataFrame(
@@ -95,11 +96,16 @@ def _kjv_verses(executable: str) -> Iterator[pl.DataFrame]:
             )
             verse += len(texts)
             yield frame.select(words_of_lines(pl.col("text")).alias("key"), "verse").explode("key").drop_nulls("key")
-        stderr = process.stderr.read() if process.stderr else ""
+    finally:
+        # A reader that stops early must not leave the process blocked on a full pipe.
+        if process.poll() is None:
+            process.kill()
+        process.stdout.close()
+        process.wait()
     if process.returncode != 0 or verse != KJV_VERSES:
         raise MissingSourceError(
             f"{executable} printed {verse} verses (exit {process.returncode}) instead of the "
-            f"{KJV_VERSES} of the King James Bible: {stderr.strip()!r}; run "
+            f"{KJV_VERSES} of the King James Bible; run "
             "`apt-get install bible-kjv bible-kjv-text` (or `make data`)"
         )
 
