@@ -9,7 +9,7 @@ BIN := $(VENV)/bin
 DEPS_STAMP := $(VENV)/.requirements-dev.stamp
 WHEEL_DIR := target/wheels
 
-.PHONY: run test wheel data lint rust-test python-test fuzz-check bench clean
+.PHONY: run test wheel data lint rust-test python-test fuzz-check fuzz-smoke bench clean
 
 # Debian packages of the real datasets (keysplit.datasets.kjv); the PyPI ones are in
 # requirements-dev.txt.
@@ -18,7 +18,7 @@ DEBIAN_DATA_PACKAGES := bible-kjv bible-kjv-text
 run: data wheel
 	$(BIN)/keysplit simulate
 
-test: lint fuzz-check wheel rust-test python-test
+test: lint fuzz-check fuzz-smoke wheel rust-test python-test
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -66,6 +66,17 @@ python-test: data $(DEPS_STAMP)
 # `fuzz/README.md` says how to run them.
 fuzz-check:
 	cargo clippy --manifest-path fuzz/Cargo.toml --all-targets --locked -- -D warnings
+
+# A short libFuzzer run of every target, coverage-guided but without a sanitizer, so that
+# it needs only the stable toolchain; `fuzz/README.md` has the long runs.
+FUZZ_TARGETS := route_batch hash snapshot sketches
+FUZZ_SECONDS ?= 15
+CARGO_FUZZ_VERSION := 0.13.2
+fuzz-smoke:
+	command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz --locked --version $(CARGO_FUZZ_VERSION)
+	cd fuzz && for target in $(FUZZ_TARGETS); do \
+		cargo fuzz run --sanitizer none $$target -- -max_total_time=$(FUZZ_SECONDS) -max_len=4096 || exit 1; \
+	done
 
 bench: wheel
 	$(BIN)/python benches/route_throughput.py
