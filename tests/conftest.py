@@ -19,3 +19,6 @@ def spark():
 
     with session(query_timeout=180.0) as handle:
         yield handle
+    # Closing left no process of the server's group behind.
+    with pytest.raises(ProcessLookupError):
+        os.killpg(handle.server.pid, 0)

@@ -306,6 +306,9 @@ class Session:
         failure: list[BaseException] = []
 
         def work() -> None:
+            # PySpark binds the DataFrames that commands return (localCheckpoint) to the
+            # thread's active session: with several sessions in a process, it must be ours.
+            type(self.spark)._active_session.session = self.spark
             try:
                 outcome.append(action())
             except BaseException as error:  # noqa: BLE001 - re-raised in the caller's thread
