@@ -9,14 +9,14 @@ BIN := $(VENV)/bin
 DEPS_STAMP := $(VENV)/.requirements-dev.stamp
 WHEEL_DIR := target/wheels
 
-.PHONY: run test wheel data lint rust-test python-test fuzz-check fuzz-smoke bench clean
+.PHONY: run test wheel data java lint rust-test python-test fuzz-check fuzz-smoke bench spark-bench clean
 
 # Debian packages of the real datasets (keysplit.datasets.kjv); the PyPI ones are in
 # requirements-dev.txt.
 DEBIAN_DATA_PACKAGES := bible-kjv bible-kjv-text
 
-run: data wheel
-	$(BIN)/keysplit simulate
+run: data wheel java
+	$(BIN)/keysplit run
 
 test: lint fuzz-check fuzz-smoke wheel rust-test python-test
 
@@ -59,7 +59,7 @@ data:
 	    || { echo "make data: apt-get install$$missing failed" >&2; exit 1; }; \
 	fi
 
-python-test: data $(DEPS_STAMP)
+python-test: data java $(DEPS_STAMP)
 	$(BIN)/python -m pytest
 
 # Keeps the fuzz targets compiling and lint-clean on the stable toolchain;
@@ -80,6 +80,20 @@ fuzz-smoke:
 
 bench: wheel
 	$(BIN)/python benches/route_throughput.py
+
+# The embedded Spark Connect server (keysplit.spark) needs Java 17 or newer.
+java:
+	@if java -version 2>&1 | grep -Eq 'version "(1[7-9]|[2-9][0-9])'; then :; else \
+	  echo "Java >= 17 not found: installing openjdk-17-jre-headless with apt-get"; \
+	  SUDO=$$( [ "$$(id -u)" -eq 0 ] || echo sudo ); \
+	  { $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq openjdk-17-jre-headless; } \
+	    || { echo "error: could not install openjdk-17-jre-headless; install Java 17+ and re-run" >&2; exit 1; }; \
+	  java -version 2>&1 | grep -Eq 'version "(1[7-9]|[2-9][0-9])' \
+	    || { echo "error: java on PATH is still older than 17 after installing openjdk-17-jre-headless" >&2; exit 1; }; \
+	fi
+
+spark-bench: wheel java
+	$(BIN)/python benches/spark_e2e.py
 
 clean:
 	rm -rf $(VENV) target fuzz/target

@@ -83,6 +83,15 @@ def _plot(args: argparse.Namespace) -> int:
     return 0
 
 
+def _run(args: argparse.Namespace) -> int:
+    from keysplit.spark.job import run
+
+    return run(
+        dataset=args.dataset, grouper=args.grouper, workers=args.workers, seed=args.seed,
+        tuples=args.tuples, report_dir=args.report_dir,
+    )
+
+
 def _list_groupers(_: argparse.Namespace) -> int:
     for info in groupers():
         defaults = ", ".join(f"{k}={v!r}" for k, v in info.defaults.items()) or "-"
@@ -133,6 +142,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     plot.add_argument("results", help="a .parquet or .csv file written by keysplit simulate --output")
     plot.add_argument("--out", default="plots", help="directory for the PNGs and report.html")
     plot.set_defaults(run=_plot)
+
+    job = commands.add_parser(
+        "run", help="the main job: a word count on an embedded Spark server, KG vs a skew-aware grouper"
+    )
+    job.add_argument("--dataset", default="kjv", help="kjv, wordfreq or zipf")
+    job.add_argument("--grouper", default="pdstream", help="the skew-aware grouper set against KG")
+    job.add_argument("--workers", type=int, default=8)
+    job.add_argument("--tuples", type=int, default=10_000_000, help="words drawn (wordfreq, zipf)")
+    job.add_argument("--seed", type=int, default=0)
+    job.add_argument("--report-dir", default="results/run", help="where run.html and run.png go")
+    job.set_defaults(run=_run)
 
     listing = commands.add_parser("groupers", help="list every grouper with its paper")
     listing.set_defaults(run=_list_groupers)
