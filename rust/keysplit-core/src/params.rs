@@ -99,6 +99,12 @@ impl<'a> ParamReader<'a> {
         }
     }
 
+    /// Whether the caller gave `name`, rather than leaving it at its default. A range error
+    /// between two parameters names the one the caller gave.
+    pub fn given(&self, name: &str) -> bool {
+        self.given.contains_key(name)
+    }
+
     /// A range error for parameter `name`.
     pub fn out_of_range(&self, name: &str, reason: impl Into<String>) -> ConfigError {
         ConfigError::ParamRange {

@@ -153,6 +153,12 @@ fn parameters_have_the_spec_defaults_and_are_validated() {
     assert!(err("l", ParamValue::Int(64)).contains("must be in 1..=63, got 64"));
     assert!(err("r", ParamValue::Int(17)).contains("must be in 0..=l (l = 16), got 17"));
     assert!(err("r", ParamValue::Int(-1)).contains("got -1"));
+    // Found by the route_batch fuzz target: a given l below r's default blames l, which the
+    // caller chose, not the r they never set.
+    assert_eq!(
+        err("l", ParamValue::Int(3)),
+        "parameter \"l\" of grouper \"pstream\" must be at least r = 6 (r's default), got 3"
+    );
     assert!(err("p", ParamValue::Float(1.5)).contains("must be in [0, 1], got 1.5"));
     assert!(err("p", ParamValue::Float(-0.1)).contains("must be in [0, 1]"));
     assert!(err("p", ParamValue::Float(f64::NAN)).contains("finite"));

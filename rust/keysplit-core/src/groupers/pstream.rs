@@ -109,7 +109,11 @@ fn build(
     }
     let r = params.int("r")?;
     if !(0..=l).contains(&r) {
-        return Err(params.out_of_range("r", format!("must be in 0..=l (l = {l}), got {r}")));
+        return Err(if r >= 0 && !params.given("r") {
+            params.out_of_range("l", format!("must be at least r = {r} (r's default), got {l}"))
+        } else {
+            params.out_of_range("r", format!("must be in 0..=l (l = {l}), got {r}"))
+        });
     }
     let p = params.float("p")?;
     if !(0.0..=1.0).contains(&p) {
