@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import polars as pl
 
-from keysplit import datasets, metrics
+from keysplit import datasets, metrics, reproduction
 from keysplit._grouper import Grouper, groupers
 from keysplit._routing import route_batches
 
@@ -79,6 +79,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     listing = commands.add_parser("groupers", help="list every grouper with its paper")
     listing.set_defaults(run=_list_groupers)
+
+    reproduction.add_subcommand(commands)
 
     args = parser.parse_args(argv)
     try:
