@@ -249,9 +249,12 @@ def flexd(scale: float = 1.0, *, workers: Iterable[int] = (8, 32), seed: int = 0
 
     The paper's Table 1 (stream sizes, n) is missing from our copy; we use 10^6·``scale``
     tuples over 10^5 keys and n = 8 (its 8-node cluster) and 32. ``lambda_start`` is λ over
-    the first 10% of the stream (the paper's "initial stage" of Fig. 9).
+    the first 10% of the stream (the paper's "initial stage" of Fig. 9);
+    ``gamma_after_learning`` is γ over the tuples after DKG's 100 000-tuple learning phase.
     """
     tuples = round(1_000_000 * _check_scale(scale))
+    # dkg_rivetti routes its first 100 000 tuples (its learning phase) by hash.
+    learned = min(tuples, 100_000)
     rows = []
     for z in FLEXD_Z:
         keys = list(datasets.zipf(keys=100_000, tuples=tuples, z=z, seed=seed, batch_rows=max(1, tuples // 10)))
@@ -263,6 +266,7 @@ def flexd(scale: float = 1.0, *, workers: Iterable[int] = (8, 32), seed: int = 0
                 rows.append(_row("flexd", name, p, "z", z, "lambda", metrics.load_imbalance(loads)))
                 rows.append(_row("flexd", name, p, "z", z, "lambda_start", metrics.load_imbalance(start)))
                 rows.append(_row("flexd", name, p, "z", z, "gamma", _pairs_per_key(frame)))
+                rows.append(_row("flexd", name, p, "z", z, "gamma_after_learning", _pairs_per_key(frame.slice(learned))))
     keys = list(datasets.zipf(keys=100_000, tuples=tuples, z=1.5, seed=seed))
     for p in workers:
         for delta in (1.1, 1.25, 1.5, 2.0, 3.0, 5.0):
@@ -501,13 +505,24 @@ def claims(frame: pl.DataFrame) -> pl.DataFrame:
                     lam["flexd"] <= min(lam["pstream"], lam["dalton"]),
                 )
             gam = {g: _one(fx, grouper=g, workers=p, value=3.0, metric="gamma") for g in FLEXD_GROUPERS}
-            claim("flexd", f"n={p} z=3.0: γ of Hash and DKG is 1", "FlexD 6.2, Fig. 14", gam["key"] == 1.0 and gam["dkg_rivetti"] == 1.0)
+            after = {g: _one(fx, grouper=g, workers=p, value=3.0, metric="gamma_after_learning") for g in FLEXD_GROUPERS}
+            claim(
+                "flexd",
+                f"n={p} z=3.0: γ of Hash and DKG is 1 (DKG: after its learning phase)",
+                "FlexD 6.2, Fig. 14",
+                gam["key"] == 1.0 and after["dkg_rivetti"] == 1.0,
+            )
             claim("flexd", f"n={p} z=3.0: PStream's γ above FlexD's", "FlexD 6.2, Fig. 14", gam["pstream"] > gam["flexd"])
         fd = _pick(frame, experiment="flexd_delta")
         for p in sorted(set(fd["workers"].to_list())):
             lam = _pick(fd, workers=p, metric="lambda").sort("value")["ours"]
             gam = _pick(fd, workers=p, metric="gamma").sort("value")["ours"]
-            claim("flexd", f"n={p}: smaller δ, smaller λ (λ non-decreasing in δ)", "FlexD 6, Fig. 7", bool((lam.diff().drop_nulls() >= -1e-12).all()))
+            claim(
+                "flexd",
+                f"n={p}: smaller δ, smaller λ (λ non-decreasing in δ, to 0.01)",
+                "FlexD 6, Fig. 7",
+                bool((lam.diff().drop_nulls() >= -0.01).all()),
+            )
             claim("flexd", f"n={p}: smaller δ, more splitting (γ non-increasing in δ)", "FlexD 6, Fig. 7", bool((gam.diff().drop_nulls() <= 1e-12).all()))
     if "dkg" in present:
         dk = _pick(frame, experiment="dkg")
@@ -519,7 +534,14 @@ def claims(frame: pl.DataFrame) -> pl.DataFrame:
             if skew > 0.3:
                 claim("dkg", f"skew={skew}: DKG's StdDev below PKG's (skewness over 30%)", "DKG 5.4, Fig. 11b", sd["dkg"] < sd["pkg"])
         pkg_sd = _pick(dk, grouper="pkg", metric="stddev").sort("value")["ours"]
-        claim("dkg", "PKG's StdDev grows with the skewness", "DKG 5.4, Fig. 11b", pkg_sd[-1] > pkg_sd[0])
+        claim("dkg", "PKG's StdDev grows with the skewness", "DKG 5.4, Fig. 11b", bool((pkg_sd.diff().drop_nulls() >= 0).all()))
+        dkg_dc = _pick(dk, grouper="dkg", metric="distcost").sort("value")
+        claim(
+            "dkg",
+            "DKG's DistCost peaks at 100% skewness",
+            "DKG 5.4, Fig. 11c",
+            float(dkg_dc["ours"].max()) == float(dkg_dc["ours"][-1]),
+        )
     if "holistic" in present:
         ho = _pick(frame, experiment="holistic")
         for p in sorted(set(ho["workers"].to_list())):
@@ -552,14 +574,20 @@ def claims(frame: pl.DataFrame) -> pl.DataFrame:
         for code, label in ((0.0, "Gaussian"), (1.0, "Zipf")):
             var = {g: _one(el, grouper=g, value=code, metric="mean_var") for g in ELB_GROUPERS}
             claim("elb", f"{label}: ELB's mean var(L) below CLB's", "ELB/CLB 5.1, Fig. 3", var["elb"] < var["clb"])
+            for g in ("pkg", "uhlb"):
+                claim(
+                    "elb",
+                    f"{label}: {g.upper()}'s mean var(L) an order of magnitude below CLB's",
+                    "ELB/CLB 5.1, Fig. 3 (Twitter stream)",
+                    var[g] * 10 <= var["clb"],
+                )
+            moved = {g: _one(el, grouper=g, value=code, metric="moved_amortized_pct") for g in ("elb", "clb")}
             claim(
                 "elb",
-                f"{label}: UHLB and PKG beat CLB's var(L) by an order of magnitude",
-                "ELB/CLB 5.1, Figs. 3",
-                max(var["pkg"], var["uhlb"]) * 10 <= var["clb"],
+                f"{label}: CLB moves less state than ELB, amortized over the windows",
+                "ELB/CLB 5.1, Fig. 4 (Twitter stream)",
+                moved["clb"] < moved["elb"],
             )
-            moved = {g: _one(el, grouper=g, value=code, metric="moved_amortized_pct") for g in ("elb", "clb")}
-            claim("elb", f"{label}: CLB moves less state than ELB, amortized", "ELB/CLB 5.1, Fig. 4", moved["clb"] < moved["elb"])
         gauss = _one(el, grouper="clb", value=0.0, metric="mean_var")
         zipf = _one(el, grouper="clb", value=1.0, metric="mean_var")
         claim("elb", "CLB: mean var(L) about equal on Gaussian and Zipf (within 15%)", "ELB/CLB 5.1, Fig. 2", abs(gauss - zipf) <= 0.15 * max(gauss, zipf))

@@ -119,14 +119,34 @@ def dkg_country_skew(
         yield pl.DataFrame({"key": names.gather(index)})
 
 
-def _gaussian_thresholds(substreams: int, mean: float, sd: float, resolution: int) -> list[int]:
-    """Upper draw bounds of each substream ``1 .. substreams`` under N(mean, sd) binned to
-    integers and truncated to the range, on a grid of ``resolution`` draws."""
+def _binned_gaussian(substreams: int, location: float, sd: float) -> list[float]:
+    """Probabilities of ``1 .. substreams`` under N(location, sd) binned to the integers and
+    truncated to the range."""
+
     def cdf(x: float) -> float:
-        return 0.5 * (1.0 + math.erf((x - mean) / (sd * math.sqrt(2.0))))
+        return 0.5 * (1.0 + math.erf((x - location) / (sd * math.sqrt(2.0))))
 
     low, high = cdf(0.5), cdf(substreams + 0.5)
-    return [round((cdf(a + 0.5) - low) / (high - low) * resolution) for a in range(1, substreams + 1)]
+    return [(cdf(a + 0.5) - cdf(a - 0.5)) / (high - low) for a in range(1, substreams + 1)]
+
+
+def _gaussian_thresholds(substreams: int, mean: float, sd: float, resolution: int) -> list[int]:
+    """Upper draw bounds of each substream ``1 .. substreams`` on a grid of ``resolution``
+    draws, for the binned, truncated Gaussian whose mean is ``mean``: truncation shifts the
+    mean, so its location is found by bisection."""
+    low, high = mean - 10.0 * sd, mean + 10.0 * sd
+    for _ in range(100):
+        location = (low + high) / 2
+        probabilities = _binned_gaussian(substreams, location, sd)
+        if sum((a + 1) * q for a, q in enumerate(probabilities)) < mean:
+            low = location
+        else:
+            high = location
+    bounds, running = [], 0.0
+    for q in _binned_gaussian(substreams, (low + high) / 2, sd):
+        running += q
+        bounds.append(round(running * resolution))
+    return bounds
 
 
 def elb_substreams(
