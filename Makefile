@@ -9,12 +9,16 @@ BIN := $(VENV)/bin
 DEPS_STAMP := $(VENV)/.requirements-dev.stamp
 WHEEL_DIR := target/wheels
 
-.PHONY: run test wheel lint rust-test python-test fuzz-check bench clean
+.PHONY: run test wheel data java lint rust-test python-test fuzz-check fuzz-smoke bench spark-bench clean
 
-run: wheel
-	$(BIN)/keysplit simulate
+# Debian packages of the real datasets (keysplit.datasets.kjv); the PyPI ones are in
+# requirements-dev.txt.
+DEBIAN_DATA_PACKAGES := bible-kjv bible-kjv-text
 
-test: lint fuzz-check wheel rust-test python-test
+run: data wheel java
+	$(BIN)/keysplit run
+
+test: lint fuzz-check fuzz-smoke wheel rust-test python-test
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -39,7 +43,23 @@ lint:
 rust-test:
 	cargo test --workspace --locked
 
-python-test: $(DEPS_STAMP)
+# Installs the Debian data packages that are missing, with sudo unless already root.
+data:
+	@missing=""; for p in $(DEBIAN_DATA_PACKAGES); do \
+	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	  if ! command -v apt-get >/dev/null; then \
+	    echo "make data: apt-get not found; install the Debian packages$$missing by hand" >&2; exit 1; fi; \
+	  if [ "$$(id -u)" -eq 0 ]; then sudo=""; \
+	  elif command -v sudo >/dev/null; then sudo="sudo"; \
+	  else echo "make data: need root or sudo to run apt-get install$$missing" >&2; exit 1; fi; \
+	  echo "make data: installing$$missing"; \
+	  $$sudo apt-get update -q && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -q $$missing \
+	    || { echo "make data: apt-get install$$missing failed" >&2; exit 1; }; \
+	fi
+
+python-test: data java $(DEPS_STAMP)
 	$(BIN)/python -m pytest
 
 # Keeps the fuzz targets compiling and lint-clean on the stable toolchain;
@@ -47,8 +67,33 @@ python-test: $(DEPS_STAMP)
 fuzz-check:
 	cargo clippy --manifest-path fuzz/Cargo.toml --all-targets --locked -- -D warnings
 
+# A short libFuzzer run of every target, coverage-guided but without a sanitizer, so that
+# it needs only the stable toolchain; `fuzz/README.md` has the long runs.
+FUZZ_TARGETS := route_batch hash snapshot sketches
+FUZZ_SECONDS ?= 15
+CARGO_FUZZ_VERSION := 0.13.2
+fuzz-smoke:
+	command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz --locked --version $(CARGO_FUZZ_VERSION)
+	cd fuzz && for target in $(FUZZ_TARGETS); do \
+		cargo fuzz run --sanitizer none $$target -- -max_total_time=$(FUZZ_SECONDS) -max_len=4096 || exit 1; \
+	done
+
 bench: wheel
 	$(BIN)/python benches/route_throughput.py
+
+# The embedded Spark Connect server (keysplit.spark) needs Java 17 or newer.
+java:
+	@if java -version 2>&1 | grep -Eq 'version "(1[7-9]|[2-9][0-9])'; then :; else \
+	  echo "Java >= 17 not found: installing openjdk-17-jre-headless with apt-get"; \
+	  SUDO=$$( [ "$$(id -u)" -eq 0 ] || echo sudo ); \
+	  { $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq openjdk-17-jre-headless; } \
+	    || { echo "error: could not install openjdk-17-jre-headless; install Java 17+ and re-run" >&2; exit 1; }; \
+	  java -version 2>&1 | grep -Eq 'version "(1[7-9]|[2-9][0-9])' \
+	    || { echo "error: java on PATH is still older than 17 after installing openjdk-17-jre-headless" >&2; exit 1; }; \
+	fi
+
+spark-bench: wheel java
+	$(BIN)/python benches/spark_e2e.py
 
 clean:
 	rm -rf $(VENV) target fuzz/target

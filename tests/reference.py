@@ -164,3 +164,14 @@ class PkgTwin:
 # The twins of this module, by grouper name. Families with a module of their own
 # (tests/reference_<family>.py) test against their twins in tests/test_<family>.py.
 TWINS = {"shuffle": ShuffleTwin, "key": KeyTwin, "pkg": PkgTwin}
+
+
+def all_twins() -> dict[str, type]:
+    """Every family's twins, from the ``TWINS`` of each ``tests/reference*.py``, by name."""
+    import importlib
+    from pathlib import Path
+
+    twins: dict[str, type] = {}
+    for module in sorted(Path(__file__).parent.glob("reference*.py")):
+        twins |= importlib.import_module(module.stem).TWINS
+    return twins

@@ -43,3 +43,35 @@ def test_errors_are_reported_without_a_traceback() -> None:
     assert run.returncode == 2
     assert "keysplit: error: unknown grouper" in run.stderr
     assert "Traceback" not in run.stderr
+
+
+def test_simulate_runs_every_combination_and_plot_reads_it(tmp_path: Path) -> None:
+    output = tmp_path / "results.parquet"
+    subprocess.run(
+        [
+            *keysplit_command(), "simulate", "--groupers", "key,pkg,flexd:delta=2.0,threshold=0.1",
+            "--workers", "4,8", "--z", "1.0,1.5", "--tuples", "20000", "--keys", "500",
+            "--datasets", "zipf", "nycflights:key=carrier", "--windows", "none,10000", "--output", str(output),
+        ],
+        check=True, capture_output=True, text=True,
+    )
+    results = pl.read_parquet(output)
+    whole = results.filter(pl.col("window").is_null())
+    # 3 groupers x 2 worker counts x 3 datasets (zipf at two z, flights) x 2 window sizes.
+    assert whole.height == 3 * 2 * 3 * 2
+    assert set(whole["grouper"]) == {"key", "pkg", "flexd:delta=2.0,threshold=0.1"}
+    assert whole.filter(pl.col("dataset") == "nycflights:key=carrier")["tuples"].unique().to_list() == [336_776]
+    plot = subprocess.run(
+        [*keysplit_command(), "plot", str(output), "--out", str(tmp_path / "plots")],
+        check=True, capture_output=True, text=True,
+    )
+    assert (tmp_path / "plots" / "report.html").exists() and "report.html" in plot.stdout
+
+
+def test_missing_dataset_sources_are_reported(tmp_path: Path) -> None:
+    run = subprocess.run(
+        [*keysplit_command(), "simulate", "--datasets", f"file:path={tmp_path / 'none.csv'},key=k"],
+        capture_output=True, text=True,
+    )
+    assert run.returncode == 2
+    assert "no such data file" in run.stderr and "Traceback" not in run.stderr

@@ -8,7 +8,7 @@ import polars as pl
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from reference import TWINS, PkgTwin, h
+from reference import TWINS, PkgTwin, all_twins, h
 from strategies import GROUPER_NAMES, keys, seeds, workers
 
 import keysplit
@@ -93,10 +93,4 @@ def test_pkg_balances_a_hot_key_that_key_grouping_cannot() -> None:
 
 def test_every_registered_grouper_has_a_reference_twin() -> None:
     # Each family's twins live in tests/reference*.py, registered by name in TWINS.
-    import importlib
-    from pathlib import Path
-
-    twins: dict[str, type] = {}
-    for module in sorted(Path(__file__).parent.glob("reference*.py")):
-        twins |= importlib.import_module(module.stem).TWINS
-    assert sorted(twins) == sorted(GROUPER_NAMES)
+    assert sorted(all_twins()) == sorted(GROUPER_NAMES)

@@ -5,7 +5,7 @@ data without copying it. See ``keysplit.groupers()`` for what is available.
 """
 
 from keysplit import datasets, metrics, sketches, tables
-from keysplit._core import MAX_WORKERS, WorkerIds, __version__, hash_key
+from keysplit._core import MAX_WORKERS, SnapshotError, WorkerIds, __version__, hash_key
 from keysplit._grouper import Grouper, GrouperInfo, NullPolicy, groupers
 from keysplit._routing import route, route_batches
 
@@ -14,6 +14,7 @@ __all__ = [
     "Grouper",
     "GrouperInfo",
     "NullPolicy",
+    "SnapshotError",
     "WorkerIds",
     "__version__",
     "datasets",

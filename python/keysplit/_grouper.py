@@ -127,6 +127,31 @@ class Grouper:
         """
         return self._core.route(_importable_keys(keys), nulls)
 
+    def snapshot(self) -> bytes:
+        """The grouper's configuration and whole routing state, as bytes.
+
+        :meth:`Grouper.restore` rebuilds it, in this process or another, so that the next
+        key routes exactly as it would have without the interruption. The format is
+        versioned and checksummed (``docs/snapshot.md``); pickling a grouper stores this.
+        """
+        return self._core.snapshot()
+
+    @classmethod
+    def restore(cls, snapshot: bytes | bytearray | memoryview) -> Grouper:
+        """The grouper that :meth:`snapshot` saved.
+
+        Raises :class:`keysplit.SnapshotError` (a ``ValueError``) for truncated, corrupt or
+        incompatible bytes, or bytes that hold a sketch rather than a grouper.
+        """
+        if not isinstance(snapshot, (bytes, bytearray, memoryview)):
+            raise TypeError(f"snapshot must be bytes, got {type(snapshot).__name__}")
+        grouper = cls.__new__(cls)
+        grouper._core = _core.GrouperCore.restore(bytes(snapshot))
+        return grouper
+
+    def __reduce__(self) -> tuple[Any, tuple[bytes]]:
+        return (type(self).restore, (self.snapshot(),))
+
     def route_key(self, key: str | bytes | int | None, *, nulls: NullPolicy = "raise") -> int:
         """Routes one tuple with key ``key``; the same as routing a batch of one."""
         return self._core.route_key(key, nulls)

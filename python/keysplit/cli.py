@@ -4,54 +4,92 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from typing import TYPE_CHECKING
 
 import polars as pl
 
-from keysplit import datasets, metrics, reproduction
-from keysplit._grouper import Grouper, groupers
-from keysplit._routing import route_batches
+from keysplit import datasets, reproduction
+from keysplit import simulate as simulation
+from keysplit._grouper import groupers
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
+
+
+def _comma_list(kind: Callable[[str], object]) -> Callable[[str], list]:
+    def parse(text: str) -> list:
+        try:
+            return [kind(item.strip()) for item in text.split(",") if item.strip()]
+        except ValueError as error:
+            raise argparse.ArgumentTypeError(f"{text!r}: {error}") from None
+
+    return parse
+
+
+def _grouper_specs(text: str) -> list[str]:
+    """``"pkg,flexd:delta=2.0,threshold=0.1"`` -> ``["pkg", "flexd:delta=2.0,threshold=0.1"]``:
+    an item with ``=`` but no ``:`` is one more parameter of the grouper before it."""
+    specs: list[str] = []
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        if "=" in item and ":" not in item and specs:
+            specs[-1] += "," + item
+        else:
+            specs.append(item)
+    return specs
+
+
+def _window_size(text: str) -> int | None:
+    return None if text.lower() in {"none", "0", ""} else int(text)
 
 
 def _simulate(args: argparse.Namespace) -> int:
-    rows = []
-    for name in args.groupers.split(","):
-        grouper = Grouper(name.strip(), workers=args.workers, seed=args.seed)
-        stream = datasets.zipf(keys=args.keys, tuples=args.tuples, z=args.z, seed=args.seed)
-        routed: list[pl.DataFrame] = []
-        routing_seconds = 0.0
-        for batch in stream:
-            started = time.perf_counter()
-            ids = grouper.route(batch.get_column("key"))
-            routing_seconds += time.perf_counter() - started
-            routed.append(batch.with_columns(pl.Series(ids).alias("worker")))
-        frame = pl.concat(routed)
-        loads = metrics.worker_loads(frame, workers=args.workers)
-        rows.append(
-            {
-                "grouper": grouper.name,
-                "load_imbalance": metrics.load_imbalance(loads),
-                "replication_factor": metrics.replication_factor(frame),
-                "max_load": loads.max(),
-                "mkeys_per_s": args.tuples / routing_seconds / 1e6 if routing_seconds else None,
-            }
+    specs = args.datasets or ["zipf"]
+    sets: list[simulation.Dataset] = []
+    for spec in specs:
+        kind, params = simulation.parse_spec(spec)
+        # Synthetic streams without their own z are run at every --z, for trends over skew.
+        zs = args.z if kind in {"zipf", "drift", "bursts"} and "z" not in params else [args.z[0]]
+        sets.extend(
+            simulation.dataset(spec, seed=args.seed, keys=args.keys, tuples=args.tuples, z=z) for z in zs
         )
-    table = pl.DataFrame(rows)
-    print(
-        f"Zipf stream: {args.tuples:,} tuples over {args.keys:,} keys, z={args.z}, "
-        f"seed={args.seed}; {args.workers} workers"
+    results = simulation.simulate(
+        groupers=args.groupers,
+        workers=args.workers,
+        datasets=sets,
+        windows=args.windows,
+        seed=args.seed,
+        progress=False if args.no_progress else None,
     )
+    table = simulation.terminal_table(results)
+    print(f"datasets: {'; '.join(d.name for d in sets)}")
+    print(f"workers: {', '.join(map(str, args.workers))}; seed: {args.seed}")
     with pl.Config(
-        tbl_rows=-1, tbl_hide_dataframe_shape=True, tbl_hide_column_data_types=True, float_precision=4
+        tbl_rows=-1, tbl_cols=-1, tbl_width_chars=200, fmt_str_lengths=60,
+        tbl_hide_dataframe_shape=True, tbl_hide_column_data_types=True, float_precision=4,
     ):
         print(table)
     if args.output:
-        (table.write_csv if args.output.endswith(".csv") else table.write_parquet)(args.output)
+        simulation.write_results(results, args.output)
+        print(f"{results.height} rows written to {args.output}")
     return 0
+
+
+def _plot(args: argparse.Namespace) -> int:
+    from keysplit import plots  # noqa: PLC0415 - matplotlib is only needed here
+
+    written = plots.plot(args.results, args.out)
+    for path in written:
+        print(path)
+    return 0
+
+
+def _run(args: argparse.Namespace) -> int:
+    from keysplit.spark.job import run
+
+    return run(
+        dataset=args.dataset, grouper=args.grouper, workers=args.workers, seed=args.seed,
+        tuples=args.tuples, report_dir=args.report_dir,
+    )
 
 
 def _list_groupers(_: argparse.Namespace) -> int:
@@ -66,16 +104,55 @@ def main(argv: Sequence[str] | None = None) -> int:
     commands = parser.add_subparsers(dest="command", required=True)
 
     simulate = commands.add_parser(
-        "simulate", help="route a seeded Zipf stream and print load imbalance and replication"
+        "simulate",
+        help="route datasets through groupers and print every metric",
+        description="Runs every grouper x worker count x dataset x window size and prints "
+        "the whole-stream metrics; --output writes every row (per window too).",
+        epilog="datasets: "
+        + "; ".join(f"{name}: {what}" for name, what in simulation.DATASET_KINDS.items()),
     )
-    simulate.add_argument("--groupers", default="shuffle,key,pkg", help="comma-separated names")
-    simulate.add_argument("--workers", type=int, default=8)
-    simulate.add_argument("--keys", type=int, default=10_000)
-    simulate.add_argument("--tuples", type=int, default=1_000_000)
-    simulate.add_argument("--z", type=float, default=1.2, help="Zipf exponent")
+    simulate.add_argument(
+        "--groupers", type=_grouper_specs, default=["shuffle", "key", "pkg"],
+        help="comma-separated grouper names, each optionally with parameters: "
+        "pkg,flexd:delta=2.0,threshold=0.1 (default shuffle,key,pkg)",
+    )
+    simulate.add_argument("--workers", type=_comma_list(int), default=[8], help="worker counts, e.g. 8,16,32")
+    simulate.add_argument(
+        "--datasets", nargs="+", metavar="SPEC",
+        help="datasets as name[:param=value,...], e.g. zipf:z=1.5 drift:period=100000 kjv "
+        "nycflights:key=dest wordfreq tpch:key=l_partkey,zipf_z=1.0 file:path=x.csv,key=user "
+        "(default: zipf)",
+    )
+    simulate.add_argument("--keys", type=int, default=simulation.DEFAULT_KEYS, help="synthetic streams' key count")
+    simulate.add_argument("--tuples", type=int, default=simulation.DEFAULT_TUPLES, help="synthetic streams' length")
+    simulate.add_argument(
+        "--z", type=_comma_list(float), default=[simulation.DEFAULT_Z],
+        help="Zipf exponent(s) of the synthetic streams, e.g. 1.0,1.5,2.0",
+    )
+    simulate.add_argument(
+        "--windows", type=_comma_list(_window_size), default=[None],
+        help="window sizes in tuples, 'none' for the whole stream only, e.g. none,100000",
+    )
     simulate.add_argument("--seed", type=int, default=0)
-    simulate.add_argument("--output", help="write the table to this .parquet or .csv file")
+    simulate.add_argument("--output", help="write every row to this .parquet or .csv file")
+    simulate.add_argument("--no-progress", action="store_true", help="no progress bars")
     simulate.set_defaults(run=_simulate)
+
+    plot = commands.add_parser("plot", help="PNG charts and an HTML report from simulate's results")
+    plot.add_argument("results", help="a .parquet or .csv file written by keysplit simulate --output")
+    plot.add_argument("--out", default="plots", help="directory for the PNGs and report.html")
+    plot.set_defaults(run=_plot)
+
+    job = commands.add_parser(
+        "run", help="the main job: a word count on an embedded Spark server, KG vs a skew-aware grouper"
+    )
+    job.add_argument("--dataset", default="kjv", help="kjv, wordfreq or zipf")
+    job.add_argument("--grouper", default="pdstream", help="the skew-aware grouper set against KG")
+    job.add_argument("--workers", type=int, default=8)
+    job.add_argument("--tuples", type=int, default=10_000_000, help="words drawn (wordfreq, zipf)")
+    job.add_argument("--seed", type=int, default=0)
+    job.add_argument("--report-dir", default="results/run", help="where run.html and run.png go")
+    job.set_defaults(run=_run)
 
     listing = commands.add_parser("groupers", help="list every grouper with its paper")
     listing.set_defaults(run=_list_groupers)
@@ -85,6 +162,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return args.run(args)
-    except (ValueError, TypeError) as error:
+    except (ValueError, TypeError, ImportError, FileNotFoundError, datasets.MissingSourceError) as error:
         print(f"keysplit: error: {error}", file=sys.stderr)
         return 2

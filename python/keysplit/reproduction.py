@@ -130,15 +130,9 @@ def _pairs_per_key(frame: pl.DataFrame) -> float:
 
 
 def _stddev_percent(loads: pl.Series) -> float:
-    """DKG's Eq. 7: population standard deviation of the loads, each in percent of all."""
+    """DKG's StdDev (Eq. 7) over the loads in percent of all tuples, as its Table 3."""
     total = loads.sum()
-    share = loads.cast(pl.Float64) * (100.0 / total) if total else loads.cast(pl.Float64)
-    return float(share.std(ddof=0))
-
-
-def _aggregation_cost(frame: pl.DataFrame) -> int:
-    """Γ: Σ over workers of the distinct keys each received (holistic paper, Eq. 2)."""
-    return frame.select(pl.struct("key", "worker").n_unique()).item()
+    return metrics.load_stddev(loads.cast(pl.Float64) * (100.0 / total) if total else loads)
 
 
 def _attach_paper(rows: list[dict[str, object]]) -> pl.DataFrame:
@@ -350,13 +344,13 @@ def holistic(scale: float = 1.0, *, workers: Iterable[int] = (8, 16, 32), seed: 
             for name in HOLISTIC_GROUPERS:
                 frame = _route(Grouper(name, workers=p, seed=seed), keys)
                 loads = metrics.worker_loads(frame, workers=p)
-                imbalance = float(loads.max() - loads.mean())
+                imbalance = metrics.absolute_imbalance(loads)
                 if name == "key":
                     fld_imbalance = imbalance
                 rows.append(_row("holistic", name, p, "query", query, "imbalance", imbalance))
                 if fld_imbalance:
                     rows.append(_row("holistic", name, p, "query", query, "imbalance_vs_fld", imbalance / fld_imbalance))
-                rows.append(_row("holistic", name, p, "query", query, "aggregation_cost", _aggregation_cost(frame)))
+                rows.append(_row("holistic", name, p, "query", query, "aggregation_cost", metrics.aggregation_cost(frame)))
                 rows.append(_row("holistic", name, p, "query", query, "keys", frame["key"].n_unique()))
     return _attach_paper(rows)
 
@@ -388,22 +382,12 @@ def holistic_memory(scale: float = 1.0, *, workers: Iterable[int] = (8, 16, 32))
 ELB_GROUPERS = ("elb", "clb", "pkg", "uhlb")
 
 
-def _moved_state(frame: pl.DataFrame) -> tuple[float, float]:
-    """State moved at window boundaries: a key whose worker in window ``t+1`` differs from
-    its worker in ``t`` moves its window-``t`` tuples (Eq. 2 with ``d_i`` the window's
-    tuples). Returns (mean % over boundaries that moved anything, % amortized over all)."""
-    per_key = frame.group_by("window", "key").agg(pl.col("worker").first(), pl.len().alias("tuples"))
-    nxt = per_key.select(
-        (pl.col("window") - 1).alias("window"), "key", pl.col("worker").alias("next_worker")
-    )
-    joined = per_key.join(nxt, on=["window", "key"], how="inner")
-    moved = joined.filter(pl.col("worker") != pl.col("next_worker")).group_by("window").agg(
-        pl.col("tuples").sum().alias("moved")
-    )
-    totals = frame.group_by("window").len().rename({"len": "total"})
-    per_window = totals.join(moved, on="window", how="left").fill_null(0).sort("window")
-    per_window = per_window.head(per_window.height - 1)
-    share = per_window["moved"] / per_window["total"] * 100.0
+def _moved_state(per_window: pl.DataFrame) -> tuple[float, float]:
+    """From :func:`keysplit.metrics.summarize`'s window rows: the state moved entering each
+    window (ψ, Eq. 2, d_i the previous window's tuples of a moved key) as a percentage of
+    the previous window's tuples. Returns (mean over the windows that moved anything,
+    mean over all windows after the first)."""
+    share = (per_window["state_moved"].slice(1).cast(pl.Float64) / per_window["tuples"].slice(0, per_window.height - 1)) * 100.0
     moving = share.filter(share > 0)
     return (float(moving.mean()) if moving.len() else 0.0, float(share.mean()) if share.len() else 0.0)
 
@@ -423,20 +407,15 @@ def elb(scale: float = 1.0, *, workers: int = 10, seed: int = 0) -> pl.DataFrame
         for name in ELB_GROUPERS:
             params = {"substreams": 100, "window_tuples": window_tuples} if name in ("elb", "clb") else {}
             frame = _route(Grouper(name, workers=workers, seed=seed, **params), keys)
-            per_window = (
-                frame.group_by("window", "worker")
-                .len()
-                .group_by("window")
-                .agg((pl.col("len").cast(pl.Float64) ** 2).sum().alias("sq"), pl.col("len").sum().alias("total"))
-                .with_columns((pl.col("total") / workers).alias("mean"))
-                .with_columns((pl.col("sq") / workers - pl.col("mean") ** 2).alias("var"))
-            )
-            var = per_window["var"]
+            summary = metrics.summarize(frame, workers=workers, window="window")
+            per_window = summary.filter(pl.col("window").is_not_null())
+            var = per_window["load_variance"]
+            mean_load = per_window["tuples"].cast(pl.Float64) / workers
             rows.append(_row("elb", name, workers, "stream", code, "mean_var", var.mean()))
             rows.append(_row("elb", name, workers, "stream", code, "sd_var", var.std(ddof=0)))
-            rows.append(_row("elb", name, workers, "stream", code, "cv2", (per_window["var"] / per_window["mean"] ** 2).mean()))
+            rows.append(_row("elb", name, workers, "stream", code, "cv2", (var / mean_load**2).mean()))
             if name in ("elb", "clb"):
-                moved, amortized = _moved_state(frame)
+                moved, amortized = _moved_state(per_window)
                 rows.append(_row("elb", name, workers, "stream", code, "moved_pct", moved))
                 rows.append(_row("elb", name, workers, "stream", code, "moved_amortized_pct", amortized))
     return _attach_paper(rows)

@@ -6,6 +6,7 @@ Every dataset is a function returning an iterator of ``pl.DataFrame`` batches, e
 a seed gives the same stream on every machine and in every release.
 """
 
+from keysplit.datasets.files import from_file
 from keysplit.datasets.papers import (
     dkg_country_skew,
     elb_substreams,
@@ -13,14 +14,35 @@ from keysplit.datasets.papers import (
     tpch_q1_keys,
     tpch_q3_keys,
 )
-from keysplit.datasets.synthetic import DEFAULT_BATCH_ROWS, zipf
+from keysplit.datasets.real import MissingSourceError, kjv, nycflights, tpch, tpch_table, wordfreq_words
+from keysplit.datasets.synthetic import (
+    DEFAULT_BATCH_ROWS,
+    Burst,
+    bursty_zipf,
+    drift_permutation,
+    drifting_zipf,
+    with_bursts,
+    zipf,
+)
 
 __all__ = [
     "DEFAULT_BATCH_ROWS",
+    "Burst",
+    "MissingSourceError",
+    "bursty_zipf",
     "dkg_country_skew",
+    "drift_permutation",
+    "drifting_zipf",
     "elb_substreams",
+    "from_file",
+    "kjv",
+    "nycflights",
     "pdstream_zipf",
+    "tpch",
     "tpch_q1_keys",
     "tpch_q3_keys",
+    "tpch_table",
+    "wordfreq_words",
+    "with_bursts",
     "zipf",
 ]

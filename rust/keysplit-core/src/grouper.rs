@@ -6,6 +6,7 @@ use crate::hash::{HashFamily, Key};
 use crate::keys::{KeyBatch, KeyVisitor};
 use crate::loads::LoadVector;
 use crate::params::{ParamReader, ParamSpec, Params};
+use crate::snapshot::{RestoreFn, SaveState};
 
 /// The largest worker count: each worker costs one cache line of load counter.
 pub const MAX_WORKERS: u32 = 1 << 20;
@@ -29,7 +30,7 @@ pub enum NullPolicy {
 ///
 /// A grouper is a state machine driven by the tuples of one source: routing a batch must
 /// be exactly routing its keys one at a time, in order.
-pub trait Grouper: Send {
+pub trait Grouper: Send + SaveState {
     /// The registry name, e.g. `"pkg"`.
     fn name(&self) -> &'static str;
 
@@ -108,6 +109,8 @@ pub struct GrouperInfo {
     pub paper: &'static str,
     pub params: &'static [ParamSpec],
     pub build: BuildFn,
+    /// Decodes this grouper's snapshot state (see [`crate::snapshot`]).
+    pub restore: RestoreFn,
 }
 
 /// Builds a grouper from its configuration and its own parameters.

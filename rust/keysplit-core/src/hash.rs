@@ -20,6 +20,7 @@
 //! 4-to-8-byte path written out for exactly 8 bytes, equal to hashing the bytes (tested),
 //! and small enough to inline into every batch loop.
 
+use serde::{Deserialize, Serialize};
 use xxhash_rust::xxh3::xxh3_64_with_seed;
 
 /// A key as the groupers see it: an integer widened to 64 bits, or a byte string.
@@ -119,7 +120,7 @@ pub const fn candidate_seed(grouper_seed: u64, index: u64) -> u64 {
 /// cycles and dominated routing (Lemire, Kaser and Kurz, "Faster remainder by direct
 /// computation", 2019: with a 128-bit multiplier `ceil(2^128 / d)` the result is exact
 /// for every 64-bit `x` and `d`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FastMod {
     divisor: u64,
     multiplier: u128,
@@ -152,7 +153,7 @@ impl FastMod {
 
 /// The seeded hash functions `h_0, h_1, …` of one grouper, and their candidates
 /// `h_i(k) mod n` over its `n` workers.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
 pub struct HashFamily {
     seed: u64,
     workers: FastMod,

@@ -21,6 +21,7 @@ pub mod loads;
 pub mod params;
 pub mod rng;
 pub mod sketches;
+pub mod snapshot;
 pub mod streams;
 
 pub use error::{ConfigError, RouteError};
@@ -30,3 +31,4 @@ pub use grouper::{
 pub use hash::Key;
 pub use keys::{KeyBatch, KeyValues, OwnedKey};
 pub use loads::{LoadScope, LoadVector};
+pub use snapshot::{SketchSnapshot, Snapshot, SnapshotError};

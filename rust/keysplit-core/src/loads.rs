@@ -4,9 +4,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crossbeam_utils::CachePadded;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 /// Whether a load vector belongs to one source or is shared by several.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum LoadScope {
     /// Local load estimation, the papers' default: a source counts only what it sent.
     /// Deterministic, since no other thread writes the counters.
@@ -25,6 +26,22 @@ pub enum LoadScope {
 pub struct LoadVector {
     counters: Arc<[CachePadded<AtomicU64>]>,
     scope: LoadScope,
+}
+
+/// A snapshot holds the counts and the scope. A shared vector restores as a new shared
+/// vector that nobody else holds yet: the other sources' handles cannot be in a snapshot.
+impl Serialize for LoadVector {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        (self.scope, self.snapshot()).serialize(serializer)
+    }
+}
+
+impl<'de> Deserialize<'de> for LoadVector {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let (scope, counts) = <(LoadScope, Vec<u64>)>::deserialize(deserializer)?;
+        let counters = counts.into_iter().map(|c| CachePadded::new(AtomicU64::new(c))).collect();
+        Ok(Self { counters, scope })
+    }
 }
 
 impl LoadVector {

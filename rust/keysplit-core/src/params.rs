@@ -4,10 +4,12 @@ use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fmt;
 
+use serde::{Deserialize, Serialize};
+
 use crate::error::ConfigError;
 
 /// A parameter value as it crosses the API.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum ParamValue {
     Bool(bool),
     Int(i64),

@@ -5,8 +5,9 @@
 //! every machine, in every release and in any language.
 
 use crate::hash::candidate_seed;
+use serde::{Deserialize, Serialize};
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
 pub struct SplitMix64 {
     state: u64,
 }

@@ -4,12 +4,14 @@ use std::sync::{Mutex, MutexGuard};
 
 use keysplit_core::grouper::{GrouperInstance, NULL_KEY, build, route_batch};
 use keysplit_core::params::{ParamValue, Params};
+use keysplit_core::snapshot::snapshot_grouper;
 use keysplit_core::{ConfigError, Grouper, NullPolicy, RouteError};
 use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyString};
+use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyInt, PyString, PyTuple};
 
 use crate::keys::{extract_keys, owned_key};
+use crate::snapshot::{reduce_by_snapshot, snapshot_error};
 use crate::worker_ids::WorkerIds;
 
 pub fn config_error(e: ConfigError) -> PyErr {
@@ -74,6 +76,13 @@ pub struct GrouperCore {
     state: Mutex<Box<dyn Grouper>>,
 }
 
+impl From<GrouperInstance> for GrouperCore {
+    fn from(instance: GrouperInstance) -> Self {
+        let GrouperInstance { info, seed, params, grouper } = instance;
+        Self { info, seed, workers: grouper.workers(), params, state: Mutex::new(grouper) }
+    }
+}
+
 impl GrouperCore {
     fn lock(&self) -> PyResult<MutexGuard<'_, Box<dyn Grouper>>> {
         self.state.lock().map_err(|_| {
@@ -95,10 +104,25 @@ impl GrouperCore {
             let value = param_value(&key, &value)?;
             given.insert(key, value);
         }
-        let GrouperInstance { info, seed, params, grouper } =
-            build(name, workers, seed, &given, None).map_err(config_error)?;
-        let workers = grouper.workers();
-        Ok(Self { info, seed, workers, params, state: Mutex::new(grouper) })
+        Ok(build(name, workers, seed, &given, None).map_err(config_error)?.into())
+    }
+
+    /// The configuration and whole routing state, as versioned, checksummed bytes.
+    fn snapshot<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
+        let grouper = self.lock()?;
+        let bytes = snapshot_grouper(self.info, self.seed, &self.params, grouper.as_ref())
+            .map_err(snapshot_error)?;
+        Ok(PyBytes::new(py, &bytes))
+    }
+
+    /// The grouper a snapshot holds, ready to route the next key.
+    #[staticmethod]
+    fn restore(snapshot: &[u8]) -> PyResult<Self> {
+        Ok(GrouperInstance::restore(snapshot).map_err(snapshot_error)?.into())
+    }
+
+    fn __reduce__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyTuple>> {
+        reduce_by_snapshot(slf.as_any(), slf.get().snapshot(slf.py())?)
     }
 
     fn route(&self, py: Python<'_>, keys: &Bound<'_, PyAny>, nulls: &str) -> PyResult<WorkerIds> {

@@ -14,6 +14,7 @@ use pyo3_arrow::PyArray;
 mod grouper;
 mod keys;
 mod sketches;
+mod snapshot;
 mod tables;
 mod worker_ids;
 
@@ -92,6 +93,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("MAX_WORKERS", MAX_WORKERS)?;
     m.add("SUPPORTED_KEY_TYPES", keys::SUPPORTED_KEY_TYPES)?;
     m.add_class::<GrouperCore>()?;
+    m.add("SnapshotError", m.py().get_type::<snapshot::SnapshotError>())?;
+    m.add("SNAPSHOT_FORMAT_VERSION", keysplit_core::snapshot::FORMAT_VERSION)?;
     m.add_class::<WorkerIds>()?;
     m.add_function(wrap_pyfunction!(groupers, m)?)?;
     m.add_function(wrap_pyfunction!(hash_key, m)?)?;

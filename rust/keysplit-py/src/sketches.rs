@@ -6,9 +6,11 @@ use keysplit_core::sketches::{
 };
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyTuple};
 
 use crate::grouper::null_policy;
 use crate::keys::{key_fingerprint, key_fingerprints};
+use crate::snapshot::{reduce_by_snapshot, sketch_restore, sketch_snapshot};
 
 fn sketch_error(e: SketchError) -> PyErr {
     PyValueError::new_err(e.to_string())
@@ -23,6 +25,21 @@ pub struct PyCountMin {
 
 #[pymethods]
 impl PyCountMin {
+    /// The whole sketch as versioned, checksummed bytes.
+    fn snapshot<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
+        sketch_snapshot(py, &self.inner)
+    }
+
+    /// The sketch a snapshot holds.
+    #[staticmethod]
+    fn restore(snapshot: &[u8]) -> PyResult<Self> {
+        Ok(Self { inner: sketch_restore::<CountMin>(snapshot)? })
+    }
+
+    fn __reduce__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyTuple>> {
+        reduce_by_snapshot(slf.as_any(), slf.borrow().snapshot(slf.py())?)
+    }
+
     #[new]
     #[pyo3(signature = (width, depth, seed=0, conservative_update=false))]
     fn new(width: usize, depth: usize, seed: u64, conservative_update: bool) -> PyResult<Self> {
@@ -103,6 +120,21 @@ pub struct PySpaceSaving {
 
 #[pymethods]
 impl PySpaceSaving {
+    /// The whole sketch as versioned, checksummed bytes.
+    fn snapshot<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
+        sketch_snapshot(py, &self.inner)
+    }
+
+    /// The sketch a snapshot holds.
+    #[staticmethod]
+    fn restore(snapshot: &[u8]) -> PyResult<Self> {
+        Ok(Self { inner: sketch_restore::<SpaceSaving>(snapshot)? })
+    }
+
+    fn __reduce__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyTuple>> {
+        reduce_by_snapshot(slf.as_any(), slf.borrow().snapshot(slf.py())?)
+    }
+
     #[new]
     fn new(capacity: usize) -> PyResult<Self> {
         Ok(Self { inner: SpaceSaving::new(capacity).map_err(sketch_error)? })
@@ -158,6 +190,21 @@ pub struct PyHyperLogLog {
 
 #[pymethods]
 impl PyHyperLogLog {
+    /// The whole sketch as versioned, checksummed bytes.
+    fn snapshot<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
+        sketch_snapshot(py, &self.inner)
+    }
+
+    /// The sketch a snapshot holds.
+    #[staticmethod]
+    fn restore(snapshot: &[u8]) -> PyResult<Self> {
+        Ok(Self { inner: sketch_restore::<HyperLogLog>(snapshot)? })
+    }
+
+    fn __reduce__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyTuple>> {
+        reduce_by_snapshot(slf.as_any(), slf.borrow().snapshot(slf.py())?)
+    }
+
     #[new]
     #[pyo3(signature = (precision=12))]
     fn new(precision: u8) -> PyResult<Self> {
@@ -207,6 +254,21 @@ pub struct PySlidingWindowCounter {
 
 #[pymethods]
 impl PySlidingWindowCounter {
+    /// The whole sketch as versioned, checksummed bytes.
+    fn snapshot<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
+        sketch_snapshot(py, &self.inner)
+    }
+
+    /// The sketch a snapshot holds.
+    #[staticmethod]
+    fn restore(snapshot: &[u8]) -> PyResult<Self> {
+        Ok(Self { inner: sketch_restore::<SlidingWindowCounter>(snapshot)? })
+    }
+
+    fn __reduce__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyTuple>> {
+        reduce_by_snapshot(slf.as_any(), slf.borrow().snapshot(slf.py())?)
+    }
+
     #[new]
     fn new(window: usize) -> PyResult<Self> {
         Ok(Self { inner: SlidingWindowCounter::new(window).map_err(sketch_error)? })

@@ -81,6 +81,8 @@ use crate::loads::LoadVector;
 use crate::params::{ParamReader, ParamSpec, ParamValue};
 use crate::sketches::SpaceSaving;
 use crate::sketches::space_saving::MAX_CAPACITY;
+use crate::snapshot::restore_state;
+use serde::{Deserialize, Serialize};
 
 const PAPER: &str = "Nasir et al., When two choices are not enough: Balancing at scale in \
                      distributed stream processing, ICDE 2016; spec/baselines.md";
@@ -113,6 +115,7 @@ pub const D_CHOICES: GrouperInfo = GrouperInfo {
     paper: PAPER,
     params: &[THETA, CAPACITY, EPSILON, DISTINCT],
     build: build_d,
+    restore: restore_state::<HeadChoices>,
 };
 
 pub const W_CHOICES: GrouperInfo = GrouperInfo {
@@ -121,6 +124,7 @@ pub const W_CHOICES: GrouperInfo = GrouperInfo {
     paper: PAPER,
     params: &[THETA, CAPACITY, DISTINCT],
     build: build_w,
+    restore: restore_state::<HeadChoices>,
 };
 
 pub const RR_HEAD: GrouperInfo = GrouperInfo {
@@ -129,10 +133,11 @@ pub const RR_HEAD: GrouperInfo = GrouperInfo {
     paper: PAPER,
     params: &[THETA, CAPACITY, DISTINCT],
     build: build_rr,
+    restore: restore_state::<HeadChoices>,
 };
 
 /// How head keys are routed.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq)]
 pub enum HeadRouting {
     /// The least-loaded of `d` candidates, `d` chosen with slack `epsilon`.
     DChoices { epsilon: f64 },
@@ -143,7 +148,7 @@ pub enum HeadRouting {
 }
 
 /// The resolved settings of a grouper of this family.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq)]
 pub struct Settings {
     pub head: HeadRouting,
     /// The head threshold `θ`, in `(0, 1)`.
@@ -289,8 +294,8 @@ pub fn choose_d(workers: u32, head_size: usize, p_head: f64, p_top: f64, epsilon
 }
 
 /// D-Choices, W-Choices or Round-robin head, as [`Settings::head`] says.
+#[derive(Serialize, Deserialize)]
 pub struct HeadChoices {
-    name: &'static str,
     hashes: HashFamily,
     settings: Settings,
     summary: SpaceSaving,
@@ -306,11 +311,6 @@ pub struct HeadChoices {
 impl HeadChoices {
     /// Fails with a reason when the summary cannot be allocated.
     pub fn new(hashes: HashFamily, loads: LoadVector, settings: Settings) -> Result<Self, String> {
-        let name = match settings.head {
-            HeadRouting::DChoices { .. } => D_CHOICES.name,
-            HeadRouting::WChoices => W_CHOICES.name,
-            HeadRouting::RoundRobin => RR_HEAD.name,
-        };
         if !(settings.theta > 0.0 && settings.theta < 1.0) {
             return Err(format!("theta must be in (0, 1), got {}", settings.theta));
         }
@@ -334,7 +334,7 @@ impl HeadChoices {
             HeadRouting::DChoices { epsilon } => choose_d(workers, 0, 0.0, 0.0, epsilon),
             _ => workers.min(2),
         };
-        Ok(Self { name, hashes, settings, summary, head, d, next_head_worker: 0, loads })
+        Ok(Self { hashes, settings, summary, head, d, next_head_worker: 0, loads })
     }
 
     pub fn settings(&self) -> &Settings {
@@ -453,7 +453,11 @@ impl HeadChoices {
 
 impl Grouper for HeadChoices {
     fn name(&self) -> &'static str {
-        self.name
+        match self.settings.head {
+            HeadRouting::DChoices { .. } => D_CHOICES.name,
+            HeadRouting::WChoices => W_CHOICES.name,
+            HeadRouting::RoundRobin => RR_HEAD.name,
+        }
     }
 
     fn route(&mut self, key: Key<'_>) -> u32 {

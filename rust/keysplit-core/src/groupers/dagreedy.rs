@@ -64,6 +64,7 @@
 //!   reads the window size from the command line); at least 1, so that the previous
 //!   interval, whose hot keys are still hot, is in the window.
 
+use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
 
 use crate::error::ConfigError;
@@ -72,6 +73,7 @@ use crate::hash::{HashFamily, Key, fingerprint};
 use crate::loads::LoadVector;
 use crate::params::{ParamReader, ParamSpec, ParamValue};
 use crate::sketches::ItemMap;
+use crate::snapshot::restore_state;
 
 pub const INFO: GrouperInfo = GrouperInfo {
     name: "dagreedy",
@@ -92,6 +94,7 @@ pub const INFO: GrouperInfo = GrouperInfo {
         },
     ],
     build,
+    restore: restore_state::<DaGreedy>,
 };
 
 /// The largest accepted `window_panes`.
@@ -126,7 +129,7 @@ fn build(
 }
 
 /// Tuple-count intervals and the total of the previous one.
-#[derive(Clone, Debug)]
+#[derive(Serialize, Deserialize, Clone, Debug)]
 pub(crate) struct Intervals {
     pub interval_tuples: u64,
     /// Tuples routed in the current interval.
@@ -156,7 +159,7 @@ impl Intervals {
 }
 
 /// One pane: the tuples sent to each worker and the workers each key went to.
-#[derive(Clone, Debug)]
+#[derive(Serialize, Deserialize, Clone, Debug)]
 struct Pane {
     loads: Vec<u64>,
     holders: ItemMap<Vec<u32>>,
@@ -179,7 +182,7 @@ fn holder_map_bytes<V>(map: &ItemMap<Vec<V>>) -> usize {
 
 /// A sliding window of panes: the current pane and up to `panes` closed ones, with the
 /// windowed load of every worker and, for every key, the workers it went to in the window.
-#[derive(Clone, Debug)]
+#[derive(Serialize, Deserialize, Clone, Debug)]
 pub(crate) struct PaneWindow {
     panes: usize,
     closed: VecDeque<Pane>,
@@ -285,6 +288,7 @@ impl PaneWindow {
     }
 }
 
+#[derive(Serialize, Deserialize)]
 pub struct DaGreedy {
     hashes: HashFamily,
     loads: LoadVector,

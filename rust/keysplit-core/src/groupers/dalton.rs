@@ -73,6 +73,7 @@
 //! Randomness: `SplitMix64::for_grouper(grouper_seed, u64::from_le_bytes(*b"dalton\0\0"))`,
 //! one `next_f64` per hot tuple and one `next_u64` per exploration.
 
+use serde::{Deserialize, Serialize};
 use std::collections::HashSet;
 use std::hash::BuildHasherDefault;
 
@@ -84,6 +85,7 @@ use crate::loads::LoadVector;
 use crate::params::{ParamReader, ParamSpec, ParamValue};
 use crate::rng::SplitMix64;
 use crate::sketches::{ItemHasher, ItemMap};
+use crate::snapshot::restore_state;
 
 pub const INFO: GrouperInfo = GrouperInfo {
     name: "dalton",
@@ -109,6 +111,7 @@ pub const INFO: GrouperInfo = GrouperInfo {
         },
     ],
     build,
+    restore: restore_state::<Dalton>,
 };
 
 /// The initial value of every Q entry.
@@ -132,6 +135,7 @@ fn build(
     Ok(Box::new(Dalton::new(config.hashes, config.loads, interval_tuples, window_panes, epsilon)))
 }
 
+#[derive(Serialize, Deserialize)]
 struct Row {
     q: Vec<f64>,
     /// The last interval in which the key was found hot.
@@ -150,6 +154,7 @@ pub struct KeyView {
     pub tried: Vec<u32>,
 }
 
+#[derive(Serialize, Deserialize)]
 pub struct Dalton {
     hashes: HashFamily,
     loads: LoadVector,

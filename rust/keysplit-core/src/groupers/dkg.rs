@@ -129,6 +129,7 @@
 //! vector, `ΣL` is summed over the `n` counters at each tuple. A window end sorts the
 //! spaces, `O(B log B)` for a baby space of `B` items.
 
+use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
 
 use crate::error::ConfigError;
@@ -137,6 +138,7 @@ use crate::hash::{HashFamily, Key, fingerprint};
 use crate::loads::{LoadScope, LoadVector};
 use crate::params::{ParamReader, ParamSpec, ParamValue};
 use crate::sketches::{ItemMap, map_bytes};
+use crate::snapshot::restore_state;
 
 pub const DEFAULT_WINDOW_TUPLES: i64 = 15_000;
 pub const DEFAULT_OLD_CYCLE_WINDOWS: i64 = 4;
@@ -176,6 +178,7 @@ pub const INFO: GrouperInfo = GrouperInfo {
         },
     ],
     build,
+    restore: restore_state::<DynamicKeyGrouping>,
 };
 
 fn build(
@@ -260,14 +263,14 @@ pub fn threshold_table(machines: &[u32]) -> Vec<ThresholdRow> {
 }
 
 /// The Key Space part holding a Key Item.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Space {
     Baby,
     Teenage,
     Old,
 }
 
-#[derive(Clone, Copy, Debug)]
+#[derive(Serialize, Deserialize, Clone, Copy, Debug)]
 struct KeyItem {
     count: u64,
     width: u32,
@@ -275,6 +278,7 @@ struct KeyItem {
 }
 
 /// Dynamic Key Grouping over `n` workers; see the module documentation.
+#[derive(Serialize, Deserialize)]
 pub struct DynamicKeyGrouping {
     hashes: HashFamily,
     loads: LoadVector,

@@ -153,6 +153,8 @@ use crate::hash::{HashFamily, Key, fingerprint};
 use crate::loads::LoadVector;
 use crate::params::{ParamReader, ParamSpec, ParamValue};
 use crate::sketches::{ItemMap, SpaceSaving, map_bytes};
+use crate::snapshot::restore_state;
+use serde::{Deserialize, Serialize};
 
 pub const DEFAULT_DELTA: f64 = 1.5;
 pub const DEFAULT_SEGMENT_TUPLES: i64 = 100_000;
@@ -213,6 +215,7 @@ pub const INFO: GrouperInfo = GrouperInfo {
         },
     ],
     build,
+    restore: restore_state::<FlexD>,
 };
 
 /// FlexD's own parameters; `0` for `threshold` and `counters` means the automatic value.
@@ -272,7 +275,7 @@ fn build(
 }
 
 /// The entry of a hot key in `T_f` and `T_i`.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
 pub struct Entry {
     /// `T_f[k]`, a fraction of the segment.
     pub threshold: f64,
@@ -289,6 +292,7 @@ pub struct Entry {
 const WORKER_BYTES: usize = std::mem::size_of::<u32>();
 
 /// FlexD over `n` workers; see the module documentation.
+#[derive(Serialize, Deserialize)]
 pub struct FlexD {
     hashes: HashFamily,
     loads: LoadVector,

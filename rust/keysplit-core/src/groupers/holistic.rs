@@ -123,6 +123,8 @@ use crate::hash::{HashFamily, Key, fingerprint};
 use crate::loads::LoadVector;
 use crate::params::{ParamReader, ParamSpec, ParamValue};
 use crate::sketches::{HyperLogLog, ItemMap, map_bytes};
+use crate::snapshot::restore_state;
+use serde::{Deserialize, Serialize};
 
 const PAPER: &str = "Katsipoulakis, Labrinidis and Chrysanthis, A Holistic View of Stream \
                      Partitioning Costs, PVLDB 10(11), 2017";
@@ -166,6 +168,7 @@ macro_rules! info {
             paper: PAPER,
             params: $params,
             build: |config, params| build(config, params, $algorithm, $hll),
+            restore: restore_state::<Holistic>,
         }
     };
 }
@@ -213,7 +216,7 @@ pub const LM_HLL: GrouperInfo = info!(
 );
 
 /// The `decide()` of Algorithms 2-5.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Algorithm {
     Cm,
     Am,
@@ -274,6 +277,7 @@ fn build(
 }
 
 /// `C`: one cardinality structure per worker.
+#[derive(Serialize, Deserialize)]
 enum Cardinality {
     /// Section 3.2.1: the exact set of fingerprints sent to each worker.
     Exact(Vec<ItemMap<()>>),
@@ -360,8 +364,8 @@ impl Cardinality {
 }
 
 /// CM, AM, cAM and LM over exact sets or HyperLogLogs.
+#[derive(Serialize, Deserialize)]
 pub struct Holistic {
-    name: &'static str,
     algorithm: Algorithm,
     hashes: HashFamily,
     loads: LoadVector,
@@ -405,7 +409,6 @@ impl Holistic {
         }
         let workers = loads.workers() as usize;
         Ok(Self {
-            name: params.algorithm.name(params.hll),
             algorithm: params.algorithm,
             window_start: loads.snapshot(),
             hashes,
@@ -535,7 +538,7 @@ impl Holistic {
 
 impl Grouper for Holistic {
     fn name(&self) -> &'static str {
-        self.name
+        self.algorithm.name(matches!(self.cardinality, Cardinality::Hll { .. }))
     }
 
     fn route(&mut self, key: Key<'_>) -> u32 {

@@ -7,6 +7,8 @@ use crate::grouper::{Grouper, GrouperConfig, GrouperInfo};
 use crate::hash::{HashFamily, Key};
 use crate::loads::LoadVector;
 use crate::params::ParamReader;
+use crate::snapshot::restore_state;
+use serde::{Deserialize, Serialize};
 
 pub const INFO: GrouperInfo = GrouperInfo {
     name: "key",
@@ -14,12 +16,14 @@ pub const INFO: GrouperInfo = GrouperInfo {
     paper: "spec/baselines.md: Key grouping (KG, FLD, hash)",
     params: &[],
     build,
+    restore: restore_state::<KeyGrouping>,
 };
 
 fn build(config: GrouperConfig, _: &mut ParamReader<'_>) -> Result<Box<dyn Grouper>, ConfigError> {
     Ok(Box::new(KeyGrouping { hashes: config.hashes, loads: config.loads }))
 }
 
+#[derive(Serialize, Deserialize)]
 pub struct KeyGrouping {
     hashes: HashFamily,
     loads: LoadVector,

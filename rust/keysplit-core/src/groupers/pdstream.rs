@@ -108,6 +108,8 @@ use crate::loads::LoadVector;
 use crate::params::{ParamReader, ParamSpec, ParamValue};
 use crate::sketches::sliding_window::MAX_WINDOW;
 use crate::sketches::{ItemMap, SlidingWindowCounter, item_map};
+use crate::snapshot::restore_state;
+use serde::{Deserialize, Serialize};
 
 pub const INFO: GrouperInfo = GrouperInfo {
     name: "pdstream",
@@ -138,6 +140,7 @@ pub const INFO: GrouperInfo = GrouperInfo {
         },
     ],
     build,
+    restore: restore_state::<PdStream>,
 };
 
 /// Windows up to this length get their whole probability table at start-up.
@@ -304,6 +307,7 @@ pub fn estimated_candidates(p_hat: f64, workers: u32) -> u32 {
 }
 
 /// Pd-Stream over `n` workers; see the module documentation.
+#[derive(Serialize, Deserialize)]
 pub struct PdStream {
     hashes: HashFamily,
     loads: LoadVector,

@@ -15,6 +15,8 @@ use crate::grouper::{Grouper, GrouperConfig, GrouperInfo};
 use crate::hash::{HashFamily, Key};
 use crate::loads::LoadVector;
 use crate::params::{ParamReader, ParamSpec, ParamValue};
+use crate::snapshot::restore_state;
+use serde::{Deserialize, Serialize};
 
 pub const INFO: GrouperInfo = GrouperInfo {
     name: "pkg",
@@ -26,6 +28,7 @@ pub const INFO: GrouperInfo = GrouperInfo {
         doc: "force c2 != c1 as Apache Storm does; false lets them collide as in the paper",
     }],
     build,
+    restore: restore_state::<PartialKeyGrouping>,
 };
 
 fn build(
@@ -36,6 +39,7 @@ fn build(
     Ok(Box::new(PartialKeyGrouping::new(config.hashes, distinct_candidates, config.loads)))
 }
 
+#[derive(Serialize, Deserialize)]
 pub struct PartialKeyGrouping {
     hashes: HashFamily,
     distinct_candidates: bool,

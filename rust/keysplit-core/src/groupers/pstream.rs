@@ -54,6 +54,7 @@
 //!   "hot once at least two distinct bits are set".
 //! * `end_window()` does nothing: the predictor decays by updates, not by windows.
 
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 use crate::error::ConfigError;
@@ -62,6 +63,7 @@ use crate::hash::{HashFamily, Key, fingerprint};
 use crate::loads::LoadVector;
 use crate::params::{ParamReader, ParamSpec, ParamValue};
 use crate::rng::SplitMix64;
+use crate::snapshot::restore_state;
 
 /// The index mixed into the grouper seed for the generator of the coins and the decay.
 pub const RNG_INDEX: u64 = u64::from_le_bytes(*b"pstream\0");
@@ -94,6 +96,7 @@ pub const INFO: GrouperInfo = GrouperInfo {
         },
     ],
     build,
+    restore: restore_state::<PStream>,
 };
 
 fn build(
@@ -116,6 +119,7 @@ fn build(
     Ok(Box::new(PStream::new(config.hashes, l as u32, r as u32, p, round_robin, config.loads)))
 }
 
+#[derive(Serialize, Deserialize)]
 pub struct PStream {
     hashes: HashFamily,
     cap: u32,

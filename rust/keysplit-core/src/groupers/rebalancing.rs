@@ -140,6 +140,8 @@ use crate::grouper::{Grouper, GrouperConfig, GrouperInfo};
 use crate::hash::{HashFamily, Key};
 use crate::loads::LoadVector;
 use crate::params::{ParamReader, ParamSpec, ParamValue};
+use crate::snapshot::restore_state;
+use serde::{Deserialize, Serialize};
 
 /// The largest number of substreams.
 pub const MAX_SUBSTREAMS: u64 = 1 << 20;
@@ -177,6 +179,7 @@ pub const ELB: GrouperInfo = GrouperInfo {
         },
     ],
     build: build_elb,
+    restore: restore_state::<Elb>,
 };
 
 pub const CLB: GrouperInfo = GrouperInfo {
@@ -200,6 +203,7 @@ pub const CLB: GrouperInfo = GrouperInfo {
         },
     ],
     build: build_clb,
+    restore: restore_state::<Clb>,
 };
 
 /// The parameters both groupers share: `(p, window_tuples)`.
@@ -255,6 +259,7 @@ fn build_clb(
 }
 
 /// What ELB and CLB share: the substream table, the window histogram and `ψ`.
+#[derive(Serialize, Deserialize)]
 struct Substreams {
     hashes: HashFamily,
     workers: u32,
@@ -546,6 +551,7 @@ pub fn clb_assign(sets: &[Vec<usize>], table: &[u32], d: &[u64], workers: u32) -
 }
 
 /// ELB: eager load balancing at the end of every statistics window.
+#[derive(Serialize, Deserialize)]
 pub struct Elb {
     core: Substreams,
     tolerance: f64,
@@ -569,6 +575,7 @@ impl Elb {
 }
 
 /// CLB: correlation-based load balancing every `m` statistics windows.
+#[derive(Serialize, Deserialize)]
 pub struct Clb {
     core: Substreams,
     period: usize,

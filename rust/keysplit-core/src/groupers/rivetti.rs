@@ -62,6 +62,8 @@ use crate::loads::LoadVector;
 use crate::params::{ParamReader, ParamSpec, ParamValue};
 use crate::rng::SplitMix64;
 use crate::sketches::{ItemMap, SpaceSaving, item_map, map_bytes};
+use crate::snapshot::restore_state;
+use serde::{Deserialize, Serialize};
 
 /// The Mersenne prime `2^61 − 1` of the 2-universal bucket hash.
 pub const PRIME: u64 = (1 << 61) - 1;
@@ -84,6 +86,7 @@ pub const INFO: GrouperInfo = GrouperInfo {
               at least 1",
     }],
     build,
+    restore: restore_state::<DistributionAwareKeyGrouping>,
 };
 
 fn build(
@@ -100,7 +103,7 @@ fn build(
 }
 
 /// The 2-universal hash `g(x) = ((a·x + b) mod P) mod buckets`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
 pub struct BucketHash {
     pub a: u64,
     pub b: u64,
@@ -123,18 +126,21 @@ impl BucketHash {
     }
 }
 
+#[derive(Serialize, Deserialize)]
 struct Learning {
     summary: SpaceSaving,
     bucket_counts: Vec<u64>,
     seen: u64,
 }
 
+#[derive(Serialize, Deserialize)]
 struct Table {
     heavy: ItemMap<u32>,
     heavy_bytes: usize,
     bucket_workers: Vec<u32>,
 }
 
+#[derive(Serialize, Deserialize)]
 pub struct DistributionAwareKeyGrouping {
     hashes: HashFamily,
     buckets: BucketHash,

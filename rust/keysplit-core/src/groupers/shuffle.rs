@@ -9,6 +9,8 @@ use crate::grouper::{Grouper, GrouperConfig, GrouperInfo};
 use crate::hash::Key;
 use crate::loads::LoadVector;
 use crate::params::ParamReader;
+use crate::snapshot::restore_state;
+use serde::{Deserialize, Serialize};
 
 pub const INFO: GrouperInfo = GrouperInfo {
     name: "shuffle",
@@ -16,12 +18,14 @@ pub const INFO: GrouperInfo = GrouperInfo {
     paper: "spec/baselines.md: Shuffle grouping (SG, SH)",
     params: &[],
     build,
+    restore: restore_state::<Shuffle>,
 };
 
 fn build(config: GrouperConfig, _: &mut ParamReader<'_>) -> Result<Box<dyn Grouper>, ConfigError> {
     Ok(Box::new(Shuffle { next: 0, workers: config.workers, loads: config.loads }))
 }
 
+#[derive(Serialize, Deserialize)]
 pub struct Shuffle {
     next: u32,
     workers: u32,

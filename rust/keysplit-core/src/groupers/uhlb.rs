@@ -34,6 +34,8 @@ use crate::hash::{HashFamily, Key};
 use crate::loads::LoadVector;
 use crate::params::ParamReader;
 use crate::rng::SplitMix64;
+use crate::snapshot::restore_state;
+use serde::{Deserialize, Serialize};
 
 pub const INFO: GrouperInfo = GrouperInfo {
     name: "uhlb",
@@ -42,6 +44,7 @@ pub const INFO: GrouperInfo = GrouperInfo {
             Section 5 baseline UHLB; spec/baselines.md: Universal-hash grouping",
     params: &[],
     build,
+    restore: restore_state::<UniversalHashGrouping>,
 };
 
 /// The prime of the family, the Mersenne prime `2^61 − 1`.
@@ -64,6 +67,7 @@ pub const fn mod_mersenne61(v: u128) -> u64 {
     if v >= PRIME { v - PRIME } else { v }
 }
 
+#[derive(Serialize, Deserialize)]
 pub struct UniversalHashGrouping {
     hashes: HashFamily,
     a: u64,

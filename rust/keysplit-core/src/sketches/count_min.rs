@@ -21,12 +21,14 @@
 //! * `estimate(x)` is the smallest of the `depth` counters of `x`.
 //! * Counters and the total saturate at `u64::MAX` rather than wrap.
 
+use crate::snapshot::SketchSnapshot;
+use serde::{Deserialize, Serialize};
 use std::f64::consts::E;
 
 use crate::hash::{candidate_seed, hash_key};
 use crate::sketches::{SketchError, too_large};
 
-#[derive(Clone, Debug)]
+#[derive(Serialize, Deserialize, Clone, Debug)]
 pub struct CountMin {
     width: usize,
     depth: usize,
@@ -182,6 +184,28 @@ impl CountMin {
 #[inline]
 fn column(bytes: &[u8; 8], row: usize, width: usize, seed: u64) -> usize {
     (hash_key(bytes, candidate_seed(seed, row as u64)) % width as u64) as usize
+}
+
+impl SketchSnapshot for CountMin {
+    const NAME: &'static str = "count_min";
+
+    fn validate(&self) -> Result<(), String> {
+        if self.width == 0 || self.depth == 0 {
+            return Err(format!("width {} and depth {} must be positive", self.width, self.depth));
+        }
+        if self.width.checked_mul(self.depth) != Some(self.counters.len()) {
+            return Err(format!(
+                "{} counters for {} rows of {}",
+                self.counters.len(),
+                self.depth,
+                self.width
+            ));
+        }
+        if self.row_cells.len() != self.depth {
+            return Err(format!("{} row cells for {} rows", self.row_cells.len(), self.depth));
+        }
+        Ok(())
+    }
 }
 
 #[cfg(test)]

@@ -41,6 +41,8 @@
 
 use crate::hash::hash_key;
 use crate::sketches::SketchError;
+use crate::snapshot::SketchSnapshot;
+use serde::{Deserialize, Serialize};
 
 /// The seed of the register hash: the bytes of "hyperlog", read as a little-endian integer.
 pub const HLL_SEED: u64 = u64::from_le_bytes(*b"hyperlog");
@@ -54,7 +56,7 @@ pub const MAX_RANK: u8 = 31;
 const REGISTER_BITS: usize = 5;
 const REGISTER_MASK: u16 = (1 << REGISTER_BITS) - 1;
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
 pub struct HyperLogLog {
     precision: u8,
     packed: Vec<u8>,
@@ -225,6 +227,26 @@ impl HyperLogLog {
         if let Some(next) = self.packed.get_mut(byte + 1) {
             *next = high;
         }
+    }
+}
+
+impl SketchSnapshot for HyperLogLog {
+    const NAME: &'static str = "hyperloglog";
+
+    fn validate(&self) -> Result<(), String> {
+        if !(MIN_PRECISION..=MAX_PRECISION).contains(&self.precision) {
+            return Err(format!("precision {} is out of range", self.precision));
+        }
+        let expected = self.registers_len() * REGISTER_BITS / 8;
+        if self.packed.len() != expected {
+            return Err(format!("{} register bytes, expected {expected}", self.packed.len()));
+        }
+        let zero_registers = self.registers().filter(|&r| r == 0).count() as u32;
+        let scaled_inverse_sum: u64 = self.registers().map(|r| 1u64 << (MAX_RANK - r)).sum();
+        if (zero_registers, scaled_inverse_sum) != (self.zero_registers, self.scaled_inverse_sum) {
+            return Err("the cached sums disagree with the registers".to_owned());
+        }
+        Ok(())
     }
 }
 

@@ -16,6 +16,7 @@
 //! seeds. Lookup tables hash items with a fixed hasher, and only to find entries: no
 //! sketch answer depends on the order of a table.
 
+use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::fmt;
 use std::hash::{BuildHasherDefault, Hasher};
@@ -73,7 +74,7 @@ pub(crate) fn too_large(bytes: Option<usize>) -> String {
 /// Not SipHash with a random key: lookups need no defence against chosen keys here, since
 /// items are already XXH3 fingerprints, and a fixed hasher keeps a table's layout, speed
 /// and memory the same on every run.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default)]
 pub(crate) struct ItemHasher(u64);
 
 impl Hasher for ItemHasher {

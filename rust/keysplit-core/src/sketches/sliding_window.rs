@@ -11,6 +11,8 @@
 //! documents why), and a routing entry of a tail key that no longer occurs is dropped
 //! (steps 20-21) when [`Push::evicted`] reports a count of 0.
 
+use crate::snapshot::SketchSnapshot;
+use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
 
 use crate::sketches::{ItemMap, SketchError, item_map, item_map_bytes, too_large};
@@ -28,7 +30,7 @@ pub struct Push {
     pub evicted: Option<(u64, u32)>,
 }
 
-#[derive(Clone, Debug)]
+#[derive(Serialize, Deserialize, Clone, Debug)]
 pub struct SlidingWindowCounter {
     window: usize,
     items: VecDeque<u64>,
@@ -120,6 +122,27 @@ impl SlidingWindowCounter {
     /// a control byte for each entry it has room for.
     pub fn state_bytes(&self) -> usize {
         self.items.capacity() * std::mem::size_of::<u64>() + self.table_bytes
+    }
+}
+
+impl SketchSnapshot for SlidingWindowCounter {
+    const NAME: &'static str = "sliding_window";
+
+    fn validate(&self) -> Result<(), String> {
+        if !(1..=MAX_WINDOW).contains(&self.window) {
+            return Err(format!("window {} is out of range", self.window));
+        }
+        if self.items.len() > self.window {
+            return Err(format!("{} items in a window of {}", self.items.len(), self.window));
+        }
+        let mut counts: ItemMap<u32> = ItemMap::default();
+        for &item in &self.items {
+            *counts.entry(item).or_insert(0) += 1;
+        }
+        if counts != self.counts {
+            return Err("the counts disagree with the items in the window".to_owned());
+        }
+        Ok(())
     }
 }
 

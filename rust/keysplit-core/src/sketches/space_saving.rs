@@ -34,6 +34,8 @@
 //! `capacity` counters: no pointers, no `unsafe`, no reference counting.
 
 use crate::sketches::{ItemMap, SketchError, item_map, item_map_bytes, too_large};
+use crate::snapshot::SketchSnapshot;
+use serde::{Deserialize, Serialize};
 
 /// The most counters a sketch may have: links are `u32` indices, with one spare bucket
 /// beyond the counters and `u32::MAX` reserved for the end of a list.
@@ -56,7 +58,7 @@ impl Counter {
     }
 }
 
-#[derive(Clone, Debug)]
+#[derive(Serialize, Deserialize, Clone, Debug)]
 struct Slot {
     item: u64,
     error: u64,
@@ -66,7 +68,7 @@ struct Slot {
     later: u32,
 }
 
-#[derive(Clone, Debug)]
+#[derive(Serialize, Deserialize, Clone, Debug)]
 struct Bucket {
     count: u64,
     first: u32,
@@ -77,7 +79,7 @@ struct Bucket {
     higher: u32,
 }
 
-#[derive(Clone, Debug)]
+#[derive(Serialize, Deserialize, Clone, Debug)]
 pub struct SpaceSaving {
     capacity: usize,
     slots: Vec<Slot>,
@@ -345,6 +347,77 @@ impl Iterator for ByCount<'_> {
             later => later,
         };
         Some(item)
+    }
+}
+
+impl SketchSnapshot for SpaceSaving {
+    const NAME: &'static str = "space_saving";
+
+    /// Walks every list once, bounded by the vectors' lengths, so that a cycle cannot hang it.
+    fn validate(&self) -> Result<(), String> {
+        if !(1..=MAX_CAPACITY).contains(&self.capacity) {
+            return Err(format!("capacity {} is out of range", self.capacity));
+        }
+        let (slots, buckets) = (self.slots.len(), self.buckets.len());
+        if slots > self.capacity || buckets > self.capacity + 1 {
+            return Err(format!("{slots} counters and {buckets} buckets exceed the capacity"));
+        }
+        if self.slot_of.len() != slots
+            || self
+                .slot_of
+                .iter()
+                .any(|(&item, &slot)| self.slots.get(slot as usize).is_none_or(|s| s.item != item))
+        {
+            return Err("the item table disagrees with the counters".to_owned());
+        }
+        let broken = |what: &str| Err(format!("broken {what} list"));
+        let (mut bucket, mut lower, mut seen_buckets, mut seen_slots, mut sum) =
+            (self.smallest, NIL, 0usize, 0usize, 0u64);
+        let mut previous_count = None;
+        while bucket != NIL {
+            seen_buckets += 1;
+            let Some(b) = self.buckets.get(bucket as usize) else { return broken("bucket") };
+            if seen_buckets > buckets || b.lower != lower || b.first == NIL {
+                return broken("bucket");
+            }
+            if previous_count.is_some_and(|c| c >= b.count) {
+                return Err("bucket counts do not increase".to_owned());
+            }
+            previous_count = Some(b.count);
+            let (mut slot, mut earlier) = (b.first, NIL);
+            while slot != NIL {
+                seen_slots += 1;
+                let Some(s) = self.slots.get(slot as usize) else { return broken("counter") };
+                if seen_slots > slots || s.bucket != bucket || s.earlier != earlier {
+                    return broken("counter");
+                }
+                if s.error > b.count {
+                    return Err("a counter's error exceeds its count".to_owned());
+                }
+                sum = sum.saturating_add(b.count);
+                (earlier, slot) = (slot, s.later);
+            }
+            if b.last != earlier {
+                return broken("counter");
+            }
+            (lower, bucket) = (bucket, b.higher);
+        }
+        if self.largest != lower || seen_slots != slots {
+            return broken("bucket");
+        }
+        let mut free = self.free_buckets;
+        while free != NIL {
+            seen_buckets += 1;
+            let Some(b) = self.buckets.get(free as usize) else { return broken("free bucket") };
+            if seen_buckets > buckets {
+                return broken("free bucket");
+            }
+            free = b.higher;
+        }
+        if sum != self.total {
+            return Err(format!("the counts sum to {sum}, not the total {}", self.total));
+        }
+        Ok(())
     }
 }
 

@@ -1,0 +1,204 @@
+//! Snapshot and restore: a restored grouper routes on exactly as if never interrupted, and
+//! no byte string makes reading a snapshot panic.
+
+use keysplit_core::grouper::{GrouperInstance, build, registry};
+use keysplit_core::params::{ParamValue, Params};
+use keysplit_core::sketches::count_min::CountMin;
+use keysplit_core::sketches::hyperloglog::HyperLogLog;
+use keysplit_core::sketches::sliding_window::SlidingWindowCounter;
+use keysplit_core::sketches::space_saving::SpaceSaving;
+use keysplit_core::snapshot::FORMAT_VERSION;
+use keysplit_core::{Key, LoadVector, SketchSnapshot, SnapshotError};
+use proptest::prelude::*;
+
+/// Parameters that make every windowed grouper close windows, rebuild tables and clean up
+/// within a few hundred tuples, so that a snapshot lands amid all of its state.
+fn busy_params(name: &str) -> Params {
+    let ints: &[(&str, i64)] = match name {
+        "dkg_rivetti" => &[("learning_tuples", 40)],
+        "dkg" => &[("window_tuples", 25), ("expected_keys", 10)],
+        "flexd" => {
+            &[("segment_tuples", 50), ("batch_tuples", 7), ("cleanup_segments", 2), ("retain", 3)]
+        }
+        "cm" | "am" | "cam" | "lm" | "cm_hll" | "am_hll" | "cam_hll" | "lm_hll" => {
+            &[("window_tuples", 60)]
+        }
+        "elb" | "clb" => &[("window_tuples", 30), ("substreams", 32)],
+        "dagreedy" | "dalton" => &[("interval_tuples", 20), ("window_panes", 3)],
+        _ => &[],
+    };
+    let mut params: Params =
+        ints.iter().map(|&(k, v)| (k.to_owned(), ParamValue::Int(v))).collect();
+    if name == "clb" {
+        params.insert("period_windows".to_owned(), ParamValue::Int(2));
+    }
+    params
+}
+
+fn route(instance: &mut GrouperInstance, keys: &[Vec<u8>]) -> Vec<u32> {
+    keys.iter().map(|k| instance.grouper.route(Key::Bytes(k))).collect()
+}
+
+fn keys_strategy() -> impl Strategy<Value = Vec<Vec<u8>>> {
+    prop::collection::vec(prop::collection::vec(0u8..6, 0..3), 0..300)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+
+    #[test]
+    fn every_grouper_restored_mid_stream_routes_on_as_if_uninterrupted(
+        a in keys_strategy(), b in keys_strategy(), workers in 1u64..12, seed in any::<u64>(),
+        window_ends in prop::collection::vec(0usize..300, 0..3),
+    ) {
+        for info in registry() {
+            let params = busy_params(info.name);
+            let mut whole = build(info.name, workers, seed, &params, None).unwrap();
+            let mut first = build(info.name, workers, seed, &params, None).unwrap();
+            let mut expected = Vec::new();
+            let mut routed_a = Vec::new();
+            for (i, key) in a.iter().enumerate() {
+                if window_ends.contains(&i) {
+                    whole.grouper.end_window();
+                    first.grouper.end_window();
+                }
+                expected.push(whole.grouper.route(Key::Bytes(key)));
+                routed_a.push(first.grouper.route(Key::Bytes(key)));
+            }
+            let bytes = first.snapshot().unwrap();
+            // The same configuration and history give the same bytes.
+            prop_assert_eq!(&whole.snapshot().unwrap(), &bytes, "grouper {}", info.name);
+            expected.extend(route(&mut whole, &b));
+
+            let mut restored = GrouperInstance::restore(&bytes).unwrap();
+            prop_assert_eq!(restored.info.name, info.name);
+            prop_assert_eq!(&restored.params, &first.params);
+            prop_assert_eq!(restored.grouper.loads().snapshot(), first.grouper.loads().snapshot());
+            routed_a.extend(route(&mut restored, &b));
+            prop_assert_eq!(&routed_a, &expected, "grouper {}", info.name);
+        }
+    }
+
+    #[test]
+    fn no_byte_string_makes_restore_panic(bytes in prop::collection::vec(any::<u8>(), 0..200)) {
+        let _ = GrouperInstance::restore(&bytes);
+        let _ = SpaceSaving::restore(&bytes);
+    }
+
+    #[test]
+    fn every_single_byte_corruption_is_detected(position in any::<prop::sample::Index>(), flip in 1u8..=255) {
+        let mut instance = build("pdstream", 8, 3, &Params::new(), None).unwrap();
+        route(&mut instance, &(0u8..50).map(|k| vec![k % 7]).collect::<Vec<_>>());
+        let mut bytes = instance.snapshot().unwrap();
+        let i = position.index(bytes.len());
+        bytes[i] ^= flip;
+        prop_assert!(GrouperInstance::restore(&bytes).is_err());
+    }
+
+    #[test]
+    fn sketches_restore_to_equal_sketches_and_their_states_validate(
+        items in prop::collection::vec(0u64..40, 0..400), capacity in 1usize..12,
+    ) {
+        let mut summary = SpaceSaving::new(capacity).unwrap();
+        let mut count_min = CountMin::new(16, 3, 9).unwrap();
+        let mut hll = HyperLogLog::new(6).unwrap();
+        let mut window = SlidingWindowCounter::new(capacity).unwrap();
+        for &item in &items {
+            summary.insert(item);
+            count_min.insert(item, 1);
+            hll.insert(item);
+            window.push(item);
+        }
+        let summary2 = SpaceSaving::restore(&summary.snapshot().unwrap()).unwrap();
+        prop_assert_eq!(
+            summary2.iter_by_count().collect::<Vec<_>>(),
+            summary.iter_by_count().collect::<Vec<_>>()
+        );
+        let count_min2 = CountMin::restore(&count_min.snapshot().unwrap()).unwrap();
+        for item in 0u64..40 {
+            prop_assert_eq!(count_min2.estimate(item), count_min.estimate(item));
+            prop_assert_eq!(
+                window.clone().push(item),
+                SlidingWindowCounter::restore(&window.snapshot().unwrap()).unwrap().push(item)
+            );
+        }
+        prop_assert_eq!(HyperLogLog::restore(&hll.snapshot().unwrap()).unwrap(), hll);
+    }
+}
+
+fn pkg_snapshot() -> Vec<u8> {
+    let mut instance = build("pkg", 4, 1, &Params::new(), None).unwrap();
+    route(&mut instance, &[b"a".to_vec(), b"b".to_vec(), b"a".to_vec()]);
+    instance.snapshot().unwrap()
+}
+
+fn restore_error(bytes: &[u8]) -> SnapshotError {
+    match GrouperInstance::restore(bytes) {
+        Ok(_) => panic!("restored a bad snapshot"),
+        Err(e) => e,
+    }
+}
+
+#[test]
+fn the_frame_is_magic_version_length_body_checksum() {
+    let bytes = pkg_snapshot();
+    assert_eq!(&bytes[..8], b"KSPLSNAP");
+    assert_eq!(u16::from_le_bytes([bytes[8], bytes[9]]), FORMAT_VERSION);
+    let body = u64::from_le_bytes(bytes[10..18].try_into().unwrap()) as usize;
+    assert_eq!(bytes.len(), 18 + body + 8);
+    let checksum = u64::from_le_bytes(bytes[18 + body..].try_into().unwrap());
+    assert_eq!(checksum, xxhash_rust::xxh3::xxh3_64(&bytes[..18 + body]));
+}
+
+#[test]
+fn bad_snapshots_are_refused_with_the_reason() {
+    let bytes = pkg_snapshot();
+    for cut in [0, 3, 17, 20, bytes.len() - 1] {
+        let error = restore_error(&bytes[..cut]);
+        assert!(matches!(error, SnapshotError::Truncated { .. }), "cut {cut}: {error}");
+        assert!(error.to_string().contains("truncated"));
+    }
+    assert_eq!(restore_error(b"not a snapshot at all"), SnapshotError::NotASnapshot);
+
+    let mut newer = bytes.clone();
+    newer[8..10].copy_from_slice(&(FORMAT_VERSION + 1).to_le_bytes());
+    let error = restore_error(&newer);
+    assert_eq!(error, SnapshotError::UnsupportedVersion { found: FORMAT_VERSION + 1 });
+    assert!(error.to_string().contains("this release reads version 1"));
+
+    let mut corrupt = bytes.clone();
+    corrupt[25] ^= 0x10;
+    assert!(matches!(restore_error(&corrupt), SnapshotError::Checksum { .. }));
+
+    let mut longer = bytes.clone();
+    longer.push(0);
+    assert_eq!(restore_error(&longer), SnapshotError::TrailingBytes { extra: 1 });
+}
+
+#[test]
+fn sketch_and_grouper_snapshots_cannot_be_swapped() {
+    let sketch = HyperLogLog::new(4).unwrap().snapshot().unwrap();
+    let error = restore_error(&sketch);
+    assert!(error.to_string().contains("\"sketch:hyperloglog\", not a grouper"), "{error}");
+    let error = match SpaceSaving::restore(&pkg_snapshot()) {
+        Ok(_) => panic!("a grouper restored as a sketch"),
+        Err(e) => e,
+    };
+    assert!(error.to_string().contains("snapshot holds \"pkg\", not \"sketch:space_saving\""));
+    let error = match SpaceSaving::restore(&sketch) {
+        Ok(_) => panic!("one sketch restored as another"),
+        Err(e) => e,
+    };
+    assert!(matches!(error, SnapshotError::WrongKind { .. }));
+}
+
+#[test]
+fn a_shared_load_vector_restores_as_private_counts() {
+    let shared = LoadVector::shared(3);
+    let mut instance = build("pkg", 3, 0, &Params::new(), Some(shared.share().unwrap())).unwrap();
+    route(&mut instance, &[b"x".to_vec(), b"y".to_vec()]);
+    let restored = GrouperInstance::restore(&instance.snapshot().unwrap()).unwrap();
+    assert_eq!(restored.grouper.loads().snapshot(), shared.snapshot());
+    assert!(restored.grouper.loads().share().is_some(), "the scope is kept");
+    assert_eq!(restored.grouper.loads().total(), 2);
+}

@@ -1,0 +1,164 @@
+"""keysplit.spark against a real embedded Spark Connect server (the ``spark`` fixture).
+
+Every query runs through ``Session.call`` with a timeout; no query sees more than 100k rows.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+import pytest
+
+import keysplit
+from keysplit import metrics
+from keysplit.spark import (
+    ObservationMismatch,
+    aggregate,
+    aggregate_with_report,
+    apply_operator,
+    reference,
+    sketch_error,
+    windowed_count,
+)
+from keysplit.spark.shipping import to_arrow
+
+TIMEOUT = 180.0
+AGGS = ["count", "count(value)", "sum(value)", "min(value)", "max(value)", "mean(value)", "distinct(user)"]
+
+
+def _stream(rows: int = 6_000, *, z: float = 1.4, seed: int = 7) -> pl.DataFrame:
+    """A Zipf key stream with integer values (some null) and a user column."""
+    keys = pl.concat(list(keysplit.datasets.zipf(keys=400, tuples=rows, z=z, seed=seed)))
+    i = pl.int_range(rows, dtype=pl.Int64)
+    return keys.with_columns(
+        value=pl.when(i % 11 == 3).then(None).otherwise((i * 7919) % 1000 - 300),
+        user=((i * 104729) % 97).cast(pl.Int64),
+    )
+
+
+def _reference(spark, data: pl.DataFrame, *, key: str = "key", aggs=AGGS, window=None) -> pl.DataFrame:
+    frame = spark.spark.createDataFrame(to_arrow(data))
+    table = spark.call("reference", reference(frame, key=key, aggs=aggs, window=window).toArrow, timeout=TIMEOUT)
+    result = pl.from_arrow(table)
+    return result.sort([c for c in (window, key) if c is not None], nulls_last=False)
+
+
+@pytest.fixture(scope="module")
+def zipf_stream() -> pl.DataFrame:
+    return _stream()
+
+
+@pytest.fixture(scope="module")
+def zipf_reference(spark, zipf_stream) -> pl.DataFrame:
+    return _reference(spark, zipf_stream)
+
+
+@pytest.mark.parametrize("name", [info.name for info in keysplit.groupers()])
+def test_every_grouper_equals_groupby(spark, zipf_stream, zipf_reference, name):
+    result, report = aggregate_with_report(
+        zipf_stream, key="key", grouper=keysplit.Grouper(name, workers=6, seed=3), aggs=AGGS,
+        distinct="exact", session=spark, output="polars", batch_rows=10_000, timeout=TIMEOUT,
+    )
+    assert result.equals(zipf_reference)
+    # Spark's partitions, read through spark_partition_id(), are the client's routing.
+    routed = keysplit.route(zipf_stream, key="key", grouper=keysplit.Grouper(name, workers=6, seed=3))
+    assert report.partition_rows == metrics.worker_loads(routed, workers=6).to_list()
+    assert report.spark_partial_rows == metrics.aggregation_cost(routed)
+    assert all(found in ([], [p]) for p, found in enumerate(report.windows[0].partition_workers))
+
+
+def test_sketched_distinct_within_its_error(spark, zipf_stream, zipf_reference):
+    data = zipf_stream.with_columns(user=pl.int_range(zipf_stream.height) % 3_000)
+    exact = _reference(spark, data, aggs=["distinct(user)"])
+    result = aggregate(
+        data, key="key", grouper="pkg", aggs=["distinct(user)"], session=spark,
+        output="polars", batch_rows=10_000, timeout=TIMEOUT,
+    )
+    joined = result.join(exact, on="key", suffix="_exact")
+    assert joined.height == exact.height
+    error = (joined["distinct_user"] - joined["distinct_user_exact"]).abs() / joined["distinct_user_exact"]
+    assert error.max() <= sketch_error()
+    # The hottest keys have well over a thousand distinct users: a sketch, not a list.
+    assert joined["distinct_user_exact"].max() > 1_000
+
+
+def test_string_keys_nulls_and_count_windows(spark):
+    words = ["the", "and", "of", None, "lord", "the", "unto", "the", "and", "shall"]
+    rows = 5_000
+    data = pl.DataFrame(
+        {"word": [words[(i * i + i // 7) % len(words)] for i in range(rows)], "value": list(range(rows))}
+    ).with_columns(
+        value=pl.when(pl.col("word") == "lord").then(None).otherwise(pl.col("value")).cast(pl.Int32),
+        window=pl.int_range(rows, dtype=pl.Int64) // 1_200,
+    )
+    aggs = ["count", "sum(value)", "mean(value)", "max(value)"]
+    expected = _reference(spark, data, key="word", aggs=aggs, window="window")
+    result, report = aggregate_with_report(
+        data.drop("window"), key="word", grouper="w_choices", workers=4, aggs=aggs, window=1_200,
+        session=spark, output="polars", batch_rows=1_000, timeout=TIMEOUT,
+    )
+    assert result.equals(expected)
+    assert [w.window for w in report.windows] == [0, 1, 2, 3, 4]
+    assert [w.rows for w in report.windows] == [1_200] * 4 + [200]
+    # "lord" has no value: null sum, mean and max, as groupBy gives.
+    lord = result.filter(pl.col("word") == "lord")
+    assert lord.height == 5 and lord["sum_value"].null_count() == 5
+    assert result.filter(pl.col("word").is_null()).height == 5
+
+
+def test_window_column_and_spark_output(spark, zipf_stream):
+    data = zipf_stream.with_columns(day=(pl.int_range(zipf_stream.height) // 2_500).cast(pl.Int32))
+    expected = _reference(spark, data, aggs=["count", "min(value)"], window="day")
+    frame = aggregate(
+        data, key="key", grouper="cam", aggs=["count", "min(value)"], window="day", session=spark,
+        batch_rows=4_000, timeout=TIMEOUT,
+    )
+    result = pl.from_arrow(spark.call("collect", frame.toArrow, timeout=TIMEOUT)).sort("day", "key")
+    assert result.equals(expected)
+
+
+def test_operator_mode_windowed_word_count(spark, zipf_stream):
+    from pyspark.sql import functions as F
+
+    data = zipf_stream.select("key")
+    expected_frame = (
+        spark.spark.createDataFrame(to_arrow(data.with_row_index("seq").with_columns(pl.col("seq").cast(pl.Int64))))
+        .groupBy(F.floor(F.col("seq") / 1_000).cast("long").alias("window"), "key")
+        .agg(F.count(F.lit(1)).alias("count"))
+    )
+    expected = pl.from_arrow(spark.call("reference", expected_frame.toArrow, timeout=TIMEOUT)).sort("window", "key")
+    result, report = apply_operator(
+        data, operator=windowed_count(1_000), grouper="pdstream", workers=5, session=spark,
+        output="polars", batch_rows=3_000, timeout=TIMEOUT,
+    )
+    assert result.equals(expected)
+    routed = keysplit.route(data, key="key", grouper=keysplit.Grouper("pdstream", workers=5))
+    assert report.partition_rows == metrics.worker_loads(routed, workers=5).to_list()
+    # Each worker emits one count per (window, key) it saw: that is Γ per window.
+    per_window = routed.with_columns(window=pl.int_range(routed.height) // 1_000)
+    assert report.spark_partial_rows == per_window.select("window", "worker", "key").unique().height
+
+
+def test_bad_input_is_refused_before_any_query(spark, zipf_stream):
+    with pytest.raises(ValueError, match="unknown aggregate 'median'"):
+        aggregate(zipf_stream, aggs=["median(value)"], session=spark)
+    with pytest.raises(ValueError, match="needs a column"):
+        aggregate(zipf_stream, aggs=["sum"], session=spark)
+    with pytest.raises(ValueError, match="window must be"):
+        aggregate(zipf_stream, window=0, session=spark)
+    with pytest.raises(ValueError, match="columns \\['nope'\\] are not in the stream"):
+        aggregate(zipf_stream, aggs=["sum(nope)"], session=spark)
+    with pytest.raises(TypeError, match="stream must be"):
+        aggregate(42, session=spark)
+    with pytest.raises(ValueError, match="windows must not decrease"):
+        aggregate(pl.DataFrame({"key": [1, 2], "w": [2, 1]}), window="w", session=spark)
+
+
+def test_observation_mismatch_is_an_error():
+    from keysplit.spark.report import WindowReport
+
+    window = WindowReport(
+        window=None, rows=3, client_loads=[2, 1], partition_rows=[1, 2],
+        partition_workers=[[0], [1, 0]], client_partial_rows=2, spark_partial_rows=2,
+    )
+    problems = window.disagreements()
+    assert len(problems) == 2 and issubclass(ObservationMismatch, RuntimeError)

@@ -1,0 +1,92 @@
+"""Sessions failing fast, a server killed mid-run, and resuming from the checkpoint."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import time
+
+import polars as pl
+import pytest
+
+import keysplit
+from keysplit.spark import SparkConnectError, aggregate, aggregate_with_report, session
+
+TIMEOUT = 180.0
+AGGS = ["count", "sum(value)", "mean(value)", "distinct(value)"]
+
+
+def _stream() -> pl.DataFrame:
+    keys = pl.concat(list(keysplit.datasets.zipf(keys=300, tuples=8_000, z=1.6, seed=11)))
+    return keys.with_columns(value=(pl.int_range(keys.height, dtype=pl.Int64) * 31) % 500)
+
+
+def test_taken_port_fails_fast():
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        started = time.monotonic()
+        with pytest.raises(SparkConnectError, match=f"port 127.0.0.1:{port} is taken"):
+            session(port=port)
+        assert time.monotonic() - started < 30
+
+
+def test_missing_java_fails_fast(monkeypatch):
+    monkeypatch.setenv("PATH", "/nonexistent")
+    monkeypatch.delenv("JAVA_HOME", raising=False)
+    with pytest.raises(SparkConnectError, match="needs Java 17 or newer"):
+        session()
+
+
+def test_unreachable_server_fails_fast_without_leaking_the_token():
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    started = time.monotonic()
+    with pytest.raises(SparkConnectError) as caught:
+        session(f"sc://127.0.0.1:{port}/;token=s3cr3t-value;use_ssl=true")
+    assert time.monotonic() - started < 30
+    assert "unreachable" in str(caught.value)
+    assert "s3cr3t" not in str(caught.value) and "token=***" in str(caught.value)
+    with pytest.raises(ValueError, match="sc://host:port") as bad:
+        session("http://example.invalid/;token=s3cr3t")
+    assert "s3cr3t" not in str(bad.value)
+
+
+def test_killed_server_then_resume_equals_the_uninterrupted_run(spark, tmp_path):
+    data = _stream()
+    options = dict(key="key", grouper="pdstream", workers=4, aggs=AGGS, window=2_000, batch_rows=1_000,
+                   output="polars", timeout=TIMEOUT)
+    uninterrupted = aggregate(data, session=spark, **options)
+
+    doomed = session(query_timeout=TIMEOUT)
+    pid = doomed.server.pid
+
+    def kill_after_second_window(report):
+        if report.window == 1:
+            doomed.server.kill()
+
+    try:
+        with pytest.raises(SparkConnectError) as caught:
+            aggregate(data, session=doomed, checkpoint=tmp_path, on_window=kill_after_second_window, **options)
+    finally:
+        doomed.close()
+    message = str(caught.value)
+    assert "exited" in message or "unreachable" in message
+    assert "2 finished windows are checkpointed" in message and "resume" in message
+    with pytest.raises(ProcessLookupError):
+        os.killpg(pid, 0)  # no process of the killed server's group is left
+    manifest = json.loads((tmp_path / "manifest.json").read_text())
+    assert [w["window"] for w in manifest["windows"]] == [0, 1]
+
+    resumed, report = aggregate_with_report(data, session=spark, checkpoint=tmp_path, **options)
+    assert [w.resumed for w in report.windows] == [True, True, False, False]
+    assert resumed.equals(uninterrupted)
+    assert resumed["count"].sum() == data.height  # no tuple lost or counted twice
+
+    # Another run's arguments may not reuse the directory.
+    with pytest.raises(ValueError, match="differing: workers"):
+        aggregate(data, session=spark, checkpoint=tmp_path, **{**options, "workers": 5})
+
