@@ -511,12 +511,8 @@ def claims(frame: pl.DataFrame) -> pl.DataFrame:
             for z in sorted(set(fx["value"].to_list())):
                 lam = {g: _one(fx, grouper=g, workers=p, value=z, metric="lambda") for g in FLEXD_GROUPERS}
                 claim("flexd", f"n={p} z={z}: FlexD's λ below Hash's and DKG's", "FlexD 6.2, Fig. 9", lam["flexd"] < min(lam["key"], lam["dkg_rivetti"]))
-                claim(
-                    "flexd",
-                    f"n={p} z={z}: FlexD's λ at most PStream's and Dalton's",
-                    "FlexD 6.2, Fig. 9",
-                    lam["flexd"] <= min(lam["pstream"], lam["dalton"]),
-                )
+                for rival, label in (("pstream", "PStream"), ("dalton", "Dalton")):
+                    claim("flexd", f"n={p} z={z}: FlexD's λ at most {label}'s", "FlexD 6.2, Fig. 9", lam["flexd"] <= lam[rival])
             gam = {g: _one(fx, grouper=g, workers=p, value=3.0, metric="gamma") for g in FLEXD_GROUPERS}
             after = {g: _one(fx, grouper=g, workers=p, value=3.0, metric="gamma_after_learning") for g in FLEXD_GROUPERS}
             claim(
