@@ -34,8 +34,8 @@ _PAPER_ROWS: list[tuple[str, str, int, str, float, str, float, str]] = [
     ("pdstream", "pkg", 16, "z", 1.6, "lambda", 3.85, "Pd-Stream VI-D, Fig. 8 text"),
     ("pdstream", "pkg", 128, "z", 1.6, "lambda", 27.01, "Pd-Stream VI-D, Fig. 8 text"),
     *[
-        (exp, g, p, "z", z, "lambda", 1e-6 if p <= 32 else 1e-5, "Pd-Stream VI-D: 'stabilizes at 10^-6 (p 16, 32) / 10^-5 (p 64, 128)'")
-        for exp, g in (("pdstream", "w_choices"), ("pdstream", "pdstream"))
+        ("pdstream", g, p, "z", z, "lambda", 1e-6 if p <= 32 else 1e-5, "Pd-Stream VI-D: 'stabilizes at 10^-6 (p 16, 32) / 10^-5 (p 64, 128)'")
+        for g in ("w_choices", "pdstream")
         for p in (16, 32, 64, 128)
         for z in (1.0, 2.0)
     ],
@@ -125,10 +125,6 @@ def _route(grouper: Grouper, batches: Iterable[pl.DataFrame]) -> pl.DataFrame:
     return pl.concat(routed) if routed else pl.DataFrame({"key": [], "worker": []})
 
 
-def _pairs_per_key(frame: pl.DataFrame) -> float:
-    return metrics.replication_factor(frame)
-
-
 def _stddev_percent(loads: pl.Series) -> float:
     """DKG's StdDev (Eq. 7) over the loads in percent of all tuples, as its Table 3."""
     total = loads.sum()
@@ -193,7 +189,7 @@ def pdstream(
                 frame = _route(Grouper(name, workers=p, seed=seed), keys)
                 loads = metrics.worker_loads(frame, workers=p)
                 rows.append(_row("pdstream", name, p, "z", z, "lambda", metrics.load_imbalance(loads)))
-                rows.append(_row("pdstream", name, p, "z", z, "gamma", _pairs_per_key(frame)))
+                rows.append(_row("pdstream", name, p, "z", z, "gamma", metrics.replication_factor(frame)))
     return _attach_paper(rows)
 
 
@@ -213,7 +209,7 @@ def pdstream_wchoices_theta(scale: float = 1.0, *, seed: int = 0) -> pl.DataFram
             loads = metrics.worker_loads(frame, workers=p)
             name = f"w_choices z={z}"
             rows.append(_row("pdstream_wc_theta", name, p, "theta", theta, "lambda", metrics.load_imbalance(loads)))
-            rows.append(_row("pdstream_wc_theta", name, p, "theta", theta, "gamma", _pairs_per_key(frame)))
+            rows.append(_row("pdstream_wc_theta", name, p, "theta", theta, "gamma", metrics.replication_factor(frame)))
     return _attach_paper(rows)
 
 
@@ -250,7 +246,7 @@ def pdstream_dagreedy_params(scale: float = 1.0, *, seed: int = 0) -> pl.DataFra
                 loads = metrics.worker_loads(frame, workers=128)
                 name = f"dagreedy interval={interval} panes={panes}"
                 rows.append(_row("pdstream_dagreedy_params", name, 128, "z", z, "lambda", metrics.load_imbalance(loads)))
-                rows.append(_row("pdstream_dagreedy_params", name, 128, "z", z, "gamma", _pairs_per_key(frame)))
+                rows.append(_row("pdstream_dagreedy_params", name, 128, "z", z, "gamma", metrics.replication_factor(frame)))
     return _attach_paper(rows)
 
 
@@ -282,15 +278,15 @@ def flexd(scale: float = 1.0, *, workers: Iterable[int] = (8, 32), seed: int = 0
                 start = metrics.worker_loads(frame.head(max(1, tuples // 10)), workers=p)
                 rows.append(_row("flexd", name, p, "z", z, "lambda", metrics.load_imbalance(loads)))
                 rows.append(_row("flexd", name, p, "z", z, "lambda_start", metrics.load_imbalance(start)))
-                rows.append(_row("flexd", name, p, "z", z, "gamma", _pairs_per_key(frame)))
-                rows.append(_row("flexd", name, p, "z", z, "gamma_after_learning", _pairs_per_key(frame.slice(learned))))
+                rows.append(_row("flexd", name, p, "z", z, "gamma", metrics.replication_factor(frame)))
+                rows.append(_row("flexd", name, p, "z", z, "gamma_after_learning", metrics.replication_factor(frame.slice(learned))))
     keys = list(datasets.zipf(keys=100_000, tuples=tuples, z=1.5, seed=seed))
     for p in workers:
         for delta in (1.1, 1.25, 1.5, 2.0, 3.0, 5.0):
             frame = _route(Grouper("flexd", workers=p, seed=seed, delta=delta), keys)
             loads = metrics.worker_loads(frame, workers=p)
             rows.append(_row("flexd_delta", "flexd", p, "delta", delta, "lambda", metrics.load_imbalance(loads)))
-            rows.append(_row("flexd_delta", "flexd", p, "delta", delta, "gamma", _pairs_per_key(frame)))
+            rows.append(_row("flexd_delta", "flexd", p, "delta", delta, "gamma", metrics.replication_factor(frame)))
     return _attach_paper(rows)
 
 
@@ -315,7 +311,7 @@ def dkg(scale: float = 1.0, *, workers: int = 10, seed: int = 0) -> pl.DataFrame
             frame = _route(Grouper(name, workers=workers, seed=seed), keys)
             loads = metrics.worker_loads(frame, workers=workers)
             rows.append(_row("dkg", name, workers, "skew", skew, "stddev", _stddev_percent(loads)))
-            rows.append(_row("dkg", name, workers, "skew", skew, "distcost", _pairs_per_key(frame)))
+            rows.append(_row("dkg", name, workers, "skew", skew, "distcost", metrics.replication_factor(frame)))
     return _attach_paper(rows)
 
 
