@@ -509,6 +509,10 @@ def claims(frame: pl.DataFrame) -> pl.DataFrame:
                 claim("flexd", f"n={p} z={z}: FlexD's λ below Hash's and DKG's", "FlexD 6.2, Fig. 9", lam["flexd"] < min(lam["key"], lam["dkg_rivetti"]))
                 for rival, label in (("pstream", "PStream"), ("dalton", "Dalton")):
                     claim("flexd", f"n={p} z={z}: FlexD's λ at most {label}'s", "FlexD 6.2, Fig. 9", lam["flexd"] <= lam[rival])
+            for rival, label in (("pstream", "PStream"), ("dalton", "Dalton")):
+                start = _one(fx, grouper=rival, workers=p, value=3.0, metric="lambda_start")
+                whole = _one(fx, grouper=rival, workers=p, value=3.0, metric="lambda")
+                claim("flexd", f"n={p} z=3.0: {label}'s λ higher in the initial stage than overall", "FlexD 6.2, Fig. 9", start > whole)
             gam = {g: _one(fx, grouper=g, workers=p, value=3.0, metric="gamma") for g in FLEXD_GROUPERS}
             after = {g: _one(fx, grouper=g, workers=p, value=3.0, metric="gamma_after_learning") for g in FLEXD_GROUPERS}
             claim(
