@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import polars as pl
 
-from keysplit import datasets
+from keysplit import datasets, reproduction
 from keysplit import simulate as simulation
 from keysplit._grouper import groupers
 
@@ -156,6 +156,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     listing = commands.add_parser("groupers", help="list every grouper with its paper")
     listing.set_defaults(run=_list_groupers)
+
+    reproduction.add_subcommand(commands)
 
     args = parser.parse_args(argv)
     try:

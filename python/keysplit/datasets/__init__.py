@@ -7,6 +7,13 @@ a seed gives the same stream on every machine and in every release.
 """
 
 from keysplit.datasets.files import from_file
+from keysplit.datasets.papers import (
+    dkg_country_skew,
+    elb_substreams,
+    pdstream_zipf,
+    tpch_q1_keys,
+    tpch_q3_keys,
+)
 from keysplit.datasets.real import MissingSourceError, kjv, nycflights, tpch, tpch_table, wordfreq_words
 from keysplit.datasets.synthetic import (
     DEFAULT_BATCH_ROWS,
@@ -23,12 +30,17 @@ __all__ = [
     "Burst",
     "MissingSourceError",
     "bursty_zipf",
+    "dkg_country_skew",
     "drift_permutation",
     "drifting_zipf",
+    "elb_substreams",
     "from_file",
     "kjv",
     "nycflights",
+    "pdstream_zipf",
     "tpch",
+    "tpch_q1_keys",
+    "tpch_q3_keys",
     "tpch_table",
     "wordfreq_words",
     "with_bursts",

@@ -66,6 +66,11 @@
 //!   analysis of `d` independent hash choices: duplicates are kept, not re-hashed, so a key
 //!   with collisions simply has fewer distinct workers to choose from; a repeated candidate
 //!   changes nothing in the choice, ties going to its first occurrence.
+//! * **θ and other papers' W-C.** Pd-Stream reports W-C's γ rising to 7.97 at z = 2.0,
+//!   p = 128, without saying which θ it used; with the default `1/(5n)` W-C splits only
+//!   the ~20 keys above `1/640` there and γ is 1.80, while a fixed `θ ≈ 1e-5` gives 7.69
+//!   (`keysplit reproduce pdstream_wc_theta`, `docs/reproduction.md`). The default stays
+//!   the spec's `1/(5n)`.
 //! * **No windows.** The summary counts from the start of the stream; `end_window()` does
 //!   nothing, as the paper keeps one running summary per source.
 

@@ -129,6 +129,10 @@
 //!   no worker joins. Hence `instances = min(n, 1 + crossings)`.
 //! * **Ties.** Least-loaded of all, or of the unused: lowest index. Among a key's
 //!   instances: the earliest added.
+//! * **How far a key splits.** A key of segment share `p` ends with about
+//!   `1 + log_δ(p/f)` instances, so at large `n` the defaults under-split the hottest key
+//!   (z = 1.5, `n = 32`: 8 instances for a key that needs 12, λ ≈ 0.66), while at the
+//!   paper's `n = 8` they balance; smaller δ splits more (`docs/reproduction.md`).
 //! * **One source.** The paper's schedulers synchronise their loads "over specific time
 //!   intervals"; with a shared [`LoadVector`] every source sees the global loads at once.
 //!

@@ -40,6 +40,9 @@
 //!   bound `εm = m/4n`. It must be at least 1.
 //! * **Routing while learning.** Plain KG, as the spec says: learning tuples are neither
 //!   dropped nor delayed, so a key may move once, from its KG worker to its table worker.
+//!   Over a whole stream γ is therefore above 1 (about 1.2 – 1.5 on 10^6 Zipf tuples over
+//!   10^5 keys); over the tuples after learning it is exactly 1, the value FlexD's Fig. 14
+//!   shows for DKG (`docs/reproduction.md`).
 //! * **The 2-universal hash** is applied to the key's fingerprint, a 64-bit value that can
 //!   exceed `P`; `(a·x + b) mod P` is taken on the full 64-bit `x`, so `x` and `x + P`
 //!   share a bucket (harmless: the family stays 2-universal over `x mod P`).
