@@ -21,6 +21,7 @@ pub mod loads;
 pub mod params;
 pub mod rng;
 pub mod sketches;
+pub mod sources;
 pub mod streams;
 
 pub use error::{ConfigError, RouteError};
