@@ -107,6 +107,11 @@ impl LoadVector {
         }
     }
 
+    /// The counters in worker order, each read once.
+    pub fn iter(&self) -> impl Iterator<Item = u64> + '_ {
+        self.counters.iter().map(|c| c.load(Ordering::Relaxed))
+    }
+
     /// The counters as plain numbers. Under concurrent updates each one is exact at
     /// some instant, not all at the same instant.
     pub fn snapshot(&self) -> Vec<u64> {

@@ -85,6 +85,11 @@ pub fn route_sources(
             return Err(SourcesError::Config(ConfigError::Workers { workers, max: MAX_WORKERS }));
         }
     };
+    if sources.is_empty() {
+        // No source to route, but a bad name or parameter is still an error.
+        build(name, workers, seed, params, None).map_err(SourcesError::Config)?;
+        return Ok(Vec::new());
+    }
     let mut groupers = Vec::with_capacity(sources.len());
     for _ in sources {
         let loads = shared.as_ref().and_then(LoadVector::share);
