@@ -47,8 +47,13 @@ python-test: $(DEPS_STAMP)
 fuzz-check:
 	cargo clippy --manifest-path fuzz/Cargo.toml --all-targets --locked -- -D warnings
 
+# Throughput against Polars and NumPy, call overhead and copies, multi-source speed-up;
+# then the tables of docs/performance.md. `cargo bench -p keysplit-core` runs the Rust ones.
 bench: wheel
 	$(BIN)/python benches/route_throughput.py
+	$(BIN)/python benches/call_overhead.py
+	$(BIN)/python benches/multi_source.py
+	$(BIN)/python benches/render.py
 
 clean:
 	rm -rf $(VENV) target fuzz/target

@@ -3,6 +3,9 @@
 Overhead: the time of ``Grouper.route`` on a one-key column of each input type, and of
 ``route_key``, where routing the key itself costs a few nanoseconds; the rest is the call.
 
+Memory: the routing state of Pd-Stream at n = 128 and of the holistic paper's HLL
+variants at 32 workers, against the limits of issue 6.
+
 Copies: routing a large column must allocate the worker ids (4 bytes a key) and nothing
 the size of the keys. The peak resident set size (``VmHWM``, reset through
 ``/proc/self/clear_refs`` before each route) and ``tracemalloc``'s peak of Python
@@ -98,6 +101,28 @@ def key_buffer_copies(rows: int) -> list[dict[str, object]]:
     return results
 
 
+#: (grouper, workers, the most bytes issue 6 allows): Pd-Stream at n = 128 (the paper
+#: reports about 4.5 MB) and the holistic paper's HLL variants at 32 workers (0.08 MB in
+#: its Table 4).
+STATE_LIMITS = [("pdstream", 128, 5_000_000)] + [
+    (name, 32, 100_000) for name in ("cm_hll", "am_hll", "cam_hll", "lm_hll")
+]
+
+
+def state_sizes(rows: int) -> list[dict[str, object]]:
+    """``Grouper.state_bytes`` after routing ``rows`` Zipf(1.1) string keys over 10^6 keys."""
+    ranks = next(keysplit.datasets.zipf(keys=1_000_000, tuples=rows, z=1.1, seed=0, batch_rows=rows))["key"]
+    keys = ("user_" + ranks.cast(pl.String)).rename("key")
+    results = []
+    for name, workers, limit in STATE_LIMITS:
+        grouper = keysplit.Grouper(name, workers=workers, seed=1)
+        grouper.route(keys)
+        results.append(
+            {"grouper": name, "workers": workers, "rows": rows, "state_bytes": grouper.state_bytes, "limit_bytes": limit}
+        )
+    return results
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--number", type=int, default=20_000)
@@ -115,8 +140,13 @@ def main() -> None:
             f"peak RSS growth {(row['rss_peak_growth_bytes'] or 0) / 1e6:.1f} MB, "
             f"tracemalloc peak {row['tracemalloc_peak_bytes'] / 1e3:.1f} kB"
         )
+    states = state_sizes(1_000_000)
+    for row in states:
+        print(f"{row['grouper']:>16} n={row['workers']}: state {row['state_bytes']:,} bytes (limit {row['limit_bytes']:,})")
     args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(json.dumps({"call_overhead": overheads, "copies": copies}, indent=1) + "\n")
+    args.output.write_text(
+        json.dumps({"call_overhead": overheads, "copies": copies, "state": states}, indent=1) + "\n"
+    )
     print(f"wrote {args.output}")
 
 

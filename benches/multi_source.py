@@ -12,8 +12,10 @@ at the start and the end of the run is recorded next to the figures.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
+import threading
 import time
 from pathlib import Path
 
@@ -33,6 +35,26 @@ def best_seconds(run, repeat: int) -> float:  # noqa: ANN001 - a zero-argument c
     return best
 
 
+def machine_parallelism(threads: int, repeat: int) -> float:
+    """The speed-up of a control that needs nothing of keysplit: SHA-256 of 8 MB buffers on
+    ``threads`` Python threads (hashlib releases the GIL) over one thread. Near ``threads``
+    on idle cores; near 1 when other processes hold all but one core."""
+    data = b"k" * (8 << 20)
+
+    def work(rounds: int) -> None:
+        for _ in range(rounds):
+            hashlib.sha256(data).digest()
+
+    def run(count: int) -> None:
+        pool = [threading.Thread(target=work, args=(24 // count,)) for _ in range(count)]
+        for thread in pool:
+            thread.start()
+        for thread in pool:
+            thread.join()
+
+    return best_seconds(lambda: run(1), repeat) / best_seconds(lambda: run(threads), repeat)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sources", type=int, default=2)
@@ -50,6 +72,8 @@ def main() -> None:
     ]
     columns = {"uint64": sources, "string": [("user_" + s.cast(pl.String)).rename("key") for s in sources]}
     load_start = os.getloadavg()
+    control = machine_parallelism(args.threads, args.repeat)
+    print(f"control (SHA-256 on {args.threads} threads): speed-up {control:.2f}x", flush=True)
     results = []
     for name in args.groupers.split(","):
         for key_type, keys in columns.items():
@@ -82,7 +106,8 @@ def main() -> None:
                     flush=True,
                 )
     meta = {"cores": os.cpu_count(), "load_average_start": load_start, "load_average_end": os.getloadavg(),
-            "date": time.strftime("%Y-%m-%d %H:%M"), "repeat": args.repeat}
+            "date": time.strftime("%Y-%m-%d %H:%M"), "repeat": args.repeat,
+            "control_speedup": control}
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(json.dumps({"machine": meta, "results": results}, indent=1) + "\n")
     print(f"wrote {args.output}")

@@ -22,7 +22,7 @@ BEGIN, END = "<!-- results:begin -->", "<!-- results:end -->"
 def markdown(frame: pl.DataFrame) -> str:
     def cell(value: object) -> str:
         if isinstance(value, float):
-            return f"{value:.2f}" if value < 100 else f"{value:.0f}"
+            return f"{value:.2f}" if value < 10 else f"{value:.1f}" if value < 100 else f"{value:.0f}"
         return str(value)
 
     lines = ["| " + " | ".join(frame.columns) + " |", "|" + "---|" * frame.width]
@@ -37,24 +37,27 @@ def throughput_section(data: dict) -> str:
         f"Measured {machine['date']} on {machine['cpu']} ({machine['cores']} cores, load average "
         f"{machine['load_average'][0]:.1f} at the start, {machine['load_average_end'][0]:.1f} at the end), "
         f"keysplit {machine['keysplit']}, Polars {machine['polars']}, NumPy {machine['numpy']}; "
-        f"best of {data['repeat']} runs. M keys/s; `×Polars` and `×NumPy` are keysplit's speed "
-        "over `pl.col('key').hash(1) % n` and the NumPy hash on the same keys in the same run."
+        f"best of {data['repeat']} runs. The ratios are keysplit's speed over that of "
+        "`pl.col('key').hash(1) % n` and of the NumPy hash on the same keys in the same run "
+        "(above 1: keysplit is faster)."
     ]
     for (rows,), by_rows in frame.sort("rows").group_by("rows", maintain_order=True):
-        table = (
-            by_rows.with_columns(
-                pl.format("{} M/s (×{} Polars, ×{} NumPy)", pl.col("mkeys_per_s").round(1),
-                          pl.col("ratio_to_polars").round(2), pl.col("ratio_to_numpy").round(2)).alias("cell"),
-                (pl.col("key_type") + " n=" + pl.col("workers").cast(pl.String)).alias("column"),
-            )
-            .pivot(on="column", index="grouper", values="cell", aggregate_function="first")
+        by_rows = by_rows.with_columns(
+            (pl.col("key_type") + " n=" + pl.col("workers").cast(pl.String)).alias("column")
         )
-        baselines = (
-            by_rows.group_by("key_type", "workers", maintain_order=True)
-            .agg(pl.col("polars_mkeys_per_s").first(), pl.col("numpy_mkeys_per_s").first())
-            .with_columns(pl.col("polars_mkeys_per_s", "numpy_mkeys_per_s").round(1))
+        tables = []
+        for value, title in (
+            ("mkeys_per_s", "M keys/s"),
+            ("ratio_to_polars", "× Polars `hash % n`"),
+            ("ratio_to_numpy", "× NumPy hash"),
+        ):
+            table = by_rows.pivot(on="column", index="grouper", values=value, aggregate_function="first")
+            tables.append(f"{title}:\n\n" + markdown(table))
+        baselines = by_rows.group_by("column", maintain_order=True).agg(
+            pl.col("polars_mkeys_per_s").first().alias("Polars M keys/s"),
+            pl.col("numpy_mkeys_per_s").first().alias("NumPy M keys/s"),
         )
-        parts.append(f"#### {rows:,} keys\n\n" + markdown(table) + "\n\nBaselines (M keys/s):\n\n" + markdown(baselines))
+        parts.append(f"#### {rows:,} keys\n\n" + "\n\n".join(tables) + "\n\nBaselines:\n\n" + markdown(baselines))
     states = (
         frame.group_by("grouper", "key_type", "workers", maintain_order=True)
         .agg(pl.col("state_bytes").max())
@@ -72,8 +75,11 @@ def overhead_section(data: dict) -> str:
         (pl.col(c) / 1e6).round(1).alias(c.replace("_bytes", " MB"))
         for c in ("key_buffer_bytes", "ids_bytes", "rss_peak_growth_bytes")
     ).select("input", "rows", "key_buffer MB", "ids MB", "rss_peak_growth MB", "tracemalloc_peak_bytes")
-    return "#### Python call overhead (µs per call, one key)\n\n" + markdown(calls) + (
-        "\n\n#### Key buffers are not copied\n\n" + markdown(copies)
+    states = pl.DataFrame(data["state"]).with_columns((pl.col("state_bytes") / 1e6).round(3).alias("MB"))
+    return (
+        "#### Python call overhead (µs per call, one key)\n\n" + markdown(calls)
+        + "\n\n#### Key buffers are not copied\n\n" + markdown(copies)
+        + "\n\n#### Memory: the papers' settings\n\n" + markdown(states)
     )
 
 
@@ -85,7 +91,9 @@ def multi_source_section(data: dict) -> str:
     return (
         f"#### Multi-source speed-up\n\nMeasured {machine['date']}, {machine['cores']} cores, load average "
         f"{machine['load_average_start'][0]:.1f} at the start and {machine['load_average_end'][0]:.1f} at the end; "
-        f"best of {machine['repeat']}.\n\n" + markdown(frame)
+        f"best of {machine['repeat']}. Control: SHA-256 on {frame['threads'][0]} Python threads ran "
+        f"{machine.get('control_speedup', float('nan')):.2f}× faster than on one, in the same run "
+        "(the most this machine gave any process then).\n\n" + markdown(frame)
     )
 
 
