@@ -56,20 +56,29 @@ impl fmt::Display for SourcesError {
 
 impl std::error::Error for SourcesError {}
 
-/// Routes every source's keys with its own grouper `name`, on up to `threads` threads.
+/// How [`route_sources`] builds each source's grouper and runs the sources.
+#[derive(Clone, Copy, Debug)]
+pub struct SourcesConfig<'a> {
+    /// The grouper every source builds, with its worker count, seed and parameters.
+    pub name: &'a str,
+    pub workers: u64,
+    pub seed: u64,
+    pub params: &'a Params,
+    /// Private (local estimation, deterministic) or shared (global, lock-free) loads.
+    pub scope: LoadScope,
+    pub nulls: NullPolicy,
+    /// At most this many threads, and no more than there are sources; 0 counts as 1.
+    pub threads: usize,
+}
+
+/// Routes every source's keys with its own grouper, on up to `config.threads` threads.
 ///
-/// Every source is checked against `nulls` before any key is routed. `threads` is capped
-/// by the number of sources; 0 counts as 1.
+/// Every source is checked against `config.nulls` before any key is routed.
 pub fn route_sources(
-    name: &str,
-    workers: u64,
-    seed: u64,
-    params: &Params,
+    config: &SourcesConfig<'_>,
     sources: &[&SourceKeys<'_>],
-    scope: LoadScope,
-    nulls: NullPolicy,
-    threads: usize,
 ) -> Result<Vec<SourceRouting>, SourcesError> {
+    let SourcesConfig { name, workers, seed, params, scope, nulls, threads } = *config;
     if nulls == NullPolicy::Raise {
         for (source, batches) in sources.iter().enumerate() {
             let nulls: usize = batches.iter().map(|b| b.null_count()).sum();
@@ -186,17 +195,16 @@ mod tests {
         for name in ["pkg", "w_choices", "pstream"] {
             let params = Params::new();
             let run = |threads| {
-                route_sources(
+                let config = SourcesConfig {
                     name,
-                    8,
-                    5,
-                    &params,
-                    &sources,
-                    LoadScope::Private,
-                    NullPolicy::Raise,
+                    workers: 8,
+                    seed: 5,
+                    params: &params,
+                    scope: LoadScope::Private,
+                    nulls: NullPolicy::Raise,
                     threads,
-                )
-                .unwrap()
+                };
+                route_sources(&config, &sources).unwrap()
             };
             let parallel = run(2);
             assert_eq!(parallel, run(1), "{name}");
@@ -216,17 +224,17 @@ mod tests {
         let batches: Vec<Vec<KeyBatch<'_>>> =
             keys.iter().map(|k| vec![KeyBatch::new(KeyValues::UInt64(k)).unwrap()]).collect();
         let sources: Vec<&SourceKeys<'_>> = batches.iter().map(Vec::as_slice).collect();
-        let routed = route_sources(
-            "pkg",
-            6,
-            1,
-            &Params::new(),
-            &sources,
-            LoadScope::Shared,
-            NullPolicy::Raise,
-            2,
-        )
-        .unwrap();
+        let params = Params::new();
+        let config = SourcesConfig {
+            name: "pkg",
+            workers: 6,
+            seed: 1,
+            params: &params,
+            scope: LoadScope::Shared,
+            nulls: NullPolicy::Raise,
+            threads: 2,
+        };
+        let routed = route_sources(&config, &sources).unwrap();
         let mut counted = vec![0u64; 6];
         for routing in &routed {
             assert_eq!(routing.ids.len(), 20_000);
@@ -249,17 +257,17 @@ mod tests {
         let holed =
             [KeyBatch::new(KeyValues::UInt64(&keys)).unwrap().with_validity(&bits, 0).unwrap()];
         let sources: [&SourceKeys<'_>; 2] = [&clean, &holed];
-        let error = route_sources(
-            "key",
-            4,
-            0,
-            &Params::new(),
-            &sources,
-            LoadScope::Private,
-            NullPolicy::Raise,
-            2,
-        )
-        .unwrap_err();
+        let params = Params::new();
+        let config = SourcesConfig {
+            name: "key",
+            workers: 4,
+            seed: 0,
+            params: &params,
+            scope: LoadScope::Private,
+            nulls: NullPolicy::Raise,
+            threads: 2,
+        };
+        let error = route_sources(&config, &sources).unwrap_err();
         assert_eq!(
             error,
             SourcesError::Route { source: 1, error: RouteError::NullKeys { nulls: 1 } }

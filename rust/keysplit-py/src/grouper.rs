@@ -4,7 +4,7 @@ use std::sync::{Mutex, MutexGuard};
 
 use keysplit_core::grouper::{GrouperInstance, NULL_KEY, build, route_batch};
 use keysplit_core::params::{ParamValue, Params};
-use keysplit_core::sources::{SourceRouting, SourcesError};
+use keysplit_core::sources::{SourceRouting, SourcesConfig, SourcesError};
 use keysplit_core::{ConfigError, Grouper, LoadScope, NullPolicy, RouteError};
 use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
@@ -220,10 +220,9 @@ pub fn route_sources(
         let batches =
             keys.iter().map(|k| k.batches().map_err(PyErr::from)).collect::<PyResult<Vec<_>>>()?;
         let views: Vec<&[_]> = batches.iter().map(Vec::as_slice).collect();
-        keysplit_core::sources::route_sources(
-            name, workers, seed, &given, &views, scope, policy, threads,
-        )
-        .map_err(|e| match e {
+        let config =
+            SourcesConfig { name, workers, seed, params: &given, scope, nulls: policy, threads };
+        keysplit_core::sources::route_sources(&config, &views).map_err(|e| match e {
             SourcesError::Config(e) => config_error(e),
             SourcesError::Route { .. } => PyValueError::new_err(e.to_string()),
         })
