@@ -78,8 +78,13 @@ fuzz-smoke:
 		cargo fuzz run --sanitizer none $$target -- -max_total_time=$(FUZZ_SECONDS) -max_len=4096 || exit 1; \
 	done
 
+# Throughput against Polars and NumPy, call overhead and copies, multi-source speed-up;
+# then the tables of docs/performance.md. `cargo bench -p keysplit-core` runs the Rust ones.
 bench: wheel
 	$(BIN)/python benches/route_throughput.py
+	$(BIN)/python benches/call_overhead.py
+	$(BIN)/python benches/multi_source.py
+	$(BIN)/python benches/render.py
 
 # The embedded Spark Connect server (keysplit.spark) needs Java 17 or newer.
 java:

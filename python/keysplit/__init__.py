@@ -8,12 +8,14 @@ from keysplit import datasets, metrics, sketches, tables
 from keysplit._core import MAX_WORKERS, SnapshotError, WorkerIds, __version__, hash_key
 from keysplit._grouper import Grouper, GrouperInfo, NullPolicy, groupers
 from keysplit._routing import route, route_batches
+from keysplit._sources import RoutedSources, route_sources
 
 __all__ = [
     "MAX_WORKERS",
     "Grouper",
     "GrouperInfo",
     "NullPolicy",
+    "RoutedSources",
     "SnapshotError",
     "WorkerIds",
     "__version__",
@@ -23,6 +25,7 @@ __all__ = [
     "metrics",
     "route",
     "route_batches",
+    "route_sources",
     "sketches",
     "tables",
 ]

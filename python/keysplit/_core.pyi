@@ -134,3 +134,13 @@ def pdstream_probability_table(window: int, expected_probability: float = 0.99, 
 def dkg_threshold_table(machines: list[int]) -> list[tuple[int, float, float, int]]: ...
 def groupers() -> list[dict[str, Any]]: ...
 def hash_key(key: str | bytes | int, seed: int = 0, index: int = 0) -> int: ...
+def route_sources(
+    name: str,
+    workers: int,
+    sources: list[Any],
+    seed: int,
+    params: dict[str, ParamValue],
+    shared_loads: bool,
+    nulls: str,
+    threads: int,
+) -> tuple[list[WorkerIds], list[list[int]], list[int]]: ...

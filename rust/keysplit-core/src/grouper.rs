@@ -42,7 +42,7 @@ pub trait Grouper: Send + SaveState {
     /// `out.len() == keys.len()`, checked by [`route_batch`]. Overriding this is only for
     /// speed: the result must equal calling [`Grouper::route`] key by key.
     fn route_batch(&mut self, keys: &KeyBatch<'_>, out: &mut [u32]) {
-        keys.visit(&mut RouteInto { grouper: self, out });
+        route_each(self, keys, out);
     }
 
     /// Marks the end of a window (of time or of tuples). Groupers without windowed state
@@ -58,6 +58,13 @@ pub trait Grouper: Send + SaveState {
     fn workers(&self) -> u32 {
         self.loads().workers()
     }
+}
+
+/// Routes every key of `keys` with [`Grouper::route`], one at a time: the default batch
+/// loop, for the groupers whose own loop only pays off on some batches.
+#[inline]
+pub fn route_each<G: Grouper + ?Sized>(grouper: &mut G, keys: &KeyBatch<'_>, out: &mut [u32]) {
+    keys.visit(&mut RouteInto { grouper, out });
 }
 
 /// The batch loop of [`Grouper::route_batch`]: routes each row into its output slot.

@@ -22,6 +22,7 @@ pub mod params;
 pub mod rng;
 pub mod sketches;
 pub mod snapshot;
+pub mod sources;
 pub mod streams;
 
 pub use error::{ConfigError, RouteError};

@@ -94,6 +94,41 @@ impl LoadVector {
         }
     }
 
+    /// Runs `route` on a plain, dense copy of the counters and writes them back, for a
+    /// batch loop that reads and bumps them tuple after tuple; `None` for a shared vector,
+    /// whose counters other sources bump meanwhile.
+    ///
+    /// The copy turns one atomic cache line per worker into eight counters per line, and
+    /// lets the loop keep them in ordinary memory the compiler can reason about. Only the
+    /// owner writes a private vector, so the result is the same as bumping it in place.
+    pub fn with_private_copy<T>(&self, route: impl FnOnce(&mut [u64]) -> T) -> Option<T> {
+        if self.scope != LoadScope::Private {
+            return None;
+        }
+        let mut local = self.snapshot();
+        let result = route(&mut local);
+        for (counter, value) in self.counters.iter().zip(local) {
+            counter.store(value, Ordering::Relaxed);
+        }
+        Some(result)
+    }
+
+    /// Adds `counts[w]` tuples to every worker `w`, for a batch loop that counted them
+    /// locally (a grouper that never reads its loads while routing).
+    pub fn add_counts(&self, counts: &[u64]) {
+        debug_assert_eq!(counts.len(), self.counters.len());
+        for (worker, &count) in counts.iter().enumerate() {
+            if count > 0 {
+                self.add(worker as u32, count);
+            }
+        }
+    }
+
+    /// The counters in worker order, each read once.
+    pub fn iter(&self) -> impl Iterator<Item = u64> + '_ {
+        self.counters.iter().map(|c| c.load(Ordering::Relaxed))
+    }
+
     /// The counters as plain numbers. Under concurrent updates each one is exact at
     /// some instant, not all at the same instant.
     pub fn snapshot(&self) -> Vec<u64> {
@@ -157,6 +192,21 @@ mod tests {
             }
         });
         assert_eq!(loads.snapshot(), vec![40_000; 3]);
+    }
+
+    #[test]
+    fn a_private_copy_is_written_back_and_a_shared_vector_refuses_one() {
+        let loads = LoadVector::private(3);
+        loads.add(1, 4);
+        let seen = loads.with_private_copy(|local| {
+            local[2] += 5;
+            local.to_vec()
+        });
+        assert_eq!(seen, Some(vec![0, 4, 5]));
+        assert_eq!(loads.snapshot(), vec![0, 4, 5]);
+        assert!(LoadVector::shared(3).with_private_copy(|_| ()).is_none());
+        loads.add_counts(&[1, 0, 2]);
+        assert_eq!(loads.snapshot(), vec![1, 4, 7]);
     }
 
     #[test]

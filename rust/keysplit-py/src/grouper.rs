@@ -5,7 +5,8 @@ use std::sync::{Mutex, MutexGuard};
 use keysplit_core::grouper::{GrouperInstance, NULL_KEY, build, route_batch};
 use keysplit_core::params::{ParamValue, Params};
 use keysplit_core::snapshot::snapshot_grouper;
-use keysplit_core::{ConfigError, Grouper, NullPolicy, RouteError};
+use keysplit_core::sources::{SourceRouting, SourcesConfig, SourcesError};
+use keysplit_core::{ConfigError, Grouper, LoadScope, NullPolicy, RouteError};
 use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyInt, PyString, PyTuple};
@@ -196,4 +197,67 @@ impl GrouperCore {
     fn state_bytes(&self) -> PyResult<usize> {
         Ok(self.lock()?.state_bytes())
     }
+}
+
+/// What `route_sources` returns: per source, its worker ids, its loads and its state size.
+type RoutedSources = (Vec<WorkerIds>, Vec<Vec<u64>>, Vec<usize>);
+
+/// Routes several sources in parallel, each with its own grouper, on Rust threads with the
+/// GIL released (see `keysplit_core::sources`).
+#[pyfunction]
+#[pyo3(signature = (name, workers, sources, seed, params, shared_loads, nulls, threads))]
+#[allow(clippy::too_many_arguments)]
+pub fn route_sources(
+    py: Python<'_>,
+    name: &str,
+    workers: u64,
+    sources: Vec<Bound<'_, PyAny>>,
+    seed: u64,
+    params: &Bound<'_, PyDict>,
+    shared_loads: bool,
+    nulls: &str,
+    threads: usize,
+) -> PyResult<RoutedSources> {
+    let policy = null_policy(nulls)?;
+    let mut given = Params::new();
+    for (key, value) in params.iter() {
+        let key: String = key.extract()?;
+        let value = param_value(&key, &value)?;
+        given.insert(key, value);
+    }
+    let keys = sources
+        .iter()
+        .enumerate()
+        .map(|(i, source)| {
+            extract_keys(source).map_err(|e| {
+                let message = format!("source {i}: {}", e.value(py));
+                if e.is_instance_of::<PyTypeError>(py) {
+                    PyTypeError::new_err(message)
+                } else {
+                    PyValueError::new_err(message)
+                }
+            })
+        })
+        .collect::<PyResult<Vec<_>>>()?;
+    let scope = if shared_loads { LoadScope::Shared } else { LoadScope::Private };
+    let routed = py.detach(|| -> PyResult<Vec<SourceRouting>> {
+        let batches =
+            keys.iter().map(|k| k.batches().map_err(PyErr::from)).collect::<PyResult<Vec<_>>>()?;
+        let views: Vec<&[_]> = batches.iter().map(Vec::as_slice).collect();
+        let config =
+            SourcesConfig { name, workers, seed, params: &given, scope, nulls: policy, threads };
+        keysplit_core::sources::route_sources(&config, &views).map_err(|e| match e {
+            SourcesError::Config(e) => config_error(e),
+            SourcesError::Route { .. } => PyValueError::new_err(e.to_string()),
+        })
+    })?;
+    let mut ids = Vec::with_capacity(routed.len());
+    let mut loads = Vec::with_capacity(routed.len());
+    let mut state_bytes = Vec::with_capacity(routed.len());
+    for routing in routed {
+        ids.push(WorkerIds::new(routing.ids));
+        loads.push(routing.loads);
+        state_bytes.push(routing.state_bytes);
+    }
+    Ok((ids, loads, state_bytes))
 }

@@ -98,6 +98,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<WorkerIds>()?;
     m.add_function(wrap_pyfunction!(groupers, m)?)?;
     m.add_function(wrap_pyfunction!(hash_key, m)?)?;
+    m.add_function(wrap_pyfunction!(grouper::route_sources, m)?)?;
     m.add_class::<ZipfStream>()?;
     m.add_class::<sketches::PyCountMin>()?;
     m.add_class::<sketches::PySpaceSaving>()?;

@@ -472,16 +472,22 @@ impl Holistic {
 
     /// Eq. 9 for every candidate, with Eq. 7 and 8 over all workers; least wins.
     fn least_hybrid(&self, candidates: &[u32]) -> u32 {
-        let workers = self.loads.workers();
+        // Eq. 7 and 8's extremes, one pass per quantity over plain slices: this scan of
+        // all n workers is most of LM's cost per tuple.
         let (mut load_min, mut load_max) = (u64::MAX, 0);
-        let (mut card_min, mut card_max) = (f64::INFINITY, f64::NEG_INFINITY);
-        for worker in 0..workers {
-            let load = self.window_load(worker);
+        for (load, &start) in self.loads.iter().zip(&self.window_start) {
+            let load = load.saturating_sub(start);
             load_min = load_min.min(load);
             load_max = load_max.max(load);
-            let card = self.cardinality.estimate(worker);
+        }
+        let (mut card_min, mut card_max) = (f64::INFINITY, f64::NEG_INFINITY);
+        let mut extremes = |card: f64| {
             card_min = card_min.min(card);
             card_max = card_max.max(card);
+        };
+        match &self.cardinality {
+            Cardinality::Exact(sets) => sets.iter().for_each(|set| extremes(set.len() as f64)),
+            Cardinality::Hll { estimates, .. } => estimates.iter().copied().for_each(extremes),
         }
         let p = self.p;
         Self::least(candidates, |worker| {

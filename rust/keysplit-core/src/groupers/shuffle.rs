@@ -7,6 +7,7 @@
 use crate::error::ConfigError;
 use crate::grouper::{Grouper, GrouperConfig, GrouperInfo};
 use crate::hash::Key;
+use crate::keys::KeyBatch;
 use crate::loads::LoadVector;
 use crate::params::ParamReader;
 use crate::snapshot::restore_state;
@@ -45,6 +46,31 @@ impl Grouper for Shuffle {
         self.next = if worker + 1 == self.workers { 0 } else { worker + 1 };
         self.loads.add(worker, 1);
         worker
+    }
+
+    /// The ids cycle whatever the keys; the loads of a batch are whole rounds plus one
+    /// tuple for each worker of the last, partial round.
+    fn route_batch(&mut self, keys: &KeyBatch<'_>, out: &mut [u32]) {
+        let start = self.next;
+        let mut worker = start;
+        for slot in out.iter_mut() {
+            *slot = worker;
+            worker = if worker + 1 == self.workers { 0 } else { worker + 1 };
+        }
+        self.next = worker;
+        debug_assert_eq!(out.len(), keys.len());
+        let rounds = (out.len() / self.workers as usize) as u64;
+        let partial = out.len() % self.workers as usize;
+        if rounds == 0 {
+            for &worker in out.iter() {
+                self.loads.add(worker, 1);
+            }
+            return;
+        }
+        for offset in 0..self.workers {
+            let worker = (start as u64 + offset as u64) % self.workers as u64;
+            self.loads.add(worker as u32, rounds + u64::from((offset as usize) < partial));
+        }
     }
 
     fn loads(&self) -> &LoadVector {
