@@ -141,22 +141,27 @@ class KeyTwin:
 
 
 class PkgTwin:
-    def __init__(self, workers: int, seed: int = 0, distinct_candidates: bool = True) -> None:
+    """PKG, and PK-M with ``choices = M`` candidates (the holistic paper's PK-5)."""
+
+    def __init__(
+        self, workers: int, seed: int = 0, distinct_candidates: bool = True, choices: int = 2
+    ) -> None:
         self.workers = workers
         self.seed = seed
         self.distinct_candidates = distinct_candidates
+        self.choices = choices
         self.loads = [0] * workers
 
-    def candidates(self, key: str | bytes | int) -> tuple[int, int]:
+    def candidates(self, key: str | bytes | int) -> tuple[int, ...]:
         c1 = h(1, key, self.seed) % self.workers
         c2 = h(2, key, self.seed) % self.workers
         if self.distinct_candidates and c2 == c1:
             c2 = (c2 + 1) % self.workers
-        return c1, c2
+        rest = tuple(h(i, key, self.seed) % self.workers for i in range(3, self.choices + 1))
+        return (c1, c2, *rest)
 
     def route(self, key: str | bytes | int) -> int:
-        c1, c2 = self.candidates(key)
-        worker = c2 if self.loads[c2] < self.loads[c1] else c1
+        worker = min(self.candidates(key), key=lambda c: self.loads[c])  # first of the least
         self.loads[worker] += 1
         return worker
 

@@ -15,7 +15,7 @@ def test_registry_lists_each_grouper_with_its_paper_and_defaults() -> None:
     infos = {info.name: info for info in keysplit.groupers()}
     assert {"shuffle", "key", "pkg"} <= set(infos)
     assert "ICDE 2015" in infos["pkg"].paper
-    assert infos["pkg"].defaults == {"distinct_candidates": True}
+    assert infos["pkg"].defaults == {"choices": 2, "distinct_candidates": True}
     assert "Storm" in infos["pkg"].param_docs["distinct_candidates"]
     for info in infos.values():
         grouper = keysplit.Grouper(info.name, workers=4)
@@ -25,8 +25,8 @@ def test_registry_lists_each_grouper_with_its_paper_and_defaults() -> None:
 def test_introspection() -> None:
     grouper = keysplit.Grouper("pkg", workers=8, seed=1, distinct_candidates=False)
     assert (grouper.name, grouper.workers, grouper.seed) == ("pkg", 8, 1)
-    assert grouper.params == {"distinct_candidates": False}
-    assert repr(grouper) == "Grouper('pkg', workers=8, seed=1, distinct_candidates=False)"
+    assert grouper.params == {"choices": 2, "distinct_candidates": False}
+    assert repr(grouper) == "Grouper('pkg', workers=8, seed=1, choices=2, distinct_candidates=False)"
     assert grouper.loads == [0] * 8
     grouper.route(["a", "b", "c"])
     assert sum(grouper.loads) == 3
@@ -49,7 +49,7 @@ def test_introspection() -> None:
         (("key", 4), {"seed": "1"}, TypeError, "seed must be an int, got str"),
         (("nope", 4), {}, ValueError, 'unknown grouper "nope"; known groupers: shuffle, key, .*pkg'),
         ((3, 4), {}, TypeError, "name must be a str"),
-        (("pkg", 4), {"distinct": True}, ValueError, 'has no parameter "distinct"; its parameters: distinct_candidates'),
+        (("pkg", 4), {"distinct": True}, ValueError, 'has no parameter "distinct"; its parameters: distinct_candidates, choices'),
         (("key", 4), {"d": 2}, ValueError, 'grouper "key" takes no parameter, got "d"'),
         (("pkg", 4), {"distinct_candidates": 1}, TypeError, "must be bool, got int"),
         (("pkg", 4), {"distinct_candidates": None}, TypeError, "must be a bool, int, float or str, got NoneType"),

@@ -94,3 +94,23 @@ def test_pkg_balances_a_hot_key_that_key_grouping_cannot() -> None:
 def test_every_registered_grouper_has_a_reference_twin() -> None:
     # Each family's twins live in tests/reference*.py, registered by name in TWINS.
     assert sorted(all_twins()) == sorted(GROUPER_NAMES)
+
+
+@given(stream=keys, n=workers, seed=seeds, distinct=st.booleans(), choices=st.integers(2, 6))
+def test_pk_m_routes_like_its_twin_and_uses_at_most_m_workers_per_key(
+    stream: list, n: int, seed: int, distinct: bool, choices: int
+) -> None:
+    grouper = keysplit.Grouper("pkg", workers=n, seed=seed, distinct_candidates=distinct, choices=choices)
+    twin = PkgTwin(n, seed, distinct, choices)
+    routed = grouper.route(stream).to_list() if stream else []
+    assert routed == [twin.route(k) for k in stream]
+    assert grouper.loads == twin.loads
+    for key, placed in workers_per_key(stream, routed).items():
+        assert placed <= set(twin.candidates(key))
+        assert len(placed) <= choices
+
+
+@pytest.mark.parametrize("choices", [0, 1, 33, -2])
+def test_pk_m_needs_two_to_thirty_two_candidates(choices: int) -> None:
+    with pytest.raises(ValueError, match=f'"choices" of grouper "pkg" must be between 2 and 32, got {choices}'):
+        keysplit.Grouper("pkg", workers=4, choices=choices)

@@ -9,6 +9,12 @@
 //! Apache Storm 2.x forces distinct candidates by moving `c2` to `(c2 + 1) mod n`; that is
 //! the default here (`distinct_candidates = true`), and `false` gives the paper's rule.
 //! With `n = 1` both rules give the single worker.
+//!
+//! `choices = M` generalises the rule to `M` candidates `c_i = h_i(k) mod n`, the holistic
+//! paper's PK-5 (Katsipoulakis et al., Section 5.1: "partial key (PK) [28] with 2 and 5
+//! candidate workers"). Candidates 3 and above are kept as hashed, duplicates included,
+//! and the least loaded wins, ties to the earliest candidate: the candidate rule of the
+//! holistic groupers (`groupers/holistic.rs`). `M = 2`, the default, is PKG exactly.
 
 use crate::error::ConfigError;
 use crate::grouper::{Grouper, GrouperConfig, GrouperInfo, NULL_KEY, route_each};
@@ -23,11 +29,18 @@ pub const INFO: GrouperInfo = GrouperInfo {
     name: "pkg",
     title: "Partial key grouping (power of both choices)",
     paper: "Nasir et al., The power of both choices, ICDE 2015; spec/baselines.md",
-    params: &[ParamSpec {
-        name: "distinct_candidates",
-        default: ParamValue::Bool(true),
-        doc: "force c2 != c1 as Apache Storm does; false lets them collide as in the paper",
-    }],
+    params: &[
+        ParamSpec {
+            name: "distinct_candidates",
+            default: ParamValue::Bool(true),
+            doc: "force c2 != c1 as Apache Storm does; false lets them collide as in the paper",
+        },
+        ParamSpec {
+            name: "choices",
+            default: ParamValue::Int(2),
+            doc: "candidates per key, 2 to 32: 2 is PKG, 5 the holistic paper's PK-5",
+        },
+    ],
     build,
     restore: restore_state::<PartialKeyGrouping>,
 };
@@ -37,19 +50,52 @@ fn build(
     params: &mut ParamReader<'_>,
 ) -> Result<Box<dyn Grouper>, ConfigError> {
     let distinct_candidates = params.bool("distinct_candidates")?;
-    Ok(Box::new(PartialKeyGrouping::new(config.hashes, distinct_candidates, config.loads)))
+    let choices = params.int("choices")?;
+    if !(2..=MAX_CHOICES).contains(&choices) {
+        return Err(params.out_of_range(
+            "choices",
+            format!("must be between 2 and {MAX_CHOICES}, got {choices}"),
+        ));
+    }
+    let mut pkg = PartialKeyGrouping::new(config.hashes, distinct_candidates, config.loads);
+    pkg.choices = choices as u32;
+    Ok(Box::new(pkg))
 }
+
+/// The most candidates a key may have, as for the holistic groupers.
+pub const MAX_CHOICES: i64 = 32;
 
 #[derive(Serialize, Deserialize)]
 pub struct PartialKeyGrouping {
     hashes: HashFamily,
     distinct_candidates: bool,
+    /// `M`, the candidates per key; 2 takes the two-candidate paths below.
+    choices: u32,
     loads: LoadVector,
 }
 
 impl PartialKeyGrouping {
+    /// PKG with its two candidates.
     pub fn new(hashes: HashFamily, distinct_candidates: bool, loads: LoadVector) -> Self {
-        Self { hashes, distinct_candidates, loads }
+        Self { hashes, distinct_candidates, choices: 2, loads }
+    }
+
+    /// PK-M for `M > 2`: the least loaded of candidates 1..=M, ties to the earliest.
+    fn route_among_many(&mut self, key: Key<'_>) -> u32 {
+        let (mut best, second) = self.candidates(key);
+        let mut best_load = self.loads.get(best);
+        let mut consider = |worker: u32| {
+            let load = self.loads.get(worker);
+            if load < best_load {
+                (best, best_load) = (worker, load);
+            }
+        };
+        consider(second);
+        for index in 3..=u64::from(self.choices) {
+            consider(self.hashes.candidate(index, key));
+        }
+        self.loads.add(best, 1);
+        best
     }
 
     /// The two candidates of `key`, in tie-breaking order.
@@ -73,6 +119,9 @@ impl Grouper for PartialKeyGrouping {
     // length and the hash compiles to its 8-byte path.
     #[inline(always)]
     fn route(&mut self, key: Key<'_>) -> u32 {
+        if self.choices != 2 {
+            return self.route_among_many(key);
+        }
         let (first, second) = self.candidates(key);
         let worker = if self.loads.get(second) < self.loads.get(first) { second } else { first };
         self.loads.add(worker, 1);
@@ -84,7 +133,7 @@ impl Grouper for PartialKeyGrouping {
     /// form. Shared loads are read and bumped tuple by tuple, as the global view requires.
     fn route_batch(&mut self, keys: &KeyBatch<'_>, out: &mut [u32]) {
         let private = self.loads.scope() == LoadScope::Private;
-        if private && keys.len() >= self.hashes.workers() as usize / 4 {
+        if private && self.choices == 2 && keys.len() >= self.hashes.workers() as usize / 4 {
             let seed = self.hashes.grouper_seed();
             let batch_loop = |loads: &mut [u64]| {
                 let batch_loop = PkgBatchLoop {
