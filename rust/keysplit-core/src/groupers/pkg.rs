@@ -11,7 +11,7 @@
 //! With `n = 1` both rules give the single worker.
 //!
 //! `choices = M` generalises the rule to `M` candidates `c_i = h_i(k) mod n`, the holistic
-//! paper's PK-5 (Katsipoulakis et al., Section 5.1: "partial key (PK) [28] with 2 and 5
+//! paper's PK-5 (Katsipoulakis et al., Section 5.1: "partial key (PK) with 2 and 5
 //! candidate workers"). Candidates 3 and above are kept as hashed, duplicates included,
 //! and the least loaded wins, ties to the earliest candidate: the candidate rule of the
 //! holistic groupers (`groupers/holistic.rs`). `M = 2`, the default, is PKG exactly.
