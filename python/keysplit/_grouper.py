@@ -52,6 +52,16 @@ def _require_int(name: str, value: object) -> int:
     return value
 
 
+def _check_config(name: object, workers: object, seed: object) -> None:
+    """The checks every grouper construction makes before the core sees its arguments."""
+    if not isinstance(name, str):
+        raise TypeError(f"name must be a str, got {type(name).__name__}")
+    if not 1 <= _require_int("workers", workers) <= _core.MAX_WORKERS:
+        raise ValueError(f"workers must be between 1 and {_core.MAX_WORKERS}, got {workers}")
+    if not 0 <= _require_int("seed", seed) < _SEED_LIMIT:
+        raise ValueError(f"seed must be in [0, 2**64), got {seed}")
+
+
 def _importable_keys(keys: Any) -> Any:
     """Keys in a form the core imports as they are.
 
@@ -103,12 +113,7 @@ class Grouper:
     __slots__ = ("_core",)
 
     def __init__(self, name: str, workers: int, seed: int = 0, **params: ParamValue) -> None:
-        if not isinstance(name, str):
-            raise TypeError(f"name must be a str, got {type(name).__name__}")
-        if not 1 <= _require_int("workers", workers) <= _core.MAX_WORKERS:
-            raise ValueError(f"workers must be between 1 and {_core.MAX_WORKERS}, got {workers}")
-        if not 0 <= _require_int("seed", seed) < _SEED_LIMIT:
-            raise ValueError(f"seed must be in [0, 2**64), got {seed}")
+        _check_config(name, workers, seed)
         self._core = _core.GrouperCore(name, workers, seed, params)
 
     def route(self, keys: Any, *, nulls: NullPolicy = "raise") -> WorkerIds:

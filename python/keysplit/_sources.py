@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from keysplit import _core
-from keysplit._grouper import _SEED_LIMIT, NullPolicy, _importable_keys, _require_int
+from keysplit._grouper import NullPolicy, _check_config, _importable_keys, _require_int
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -70,12 +70,7 @@ def route_sources(
 
     Every source is checked for nulls (``nulls="raise"``) before any is routed.
     """
-    if not isinstance(name, str):
-        raise TypeError(f"name must be a str, got {type(name).__name__}")
-    if not 1 <= _require_int("workers", workers) <= _core.MAX_WORKERS:
-        raise ValueError(f"workers must be between 1 and {_core.MAX_WORKERS}, got {workers}")
-    if not 0 <= _require_int("seed", seed) < _SEED_LIMIT:
-        raise ValueError(f"seed must be in [0, 2**64), got {seed}")
+    _check_config(name, workers, seed)
     if not isinstance(shared_loads, bool):
         raise TypeError(f"shared_loads must be a bool, got {type(shared_loads).__name__}")
     if threads is None:

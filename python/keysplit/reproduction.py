@@ -95,22 +95,21 @@ _PAPER_ROWS: list[tuple[str, str, int, str, float, str, float, str]] = [
 ]
 
 #: Every number the papers state that our simulations can measure, with its source.
+#: What identifies a measurement: the experiment, grouper, workers and the swept parameter.
+_KEY_SCHEMA = {
+    "experiment": pl.String,
+    "grouper": pl.String,
+    "workers": pl.Int64,
+    "param": pl.String,
+    "value": pl.Float64,
+    "metric": pl.String,
+}
+
 PAPER_NUMBERS = pl.DataFrame(
-    _PAPER_ROWS,
-    schema={
-        "experiment": pl.String,
-        "grouper": pl.String,
-        "workers": pl.Int64,
-        "param": pl.String,
-        "value": pl.Float64,
-        "metric": pl.String,
-        "paper": pl.Float64,
-        "source": pl.String,
-    },
-    orient="row",
+    _PAPER_ROWS, schema={**_KEY_SCHEMA, "paper": pl.Float64, "source": pl.String}, orient="row"
 )
 
-_KEYS = ["experiment", "grouper", "workers", "param", "value", "metric"]
+_KEYS = list(_KEY_SCHEMA)
 
 
 def _check_scale(scale: float) -> float:
@@ -134,15 +133,7 @@ def _stddev_percent(loads: pl.Series) -> float:
 def _attach_paper(rows: list[dict[str, object]]) -> pl.DataFrame:
     frame = pl.DataFrame(
         rows,
-        schema={
-            "experiment": pl.String,
-            "grouper": pl.String,
-            "workers": pl.Int64,
-            "param": pl.String,
-            "value": pl.Float64,
-            "metric": pl.String,
-            "ours": pl.Float64,
-        },
+        schema={**_KEY_SCHEMA, "ours": pl.Float64},
     )
     return frame.join(PAPER_NUMBERS.drop("source"), on=_KEYS, how="left").with_columns(
         ((pl.col("ours") - pl.col("paper")) / pl.col("paper")).alias("rel_diff")

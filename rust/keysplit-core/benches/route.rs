@@ -11,37 +11,16 @@ use std::hint::black_box;
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use keysplit_core::grouper::{build, registry, route_batch};
 use keysplit_core::hash::{HashFamily, hash_int_key, hash_key};
-use keysplit_core::streams::Zipf;
 use keysplit_core::{Key, KeyBatch, KeyValues, NullPolicy};
 
 const ROWS: usize = 1 << 20;
 
-/// The benchmark's keys: Zipf(1.1) ranks over 10^6 keys, and the same keys as the strings
-/// `user_<rank>` (6 to 11 bytes), the stream of `benches/route_throughput.py`.
-struct Keys {
-    ranks: Vec<u64>,
-    offsets: Vec<i32>,
-    data: Vec<u8>,
-    views: Vec<u128>,
-}
+mod common;
+
+use common::Keys;
 
 fn keys() -> Keys {
-    let mut zipf = Zipf::new(1_000_000, 1.1, 0).expect("valid Zipf");
-    let mut ranks = vec![0u64; ROWS];
-    zipf.fill(&mut ranks);
-    let mut offsets = vec![0i32];
-    let mut data = Vec::new();
-    let mut views = Vec::with_capacity(ROWS);
-    for &rank in &ranks {
-        let key = format!("user_{rank}");
-        let mut raw = [0u8; 16];
-        raw[..4].copy_from_slice(&(key.len() as u32).to_le_bytes());
-        raw[4..4 + key.len()].copy_from_slice(key.as_bytes());
-        views.push(u128::from_le_bytes(raw));
-        data.extend_from_slice(key.as_bytes());
-        offsets.push(data.len() as i32);
-    }
-    Keys { ranks, offsets, data, views }
+    common::keys(ROWS)
 }
 
 fn layouts(keys: &Keys) -> [(&'static str, KeyBatch<'_>); 3] {

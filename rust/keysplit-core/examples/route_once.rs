@@ -14,8 +14,10 @@
 //! The keys are those of the criterion benchmark: Zipf(1.1) ranks over 10^6 keys, and the
 //! strings `user_<rank>`.
 
+#[path = "../benches/common/mod.rs"]
+mod common;
+
 use keysplit_core::grouper::{build, route_batch};
-use keysplit_core::streams::Zipf;
 use keysplit_core::{KeyBatch, KeyValues, NullPolicy};
 
 fn main() {
@@ -26,21 +28,7 @@ fn main() {
     };
     let workers: u64 = workers.parse().expect("WORKERS is a number");
     let rows: usize = rows.parse().expect("KEYS is a number");
-    let mut zipf = Zipf::new(1_000_000, 1.1, 0).expect("valid Zipf");
-    let mut ranks = vec![0u64; rows];
-    zipf.fill(&mut ranks);
-    let mut offsets = vec![0i32];
-    let mut data = Vec::new();
-    let mut views = Vec::with_capacity(rows);
-    for &rank in &ranks {
-        let key = format!("user_{rank}");
-        let mut raw = [0u8; 16];
-        raw[..4].copy_from_slice(&(key.len() as u32).to_le_bytes());
-        raw[4..4 + key.len()].copy_from_slice(key.as_bytes());
-        views.push(u128::from_le_bytes(raw));
-        data.extend_from_slice(key.as_bytes());
-        offsets.push(data.len() as i32);
-    }
+    let common::Keys { ranks, offsets, data, views } = common::keys(rows);
     let values = match layout.as_str() {
         "uint64" => KeyValues::UInt64(&ranks),
         "string_view" => KeyValues::Views { views: &views, buffers: vec![] },
