@@ -71,6 +71,9 @@ proptest! {
             expected.extend(route(&mut whole, &b));
 
             let mut restored = GrouperInstance::restore(&bytes).unwrap();
+            // Tables are written in key order, so a restored grouper's snapshot is the same
+            // bytes whatever order its rebuilt tables iterate in.
+            prop_assert_eq!(&restored.snapshot().unwrap(), &bytes, "grouper {}", info.name);
             prop_assert_eq!(restored.info.name, info.name);
             prop_assert_eq!(&restored.params, &first.params);
             prop_assert_eq!(restored.grouper.loads().snapshot(), first.grouper.loads().snapshot());
@@ -201,4 +204,68 @@ fn a_shared_load_vector_restores_as_private_counts() {
     assert_eq!(restored.grouper.loads().snapshot(), shared.snapshot());
     assert!(restored.grouper.loads().share().is_some(), "the scope is kept");
     assert_eq!(restored.grouper.loads().total(), 2);
+}
+
+/// The XXH3 of each grouper's snapshot `state` after a fixed history: the fields of
+/// format version 1. A change to any grouper's fields changes its digest and must come
+/// with a new `FORMAT_VERSION` (and a reader for version 1), not a new digest here.
+/// `KEYSPLIT_PRINT_SNAPSHOT_DIGESTS=1 cargo test -p keysplit-core --test snapshot -- --nocapture
+/// frozen` prints the table.
+const STATE_DIGESTS_V1: &[(&str, u64)] = &[
+    ("shuffle", 0xb54059c50ba65022),
+    ("key", 0xa5c25eefb24e0b47),
+    ("uhlb", 0x1576cd340a350410),
+    ("pkg", 0x43a6cf71a4a20f69),
+    ("d_choices", 0xf209e575826b849d),
+    ("w_choices", 0x9fa5e246fddeb6fd),
+    ("rr_head", 0x55a83f94951e2274),
+    ("dkg_rivetti", 0xc02901b884370fc6),
+    ("dkg", 0x6715ec7d608206bf),
+    ("flexd", 0x95896c21358d9e22),
+    ("pdstream", 0xfb4f8ed3f3ef3553),
+    ("cm", 0xdef5ec8821701fd4),
+    ("am", 0x3eef23ca0c4b8c62),
+    ("cam", 0x7fb5acc966341666),
+    ("lm", 0x1f0465cd0d1f4544),
+    ("cm_hll", 0x764fa53387ec7b6b),
+    ("am_hll", 0x0689db7139bdc87c),
+    ("cam_hll", 0x5872648864a68c92),
+    ("lm_hll", 0xc6424581f572f169),
+    ("elb", 0x236b27c5ca1a3157),
+    ("clb", 0x4666c911f974b5d2),
+    ("pstream", 0x03f0c8cd4f9272af),
+    ("dagreedy", 0xc74bdfd06c8f0851),
+    ("dalton", 0x18ff22687ddbc6ed),
+];
+
+#[test]
+fn state_layouts_are_frozen_for_format_version_1() {
+    assert_eq!(FORMAT_VERSION, 1, "a new format version needs its own table of digests");
+    let print = std::env::var_os("KEYSPLIT_PRINT_SNAPSHOT_DIGESTS").is_some();
+    let keys: Vec<Vec<u8>> =
+        (0u32..600).map(|i| format!("k{}", (i * i) % 37).into_bytes()).collect();
+    for info in registry() {
+        let mut instance = build(info.name, 7, 5, &busy_params(info.name), None).unwrap();
+        for (i, key) in keys.iter().enumerate() {
+            if i % 170 == 169 {
+                instance.grouper.end_window();
+            }
+            instance.grouper.route(Key::Bytes(key));
+        }
+        let snapshot = keysplit_core::Snapshot::decode(&instance.snapshot().unwrap()).unwrap();
+        let digest = xxhash_rust::xxh3::xxh3_64(&snapshot.state);
+        if print {
+            println!("    (\"{}\", {digest:#018x}),", info.name);
+            continue;
+        }
+        let recorded = STATE_DIGESTS_V1
+            .iter()
+            .find(|&&(name, _)| name == info.name)
+            .unwrap_or_else(|| panic!("no state digest recorded for {}", info.name));
+        assert_eq!(
+            digest, recorded.1,
+            "{}: the snapshot state of format version 1 changed",
+            info.name
+        );
+    }
 }

@@ -162,6 +162,7 @@ impl Intervals {
 #[derive(Serialize, Deserialize, Clone, Debug)]
 struct Pane {
     loads: Vec<u64>,
+    #[serde(serialize_with = "crate::sketches::serialize_sorted")]
     holders: ItemMap<Vec<u32>>,
 }
 
@@ -191,6 +192,7 @@ pub(crate) struct PaneWindow {
     total: u64,
     /// Per key: (worker, number of panes of the window in which the key went to it),
     /// by worker index.
+    #[serde(serialize_with = "crate::sketches::serialize_sorted")]
     spread: ItemMap<Vec<(u32, u32)>>,
 }
 
@@ -295,8 +297,10 @@ pub struct DaGreedy {
     workers: u32,
     intervals: Intervals,
     /// Exact counts of the current interval, by fingerprint.
+    #[serde(serialize_with = "crate::sketches::serialize_sorted")]
     counts: ItemMap<u64>,
     /// Hot keys: the last interval in which each was found hot.
+    #[serde(serialize_with = "crate::sketches::serialize_sorted")]
     hot: ItemMap<u64>,
     window: PaneWindow,
 }

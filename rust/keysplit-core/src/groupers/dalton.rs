@@ -162,8 +162,11 @@ pub struct Dalton {
     epsilon: f64,
     rng: SplitMix64,
     intervals: Intervals,
+    #[serde(serialize_with = "crate::sketches::serialize_sorted")]
     counts: ItemMap<u64>,
+    #[serde(serialize_with = "crate::sketches::serialize_sorted")]
     rows: ItemMap<Row>,
+    #[serde(serialize_with = "crate::sketches::serialize_sorted_set")]
     reached: HashSet<u64, BuildHasherDefault<ItemHasher>>,
     /// `|reached ∩ rows|`.
     reached_rows: usize,

@@ -291,6 +291,7 @@ pub struct DynamicKeyGrouping {
     old_size: usize,
     teenage_size: usize,
     baby_size: usize,
+    #[serde(serialize_with = "crate::sketches::serialize_sorted")]
     items: ItemMap<KeyItem>,
     baby: VecDeque<u64>,
     teenage: VecDeque<u64>,

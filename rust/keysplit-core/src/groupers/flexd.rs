@@ -311,6 +311,7 @@ pub struct FlexD {
     segment: u64,
     /// Tuples processed by the scheduler.
     clock: u64,
+    #[serde(serialize_with = "crate::sketches::serialize_sorted")]
     entries: ItemMap<Entry>,
     /// Bytes of the instance buffers.
     instance_bytes: usize,

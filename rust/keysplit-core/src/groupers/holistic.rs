@@ -280,7 +280,7 @@ fn build(
 #[derive(Serialize, Deserialize)]
 enum Cardinality {
     /// Section 3.2.1: the exact set of fingerprints sent to each worker.
-    Exact(Vec<ItemMap<()>>),
+    Exact(#[serde(serialize_with = "crate::sketches::serialize_sorted_each")] Vec<ItemMap<()>>),
     /// Section 3.2.2: a HyperLogLog per worker, allocated on the worker's first key, and
     /// its estimate, cached after each insertion.
     Hll { sketches: Vec<Option<HyperLogLog>>, estimates: Vec<f64> },

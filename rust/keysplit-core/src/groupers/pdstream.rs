@@ -319,6 +319,7 @@ pub struct PdStream {
     /// prefix up to the largest count met so far.
     table: Vec<f64>,
     /// Hot key fingerprint -> candidate set, in the order workers joined it.
+    #[serde(serialize_with = "crate::sketches::serialize_sorted")]
     routes: ItemMap<Vec<u32>>,
     /// Bytes of `routes`' own table, which never grows.
     routes_bytes: usize,

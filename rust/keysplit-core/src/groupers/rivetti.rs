@@ -135,6 +135,7 @@ struct Learning {
 
 #[derive(Serialize, Deserialize)]
 struct Table {
+    #[serde(serialize_with = "crate::sketches::serialize_sorted")]
     heavy: ItemMap<u32>,
     heavy_bytes: usize,
     bucket_workers: Vec<u32>,

@@ -16,8 +16,8 @@
 //! seeds. Lookup tables hash items with a fixed hasher, and only to find entries: no
 //! sketch answer depends on the order of a table.
 
-use serde::{Deserialize, Serialize};
-use std::collections::HashMap;
+use serde::{Deserialize, Serialize, Serializer};
+use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::hash::{BuildHasherDefault, Hasher};
 
@@ -99,6 +99,45 @@ impl Hasher for ItemHasher {
 
 /// A lookup table keyed by item.
 pub(crate) type ItemMap<V> = HashMap<u64, V, BuildHasherDefault<ItemHasher>>;
+
+/// A set of items.
+pub(crate) type ItemSet = HashSet<u64, BuildHasherDefault<ItemHasher>>;
+
+/// Serializes an [`ItemMap`] in item order (`#[serde(serialize_with = ...)]`), so that a
+/// snapshot's bytes depend on the state alone, not on the order the table iterates in,
+/// which its insertion history and the standard library decide. It reads back as any map.
+pub(crate) fn serialize_sorted<V: Serialize, S: Serializer>(
+    map: &ItemMap<V>,
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
+    let mut entries: Vec<(&u64, &V)> = map.iter().collect();
+    entries.sort_unstable_by_key(|&(item, _)| *item);
+    serializer.collect_map(entries)
+}
+
+/// [`serialize_sorted`] for an [`ItemSet`].
+pub(crate) fn serialize_sorted_set<S: Serializer>(
+    set: &ItemSet,
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
+    let mut items: Vec<u64> = set.iter().copied().collect();
+    items.sort_unstable();
+    serializer.collect_seq(items)
+}
+
+/// [`serialize_sorted`] for each map of a vector.
+pub(crate) fn serialize_sorted_each<V: Serialize, S: Serializer>(
+    maps: &[ItemMap<V>],
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
+    struct Sorted<'a, V>(&'a ItemMap<V>);
+    impl<V: Serialize> Serialize for Sorted<'_, V> {
+        fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+            serialize_sorted(self.0, serializer)
+        }
+    }
+    serializer.collect_seq(maps.iter().map(Sorted))
+}
 
 /// An empty [`ItemMap`] that holds up to `live` entries at a time without ever growing,
 /// with its size in bytes as [`map_bytes`] counts them; `None` if it cannot be allocated.

@@ -34,6 +34,7 @@ pub struct Push {
 pub struct SlidingWindowCounter {
     window: usize,
     items: VecDeque<u64>,
+    #[serde(serialize_with = "crate::sketches::serialize_sorted")]
     counts: ItemMap<u32>,
     /// The bytes of `counts`, which never grows.
     table_bytes: usize,

@@ -87,6 +87,7 @@ pub struct SpaceSaving {
     free_buckets: u32,
     smallest: u32,
     largest: u32,
+    #[serde(serialize_with = "crate::sketches::serialize_sorted")]
     slot_of: ItemMap<u32>,
     /// The bytes of `slot_of`, which never grows.
     table_bytes: usize,
