@@ -26,8 +26,12 @@ struct Input {
 }
 
 fuzz_target!(|input: Input| {
-    let items: Vec<(u64, u64)> =
-        input.items.iter().take(MAX_ITEMS).map(|&(i, w)| (u64::from(i % 64), u64::from(w % 4))).collect();
+    let items: Vec<(u64, u64)> = input
+        .items
+        .iter()
+        .take(MAX_ITEMS)
+        .map(|&(i, w)| (u64::from(i % 64), u64::from(w % 4)))
+        .collect();
     let mut truth: HashMap<u64, u64> = HashMap::new();
     for &(item, weight) in &items {
         *truth.entry(item).or_default() += weight;
@@ -47,7 +51,8 @@ fuzz_target!(|input: Input| {
         assert!(restored.iter_by_count().eq(summary.iter_by_count()));
     }
 
-    let count_min = CountMin::new(usize::from(input.width % 300), usize::from(input.depth % 8), input.seed);
+    let count_min =
+        CountMin::new(usize::from(input.width % 300), usize::from(input.depth % 8), input.seed);
     if let Ok(count_min) = count_min {
         let mut count_min = count_min.with_conservative_update(input.conservative_update);
         items.iter().for_each(|&(item, weight)| count_min.insert(item, weight));

@@ -21,7 +21,14 @@ const MAX_KEYS: usize = 200;
 #[derive(Arbitrary, Debug)]
 enum Input {
     Raw(Vec<u8>),
-    Edited { grouper: u8, workers: u8, seed: u64, keys: Vec<u8>, rest: Vec<u8>, edits: Vec<(u16, u8)> },
+    Edited {
+        grouper: u8,
+        workers: u8,
+        seed: u64,
+        keys: Vec<u8>,
+        rest: Vec<u8>,
+        edits: Vec<(u16, u8)>,
+    },
 }
 
 fn restore_raw(bytes: &[u8]) {
