@@ -152,7 +152,17 @@ fn bad_parameters_are_refused_with_a_message() {
         assert!(err(name, "theta", ParamValue::Float(-0.1)).contains("got -0.1"));
         assert!(err(name, "capacity", ParamValue::Int(-1)).contains("at least ceil(1/theta) = 50"));
         assert!(err(name, "capacity", ParamValue::Int(49)).contains("got 49"));
-        assert!(err(name, "theta", ParamValue::Float(1e-300)).contains("capacity"));
+        // A tiny theta with the default capacity asks for a summary too large: theta is the
+        // parameter the caller set, so the error names it (found by the route_batch fuzz target).
+        let tiny = err(name, "theta", ParamValue::Float(1e-300));
+        assert!(tiny.starts_with("parameter \"theta\""), "{tiny}");
+        assert!(tiny.contains("needs a summary of at most"), "{tiny}");
+        let huge = Params::from([
+            ("theta".to_owned(), ParamValue::Float(1e-300)),
+            ("capacity".to_owned(), ParamValue::Int(i64::MAX)),
+        ]);
+        let huge = build(name, 10, 0, &huge, None).err().unwrap().to_string();
+        assert!(huge.starts_with("parameter \"capacity\""), "{huge}");
     }
     assert!(err("d_choices", "epsilon", ParamValue::Float(1.0)).contains("[0, 1)"));
     assert!(err("w_choices", "epsilon", ParamValue::Float(0.1)).contains("no parameter"));

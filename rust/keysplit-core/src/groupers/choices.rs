@@ -234,12 +234,14 @@ fn build_with(
             ));
         }
     };
+    // Left at its default, the capacity follows theta: a summary too large is theta's fault.
+    let blame = if params.given("capacity") { "capacity" } else { "theta" };
     if capacity > MAX_CAPACITY {
         return Err(params.out_of_range(
-            "capacity",
+            blame,
             format!(
-                "must be at most {MAX_CAPACITY}, got {capacity} (theta = {theta} needs at least \
-                 {least})"
+                "needs a summary of at most {MAX_CAPACITY} counters, got {capacity} (theta = \
+                 {theta} needs at least {least})"
             ),
         ));
     }
@@ -247,7 +249,7 @@ fn build_with(
     let settings = Settings { head, theta, capacity, distinct_candidates };
     match HeadChoices::new(config.hashes, config.loads, settings) {
         Ok(grouper) => Ok(Box::new(grouper)),
-        Err(reason) => Err(params.out_of_range("capacity", reason)),
+        Err(reason) => Err(params.out_of_range(blame, reason)),
     }
 }
 
