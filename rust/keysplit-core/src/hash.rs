@@ -282,6 +282,19 @@ impl HashFamily {
         self.workers.rem(self.hash(index, key)) as u32
     }
 
+    /// PKG's two candidates `(c_1, c_2)`, in tie-breaking order: `c_2` moves to
+    /// `(c_2 + 1) mod n` when it equals `c_1` and `distinct` (Apache Storm's rule). The
+    /// candidate rule of PKG, PK-M and the holistic groupers.
+    #[inline(always)]
+    pub fn two_candidates(&self, key: Key<'_>, distinct: bool) -> (u32, u32) {
+        let first = self.candidate(1, key);
+        let mut second = self.candidate(2, key);
+        if distinct && second == first {
+            second = if second + 1 == self.workers() { 0 } else { second + 1 };
+        }
+        (first, second)
+    }
+
     /// `h mod n` as a [`FastMod`], for batch loops that specialise it (see
     /// [`with_remainder`]).
     pub const fn worker_modulus(&self) -> FastMod {

@@ -432,13 +432,12 @@ impl Holistic {
 
     fn fill_candidates(&self, key: Key<'_>, out: &mut Vec<u32>) {
         out.clear();
-        for index in 1..=self.choices {
-            let mut worker = self.hashes.candidate(index, key);
-            if index == 2 && self.distinct_candidates && worker == out[0] {
-                worker = if worker + 1 == self.hashes.workers() { 0 } else { worker + 1 };
-            }
-            out.push(worker);
+        let (first, second) = self.hashes.two_candidates(key, self.distinct_candidates);
+        out.push(first);
+        if self.choices >= 2 {
+            out.push(second);
         }
+        out.extend((3..=self.choices).map(|index| self.hashes.candidate(index, key)));
     }
 
     /// `L[worker]`: tuples sent to `worker` in the current window.

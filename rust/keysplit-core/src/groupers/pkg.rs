@@ -101,12 +101,7 @@ impl PartialKeyGrouping {
     /// The two candidates of `key`, in tie-breaking order.
     #[inline(always)]
     pub fn candidates(&self, key: Key<'_>) -> (u32, u32) {
-        let first = self.hashes.candidate(1, key);
-        let mut second = self.hashes.candidate(2, key);
-        if self.distinct_candidates && second == first {
-            second = if second + 1 == self.hashes.workers() { 0 } else { second + 1 };
-        }
-        (first, second)
+        self.hashes.two_candidates(key, self.distinct_candidates)
     }
 }
 
