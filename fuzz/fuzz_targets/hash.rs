@@ -7,8 +7,8 @@
 use arbitrary::Arbitrary;
 use keysplit_core::Key;
 use keysplit_core::hash::{
-    FINGERPRINT_SEED, FastMod, HashFamily, SEED_STRIDE, candidate_seed, fingerprint, hash_int_key,
-    hash_key,
+    FINGERPRINT_SEED, FastMod, HashFamily, INLINE_KEY_MAX_LEN, InlineKey, SEED_STRIDE,
+    candidate_seed, fingerprint, hash_int_key, hash_key,
 };
 use libfuzzer_sys::fuzz_target;
 
@@ -41,6 +41,16 @@ fuzz_target!(|input: Input| {
     let moved = &moved[shift..];
     assert_eq!(hash_key(moved, seed), digest, "hash depends on the key's address");
     assert_eq!(Key::Bytes(&key).hash(seed), digest);
+
+    // A key of up to 12 bytes inside a string view hashes from the view, and the bytes
+    // past its length (here `shift`, whatever a producer left there) do not count.
+    if key.len() <= INLINE_KEY_MAX_LEN {
+        let mut view = [shift as u8; 16];
+        view[..4].copy_from_slice(&(key.len() as u32).to_le_bytes());
+        view[4..4 + key.len()].copy_from_slice(&key);
+        let inline = InlineKey::from_view(u128::from_le_bytes(view)).expect("an inline view");
+        assert_eq!(Key::Inline(inline).hash(seed), digest, "inline key {key:?}");
+    }
 
     // The hand-written 8-byte path must be XXH3 itself: integer columns route through it
     // while the same key as bytes (or from Python) goes through `hash_key`.

@@ -371,16 +371,8 @@ impl Buffers {
                     buffers.get(buffer)?.get(offset..offset + length).map(<[u8]>::to_vec)
                 })
                 .collect(),
-            Buffers::Owned(v) => Some(v.iter().map(|key| bytes_of(key.as_key())).collect()),
+            Buffers::Owned(v) => Some(v.iter().map(|key| key.as_key().to_bytes()).collect()),
         }
-    }
-}
-
-/// The bytes a key stands for: an integer is its 8 little-endian bytes.
-fn bytes_of(key: Key<'_>) -> Vec<u8> {
-    match key {
-        Key::Int(v) => v.to_le_bytes().to_vec(),
-        Key::Bytes(b) => b.to_vec(),
     }
 }
 
@@ -699,7 +691,7 @@ fuzz_target!(init: check_max_workers(), |input: Input| {
     let mut seen = Vec::with_capacity(keys.len());
     batch.for_each(|row, key| {
         assert_eq!(row, seen.len(), "rows out of order");
-        seen.push(key.map(bytes_of));
+        seen.push(key.map(Key::to_bytes));
     });
     assert_eq!(seen, keys);
 

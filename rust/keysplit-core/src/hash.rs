@@ -23,13 +23,16 @@
 use serde::{Deserialize, Serialize};
 use xxhash_rust::xxh3::xxh3_64_with_seed;
 
-/// A key as the groupers see it: an integer widened to 64 bits, or a byte string.
+/// A key as the groupers see it: an integer widened to 64 bits, or a byte string, which
+/// a short string may carry inside its Arrow view.
 ///
-/// `Key::Int(v)` and `Key::Bytes(&v.to_le_bytes())` are the same key: they hash alike.
+/// `Key::Int(v)` and `Key::Bytes(&v.to_le_bytes())` are the same key: they hash alike, and
+/// so do `Key::Inline(k)` and `Key::Bytes(k.bytes())`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Key<'a> {
     Int(u64),
     Bytes(&'a [u8]),
+    Inline(InlineKey),
 }
 
 impl Key<'_> {
@@ -40,9 +43,82 @@ impl Key<'_> {
             Key::Int(value) => hash_int_key(value, seed),
             Key::Bytes(bytes) if bytes.len().wrapping_sub(4) <= 12 => hash_4to16(bytes, seed),
             Key::Bytes(bytes) => hash_key(bytes, seed),
+            Key::Inline(key) => key.hash(seed),
+        }
+    }
+
+    /// The bytes the key stands for: an integer's are its 8 little-endian bytes.
+    pub fn to_bytes(self) -> Vec<u8> {
+        match self {
+            Key::Int(value) => value.to_le_bytes().to_vec(),
+            Key::Bytes(bytes) => bytes.to_vec(),
+            Key::Inline(key) => key.padded_bytes()[..key.len()].to_vec(),
         }
     }
 }
+
+/// A key of at most 12 bytes, as an Arrow string view holds it: the length in the low 32
+/// bits of the 16-byte view and the bytes from bit 32 on.
+///
+/// Hashed from the view in registers: the words XXH3 reads are shifts of the view, so no
+/// key byte is loaded from memory again and no slice is bounds-checked. Polars stores
+/// every string of up to 12 bytes this way. Bytes past the length are ignored, whatever
+/// the producer left there.
+#[derive(Clone, Copy, Debug)]
+pub struct InlineKey(u128);
+
+/// The longest key a string view holds inline.
+pub const INLINE_KEY_MAX_LEN: usize = 12;
+
+impl InlineKey {
+    /// The key inside `view`, if the view holds its key inline.
+    #[inline(always)]
+    pub const fn from_view(view: u128) -> Option<Self> {
+        if view as u32 as usize <= INLINE_KEY_MAX_LEN { Some(Self(view)) } else { None }
+    }
+
+    #[inline(always)]
+    pub const fn len(&self) -> usize {
+        self.0 as u32 as usize
+    }
+
+    pub const fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The key's bytes, zero-padded to 12.
+    pub fn padded_bytes(&self) -> [u8; INLINE_KEY_MAX_LEN] {
+        let mut bytes = [0u8; INLINE_KEY_MAX_LEN];
+        bytes[..self.len()].copy_from_slice(&self.0.to_le_bytes()[4..4 + self.len()]);
+        bytes
+    }
+
+    /// `XXH3_64bits_withSeed(key bytes, seed)`; the branch-free selection of
+    /// [`hash_4to16`], from the view.
+    #[inline(always)]
+    fn hash(self, seed: u64) -> u64 {
+        let len = self.len();
+        if len < 4 {
+            return hash_key(&self.padded_bytes()[..len], seed);
+        }
+        let data = self.0 >> 32;
+        let first = data as u32 as u64;
+        let last = (data >> (8 * (len - 4))) as u32 as u64;
+        let last_word = (data >> (8 * (len.max(8) - 8))) as u64;
+        let short = xxh3_4to8(last.wrapping_add(first << 32), len as u64, seed);
+        let long = xxh3_9to16(data as u64, last_word, len as u64, seed);
+        std::hint::select_unpredictable(len > 8, long, short)
+    }
+}
+
+/// Equal when the keys are: the bytes past the length do not count.
+impl PartialEq for InlineKey {
+    fn eq(&self, other: &Self) -> bool {
+        self.padded_bytes() == other.padded_bytes() && self.len() == other.len()
+    }
+}
+
+impl Eq for InlineKey {}
 
 impl<'a> From<&'a [u8]> for Key<'a> {
     fn from(bytes: &'a [u8]) -> Self {
@@ -170,9 +246,19 @@ pub const fn candidate_seed(grouper_seed: u64, index: u64) -> u64 {
 }
 
 /// Exact `x mod d` by two multiplications instead of a division, which costs tens of
-/// cycles and dominated routing (Lemire, Kaser and Kurz, "Faster remainder by direct
-/// computation", 2019: with a 128-bit multiplier `ceil(2^128 / d)` the result is exact
-/// for every 64-bit `x` and `d`).
+/// cycles and dominated routing.
+///
+/// With `m = floor(2^64 / d)`, `q = floor(x * m / 2^64)` is `floor(x / d)` or one less
+/// (Barrett reduction: `x * m / 2^64 > x / d - 1` because `x < 2^64` and
+/// `2^64 / d - m < 1`), so `x - q * d` is below `2d` and one conditional subtraction makes
+/// it exact, for every 64-bit `x` and `d`. For `d = 1` the formula's
+/// `m` does not fit; `2^64 - 1` gives `r` in `{0, 1}` and the subtraction 0.
+///
+/// The stored multiplier is `ceil(2^128 / d)` (wrapped to 0 for `d = 1`), from an earlier
+/// exact method that took four multiplications (Lemire, Kaser and Kurz, 2019); snapshots
+/// hold it, so it stays, and its high half is `m` for every `d` from 2 on: the fraction
+/// the ceiling adds is below `2^-64` and cannot carry into the high half, as `2^64 / d`
+/// has a fractional part of at most `1 - 1/d`.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FastMod {
     divisor: u64,
@@ -183,7 +269,6 @@ impl FastMod {
     /// `divisor` must be at least 1.
     pub const fn new(divisor: u64) -> Self {
         assert!(divisor > 0, "FastMod needs a positive divisor");
-        // ceil(2^128 / d); it wraps to 0 for d = 1, where every remainder is 0.
         let multiplier = (u128::MAX / divisor as u128).wrapping_add(1);
         Self { divisor, multiplier }
     }
@@ -192,16 +277,25 @@ impl FastMod {
         self.divisor
     }
 
+    /// The same remainder with its multiplier unpacked, for a loop that takes many.
+    #[inline(always)]
+    pub const fn barrett(&self) -> BarrettMod {
+        let multiplier = if self.divisor == 1 { u64::MAX } else { (self.multiplier >> 64) as u64 };
+        BarrettMod { divisor: self.divisor, multiplier }
+    }
+
     /// `x % divisor`.
     #[inline]
-    pub const fn rem(&self, x: u64) -> u64 {
-        let fraction = self.multiplier.wrapping_mul(x as u128);
-        // The high 64 bits of the 192-bit product fraction * divisor.
-        let d = self.divisor as u128;
-        let low = (fraction as u64 as u128 * d) >> 64;
-        let high = (fraction >> 64) * d;
-        ((high + low) >> 64) as u64
+    pub fn rem(&self, x: u64) -> u64 {
+        Remainder::rem(self.barrett(), x)
     }
+}
+
+/// `x mod d` by Barrett reduction with `m = floor(2^64 / d)` (see [`FastMod`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BarrettMod {
+    divisor: u64,
+    multiplier: u64,
 }
 
 /// An exact `x mod n` for one fixed `n`, in the form a batch loop is specialised for.
@@ -209,10 +303,15 @@ pub trait Remainder: Copy {
     fn rem(self, x: u64) -> u64;
 }
 
-impl Remainder for FastMod {
+impl Remainder for BarrettMod {
     #[inline(always)]
     fn rem(self, x: u64) -> u64 {
-        FastMod::rem(&self, x)
+        let quotient = ((x as u128 * self.multiplier as u128) >> 64) as u64;
+        let r = x - quotient * self.divisor;
+        // `r - d` wraps to above `r` exactly when no correction is due. Whether it is due
+        // is a coin flip to a branch predictor (a quarter of the keys at d = 1000), and
+        // written as a comparison LLVM may turn it into a branch.
+        r.min(r.wrapping_sub(self.divisor))
     }
 }
 
@@ -237,7 +336,7 @@ pub fn with_remainder<T>(divisor: FastMod, visit: impl RemainderVisitor<Output =
     if d.is_power_of_two() {
         visit.visit(PowerOfTwoMod { mask: d - 1 })
     } else {
-        visit.visit(divisor)
+        visit.visit(divisor.barrett())
     }
 }
 
@@ -334,6 +433,16 @@ mod tests {
                 assert_eq!(fast.rem(x), x % d, "{x} mod {d}");
             }
         }
+        // Around the multiples of d, where Barrett's quotient falls one short most often.
+        for d in (2..200).chain([999, 1000, 1 << 20, (1 << 20) - 1]) {
+            let fast = FastMod::new(d);
+            let top = u64::MAX / d;
+            for q in (0..50).chain(top - 50..=top) {
+                for x in [q * d, (q * d).saturating_sub(1), q * d + (d - 1)] {
+                    assert_eq!(fast.rem(x), x % d, "{x} mod {d}");
+                }
+            }
+        }
     }
 
     proptest::proptest! {
@@ -391,6 +500,38 @@ mod tests {
         }
     }
 
+    /// A string view holding `key` inline, with `padding` in the bytes past the key.
+    fn view_of(key: &[u8], padding: u8) -> u128 {
+        let mut raw = [padding; 16];
+        raw[..4].copy_from_slice(&(key.len() as u32).to_le_bytes());
+        raw[4..4 + key.len()].copy_from_slice(key);
+        u128::from_le_bytes(raw)
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn inline_keys_hash_as_xxh3_whatever_their_padding(
+            key in proptest::collection::vec(proptest::num::u8::ANY, 0..=INLINE_KEY_MAX_LEN),
+            padding: u8,
+            seed: u64,
+        ) {
+            let inline = InlineKey::from_view(view_of(&key, padding)).unwrap();
+            proptest::prop_assert_eq!(Key::Inline(inline).hash(seed), xxh3_64_with_seed(&key, seed));
+            proptest::prop_assert_eq!(&inline.padded_bytes()[..key.len()], &key[..]);
+            proptest::prop_assert_eq!(inline, InlineKey::from_view(view_of(&key, !padding)).unwrap());
+        }
+    }
+
+    #[test]
+    fn only_views_of_up_to_12_bytes_are_inline() {
+        assert!(InlineKey::from_view(view_of(&[1; 12], 0)).is_some());
+        assert!(InlineKey::from_view(13).is_none());
+        assert!(InlineKey::from_view(u32::MAX as u128).is_none());
+        let empty = InlineKey::from_view(view_of(b"", 0xff)).unwrap();
+        assert!(empty.is_empty());
+        assert_eq!(Key::Inline(empty).hash(5), xxh3_64_with_seed(b"", 5));
+    }
+
     #[test]
     fn short_keys_of_every_length_hash_as_xxh3() {
         let bytes: Vec<u8> = (0..40u8).map(|b| b.wrapping_mul(151).wrapping_add(7)).collect();
@@ -398,6 +539,10 @@ mod tests {
             for seed in [0, 1, u64::MAX, candidate_seed(3, 2), 0x0123_4567_89ab_cdef] {
                 let key = &bytes[..len];
                 assert_eq!(Key::Bytes(key).hash(seed), xxh3_64_with_seed(key, seed), "len {len}");
+                if len <= INLINE_KEY_MAX_LEN {
+                    let inline = InlineKey::from_view(view_of(key, 0xa5)).unwrap();
+                    assert_eq!(Key::Inline(inline).hash(seed), xxh3_64_with_seed(key, seed));
+                }
             }
         }
     }

@@ -6,7 +6,7 @@
 
 use std::fmt;
 
-use crate::hash::Key;
+use crate::hash::{INLINE_KEY_MAX_LEN, InlineKey, Key};
 
 /// Why a set of buffers does not form a valid key batch.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -92,26 +92,11 @@ pub struct KeyBatch<'a> {
     validity: Option<Validity<'a>>,
 }
 
-const VIEW_INLINE_LEN: u32 = 12;
-
 fn view_parts(view: u128) -> (u32, u32, u32) {
     let length = view as u32;
     let buffer = (view >> 64) as u32;
     let offset = (view >> 96) as u32;
     (length, buffer, offset)
-}
-
-/// The bytes of the views, as Arrow laid them out: an inline key is read where it lies.
-///
-/// Copying a view out with `u128::to_le_bytes` to slice its inline bytes made every key
-/// a fresh stack store, and the hash's unaligned reads of it then missed store-to-load
-/// forwarding, which cost more than the hash.
-fn view_bytes(views: &[u128]) -> &[u8] {
-    // SAFETY: `u128` has no padding and every byte pattern is a valid `u8`; the byte slice
-    // covers exactly the memory of `views`, keeps its lifetime, and `u8` needs no
-    // alignment. The memory is the Arrow views buffer, whose inline keys sit at bytes
-    // 4..16 of each view.
-    unsafe { std::slice::from_raw_parts(views.as_ptr().cast::<u8>(), std::mem::size_of_val(views)) }
 }
 
 fn check_offsets<O: Copy + TryInto<usize> + fmt::Debug>(
@@ -141,7 +126,7 @@ fn check_offsets<O: Copy + TryInto<usize> + fmt::Debug>(
 fn check_views(views: &[u128], buffers: &[&[u8]]) -> Result<(), InvalidKeys> {
     for (row, &view) in views.iter().enumerate() {
         let (length, buffer, offset) = view_parts(view);
-        if length <= VIEW_INLINE_LEN {
+        if length as usize <= INLINE_KEY_MAX_LEN {
             continue;
         }
         let data = buffers.get(buffer as usize).ok_or_else(|| {
@@ -261,13 +246,11 @@ impl<'a> KeyBatch<'a> {
                 }
             }
             KeyValues::Views { views, buffers } => {
-                let raw = view_bytes(views);
-                for (row, view) in views.iter().enumerate() {
-                    let (length, buffer, offset) = view_parts(*view);
-                    if length <= VIEW_INLINE_LEN {
-                        let start = row * 16 + 4;
-                        sink.value(row, Key::Bytes(&raw[start..start + length as usize]));
+                for (row, &view) in views.iter().enumerate() {
+                    if let Some(inline) = InlineKey::from_view(view) {
+                        sink.value(row, Key::Inline(inline));
                     } else {
+                        let (length, buffer, offset) = view_parts(view);
                         let start = offset as usize;
                         let data = &buffers[buffer as usize][start..start + length as usize];
                         sink.value(row, Key::Bytes(data));
@@ -334,7 +317,7 @@ mod tests {
         batch.for_each(|_, k| {
             out.push(k.map(|k| match k {
                 Key::Int(v) => OwnedKey::Int(v),
-                Key::Bytes(b) => OwnedKey::Bytes(b.to_vec()),
+                key => OwnedKey::Bytes(key.to_bytes()),
             }))
         });
         out

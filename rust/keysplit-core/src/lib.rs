@@ -24,6 +24,7 @@ pub mod sketches;
 pub mod snapshot;
 pub mod sources;
 pub mod streams;
+pub mod worker_ids;
 
 pub use error::{ConfigError, RouteError};
 pub use grouper::{

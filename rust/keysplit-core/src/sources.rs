@@ -22,6 +22,7 @@ use crate::grouper::{Grouper, MAX_WORKERS, NullPolicy, build, route_batch};
 use crate::keys::KeyBatch;
 use crate::loads::{LoadScope, LoadVector};
 use crate::params::Params;
+use crate::worker_ids::worker_ids_buffer;
 
 /// The keys of one source: its batches, routed in order.
 pub type SourceKeys<'a> = [KeyBatch<'a>];
@@ -156,7 +157,7 @@ fn route_source(
     batches: &SourceKeys<'_>,
 ) -> Result<SourceRouting, RouteError> {
     let total = batches.iter().map(KeyBatch::len).sum();
-    let mut ids = vec![0u32; total];
+    let mut ids = worker_ids_buffer(total);
     let mut start = 0;
     for batch in batches {
         let out = &mut ids[start..start + batch.len()];

@@ -6,6 +6,7 @@ use keysplit_core::grouper::{GrouperInstance, NULL_KEY, build, route_batch};
 use keysplit_core::params::{ParamValue, Params};
 use keysplit_core::snapshot::snapshot_grouper;
 use keysplit_core::sources::{SourceRouting, SourcesConfig, SourcesError};
+use keysplit_core::worker_ids::worker_ids_buffer;
 use keysplit_core::{ConfigError, Grouper, LoadScope, NullPolicy, RouteError};
 use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
@@ -137,7 +138,7 @@ impl GrouperCore {
                     return Err(route_error(RouteError::NullKeys { nulls }));
                 }
             }
-            let mut ids = vec![0u32; keys.len()];
+            let mut ids = worker_ids_buffer(keys.len());
             let mut grouper = self.lock()?;
             let mut start = 0;
             for batch in &batches {

@@ -1,11 +1,14 @@
 //! `WorkerIds`: the uint32 result of routing, shared with Arrow and NumPy without a copy.
 
 use std::ffi::{c_int, c_void};
-use std::ptr::null_mut;
+use std::ptr::{NonNull, null_mut};
 use std::sync::Arc;
 
 use arrow_array::{Array, UInt32Array};
+use arrow_buffer::alloc::Allocation;
+use arrow_buffer::{Buffer, ScalarBuffer};
 use arrow_schema::{DataType, Field, FieldRef};
+use keysplit_core::worker_ids::recycle_worker_ids;
 use pyo3::exceptions::{PyBufferError, PyIndexError};
 use pyo3::ffi;
 use pyo3::prelude::*;
@@ -32,10 +35,29 @@ fn field() -> FieldRef {
     Arc::new(Field::new("worker", DataType::UInt32, false))
 }
 
+/// The memory of a routing's ids, handed back to keysplit-core's pool when the last Arrow
+/// array, NumPy view or memoryview of it is gone, for the next routing to write into.
+struct RecycledIds(Vec<u32>);
+
+impl Drop for RecycledIds {
+    fn drop(&mut self) {
+        recycle_worker_ids(std::mem::take(&mut self.0));
+    }
+}
+
 impl WorkerIds {
+    /// Takes `ids`, from `keysplit_core::worker_ids::worker_ids_buffer`, without a copy.
     pub fn new(ids: Vec<u32>) -> Self {
-        let len = ids.len() as ffi::Py_ssize_t;
-        Self { array: UInt32Array::from(ids), shape: [len], strides: [ITEM_SIZE] }
+        let len = ids.len();
+        let data = NonNull::from(ids.as_slice()).cast::<u8>();
+        let owner: Arc<dyn Allocation> = Arc::new(RecycledIds(ids));
+        // SAFETY: `data` points at `len` initialised u32s owned by the Vec inside `owner`.
+        // Moving the Vec into the Arc does not move its heap block, and the Buffer keeps
+        // `owner` alive for as long as any array of it exists.
+        let buffer =
+            unsafe { Buffer::from_custom_allocation(data, len * ITEM_SIZE as usize, owner) };
+        let array = UInt32Array::new(ScalarBuffer::new(buffer, 0, len), None);
+        Self { array, shape: [len as ffi::Py_ssize_t], strides: [ITEM_SIZE] }
     }
 }
 
