@@ -142,6 +142,28 @@ def test_key_buffers_and_worker_ids_are_shared_not_copied() -> None:
         np.asarray(ids)[0] = 1
 
 
+@pytest.mark.parametrize("holder", ["numpy", "pyarrow", "polars", "memoryview"])
+def test_recycled_id_buffers_are_reused_only_once_nothing_holds_them(holder: str) -> None:
+    # Large outputs come from a pool of freed id buffers (keysplit_core::worker_ids). A
+    # buffer some view of the ids still holds must never be handed to the next routing.
+    keys = np.arange(2_000_000, dtype=np.uint64)
+    grouper = keysplit.Grouper("key", workers=1000, seed=3)
+    ids = grouper.route(keys)
+    views = {"numpy": np.asarray, "pyarrow": pa.array, "polars": pl.Series, "memoryview": memoryview}
+    held = views[holder](ids)
+    expected = np.asarray(ids).copy()
+    address = np.asarray(ids).ctypes.data
+    del ids
+    others = [keysplit.Grouper("key", workers=7, seed=s).route(keys) for s in range(3)]
+    assert all(np.asarray(other).ctypes.data != address for other in others)
+    assert np.array_equal(np.asarray(held), expected)
+    del held
+    # Once the last view is gone the buffer goes back to the pool and is written anew.
+    again = keysplit.Grouper("key", workers=1000, seed=3).route(keys)
+    assert np.array_equal(np.asarray(again), expected)
+    assert np.array_equal(np.asarray(keysplit.Grouper("key", workers=7, seed=0).route(keys)), np.asarray(others[0]))
+
+
 def test_worker_ids_behave_as_a_sequence() -> None:
     ids = keysplit.Grouper("shuffle", workers=3).route(["a"] * 5)
     assert len(ids) == 5

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import numpy as np
 import polars as pl
 import pytest
@@ -77,3 +81,30 @@ def test_bad_arguments_raise_clear_errors(args: tuple, kwargs: dict, error: type
 def test_no_sources_route_nothing() -> None:
     routed = keysplit.route_sources("pkg", 4, [])
     assert (routed.ids, routed.total_loads) == ([], [])
+
+
+def test_a_large_batch_routes_alike_on_any_number_of_threads() -> None:
+    # KG cuts a batch of over 2^19 keys per thread into parts on several threads
+    # (keysplit_core::parallel); KEYSPLIT_MAX_THREADS caps them. Ids and loads must not
+    # depend on the cap, for integer and string keys, with nulls, over chunks.
+    script = """
+import hashlib, sys
+import polars as pl, pyarrow as pa
+import keysplit
+ranks = next(keysplit.datasets.zipf(keys=100_000, tuples=1_600_000, z=1.1, seed=5, batch_rows=1_600_000))["key"]
+strings = ("k" + ranks.cast(pl.String)).rename("key")
+with_nulls = pa.chunked_array([pa.array(strings.to_list()[:1_100_000] + [None]), pa.array(strings.to_list()[1_100_000:])])
+digest = hashlib.sha256()
+for keys in (ranks, strings, with_nulls):
+    for workers in (8, 1000):
+        grouper = keysplit.Grouper("key", workers=workers, seed=3)
+        digest.update(memoryview(grouper.route(keys, nulls="group")))
+        digest.update(repr(grouper.loads).encode())
+print(digest.hexdigest())
+"""
+    digests = set()
+    for cap in ("1", "2", "3"):
+        env = {**os.environ, "KEYSPLIT_MAX_THREADS": cap}
+        result = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True)
+        digests.add(result.stdout.strip())
+    assert len(digests) == 1, digests

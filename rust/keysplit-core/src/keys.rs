@@ -185,6 +185,54 @@ impl<'a> KeyBatch<'a> {
         self.len
     }
 
+    /// Rows `..mid` and rows `mid..`, without copying or validating again: the halves of a
+    /// valid batch are valid. `mid` must be at most `len()`.
+    pub fn split_at(&self, mid: usize) -> (KeyBatch<'a>, KeyBatch<'a>) {
+        assert!(mid <= self.len, "split at {mid} of a batch of {} keys", self.len);
+        macro_rules! halves {
+            ($variant:ident, $v:expr) => {{
+                let (head, tail) = $v.split_at(mid);
+                (KeyValues::$variant(head), KeyValues::$variant(tail))
+            }};
+        }
+        let (head, tail) = match &self.values {
+            KeyValues::Int8(v) => halves!(Int8, v),
+            KeyValues::Int16(v) => halves!(Int16, v),
+            KeyValues::Int32(v) => halves!(Int32, v),
+            KeyValues::Int64(v) => halves!(Int64, v),
+            KeyValues::UInt8(v) => halves!(UInt8, v),
+            KeyValues::UInt16(v) => halves!(UInt16, v),
+            KeyValues::UInt32(v) => halves!(UInt32, v),
+            KeyValues::UInt64(v) => halves!(UInt64, v),
+            KeyValues::Owned(v) => halves!(Owned, v),
+            // A batch of no rows may have no offsets at all; a split then has none either.
+            KeyValues::Offsets32 { offsets, data } if !offsets.is_empty() => (
+                KeyValues::Offsets32 { offsets: &offsets[..=mid], data },
+                KeyValues::Offsets32 { offsets: &offsets[mid..], data },
+            ),
+            KeyValues::Offsets64 { offsets, data } if !offsets.is_empty() => (
+                KeyValues::Offsets64 { offsets: &offsets[..=mid], data },
+                KeyValues::Offsets64 { offsets: &offsets[mid..], data },
+            ),
+            values @ (KeyValues::Offsets32 { .. } | KeyValues::Offsets64 { .. }) => {
+                (values.clone(), values.clone())
+            }
+            KeyValues::Views { views, buffers } => {
+                let (head, tail) = views.split_at(mid);
+                (
+                    KeyValues::Views { views: head, buffers: buffers.clone() },
+                    KeyValues::Views { views: tail, buffers: buffers.clone() },
+                )
+            }
+        };
+        let tail_validity =
+            self.validity.map(|v| Validity { bits: v.bits, offset: v.offset + mid });
+        (
+            KeyBatch { values: head, len: mid, validity: self.validity },
+            KeyBatch { values: tail, len: self.len - mid, validity: tail_validity },
+        )
+    }
+
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
@@ -355,6 +403,40 @@ mod tests {
         ] {
             assert_eq!(collect(&KeyBatch::new(values).unwrap()), expected);
         }
+    }
+
+    #[test]
+    fn a_split_batch_yields_the_rows_of_the_whole_in_two_parts() {
+        let offsets32 = [0, 2, 2, 15];
+        let offsets64 = [0_i64, 2, 2, 15];
+        let data = b"abthirteen bytes";
+        let views = [inline_view(b"ab"), inline_view(b""), buffer_view(13, 0, 2)];
+        let owned = vec![OwnedKey::Int(1), OwnedKey::Bytes(vec![]), OwnedKey::Int(3)];
+        let bits = [0b0000_1010_u8];
+        for values in [
+            KeyValues::Offsets32 { offsets: &offsets32, data },
+            KeyValues::Offsets64 { offsets: &offsets64, data },
+            KeyValues::Views { views: &views, buffers: vec![data] },
+            KeyValues::Owned(&owned),
+            KeyValues::Int16(&[5, -6, 7]),
+        ] {
+            let plain = KeyBatch::new(values).unwrap();
+            let masked = plain.clone().with_validity(&bits, 1).unwrap();
+            for batch in [plain, masked] {
+                let whole = collect(&batch);
+                for mid in 0..=3 {
+                    let (head, tail) = batch.split_at(mid);
+                    assert_eq!((head.len(), tail.len()), (mid, 3 - mid));
+                    let mut parts = collect(&head);
+                    parts.extend(collect(&tail));
+                    assert_eq!(parts, whole, "split at {mid}");
+                    assert_eq!(head.null_count() + tail.null_count(), batch.null_count());
+                }
+            }
+        }
+        let empty = KeyBatch::new(KeyValues::Offsets32 { offsets: &[], data: b"" }).unwrap();
+        let (head, tail) = empty.split_at(0);
+        assert!(head.is_empty() && tail.is_empty());
     }
 
     #[test]

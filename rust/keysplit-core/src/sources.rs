@@ -21,6 +21,7 @@ use crate::error::{ConfigError, RouteError};
 use crate::grouper::{Grouper, MAX_WORKERS, NullPolicy, build, route_batch};
 use crate::keys::KeyBatch;
 use crate::loads::{LoadScope, LoadVector};
+use crate::parallel::single_threaded;
 use crate::params::Params;
 use crate::worker_ids::worker_ids_buffer;
 
@@ -117,12 +118,15 @@ pub fn route_sources(
         let handles: Vec<_> = lanes
             .into_iter()
             .map(|lane| {
+                // The sources are the parallelism: no batch takes more threads of its own.
                 scope.spawn(move || {
-                    lane.into_iter()
-                        .map(|(index, mut grouper)| {
-                            (index, route_source(grouper.as_mut(), sources[index]))
-                        })
-                        .collect::<Vec<_>>()
+                    single_threaded(|| {
+                        lane.into_iter()
+                            .map(|(index, mut grouper)| {
+                                (index, route_source(grouper.as_mut(), sources[index]))
+                            })
+                            .collect::<Vec<_>>()
+                    })
                 })
             })
             .collect();

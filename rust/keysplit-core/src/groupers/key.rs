@@ -7,6 +7,7 @@ use crate::grouper::{Grouper, GrouperConfig, GrouperInfo, NULL_KEY, route_each};
 use crate::hash::{HashFamily, Key, Remainder, RemainderVisitor, candidate_seed, with_remainder};
 use crate::keys::{KeyBatch, KeyVisitor};
 use crate::loads::LoadVector;
+use crate::parallel::{batch_threads, row_ranges};
 use crate::params::ParamReader;
 use crate::snapshot::restore_state;
 use serde::{Deserialize, Serialize};
@@ -46,19 +47,48 @@ impl Grouper for KeyGrouping {
 
     /// KG never reads its loads, so a batch counts its tuples per worker in a local array
     /// and adds them once at the end (in both load scopes), and the loop is compiled per
-    /// remainder form (a mask for a power-of-two `n`).
+    /// remainder form (a mask for a power-of-two `n`). A key's worker depends on nothing
+    /// else, so a large batch is cut into parts routed on several threads
+    /// ([`crate::parallel`]) with the same ids and counts.
     fn route_batch(&mut self, keys: &KeyBatch<'_>, out: &mut [u32]) {
         let workers = self.hashes.workers() as usize;
         if keys.len() < workers {
             // Fewer keys than counters: counting locally would cost more than it saves.
             return route_each(self, keys, out);
         }
-        let mut counts = vec![0u64; workers];
         let seed = candidate_seed(self.hashes.grouper_seed(), 0);
-        with_remainder(
-            self.hashes.worker_modulus(),
-            KeyBatchLoop { seed, keys, out, counts: &mut counts },
-        );
+        let modulus = self.hashes.worker_modulus();
+        let route_part = |keys: &KeyBatch<'_>, out: &mut [u32]| {
+            let mut counts = vec![0u64; workers];
+            with_remainder(modulus, KeyBatchLoop { seed, keys, out, counts: &mut counts });
+            counts
+        };
+        let threads = batch_threads(keys.len());
+        if threads == 1 {
+            self.loads.add_counts(&route_part(keys, out));
+            return;
+        }
+        let mut parts = Vec::with_capacity(threads);
+        let (mut rest_keys, mut rest_out) = (keys.clone(), out);
+        for (_, len) in row_ranges(keys.len(), threads) {
+            let (part_keys, tail_keys) = rest_keys.split_at(len);
+            let (part_out, tail_out) = std::mem::take(&mut rest_out).split_at_mut(len);
+            parts.push((part_keys, part_out));
+            (rest_keys, rest_out) = (tail_keys, tail_out);
+        }
+        let (first_keys, first_out) = parts.remove(0);
+        let counts = std::thread::scope(|scope| {
+            let handles: Vec<_> = parts
+                .into_iter()
+                .map(|(keys, out)| scope.spawn(move || route_part(&keys, out)))
+                .collect();
+            let mut counts = route_part(&first_keys, first_out);
+            for handle in handles {
+                let part = handle.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+                counts.iter_mut().zip(part).for_each(|(total, count)| *total += count);
+            }
+            counts
+        });
         self.loads.add_counts(&counts);
     }
 
@@ -101,5 +131,31 @@ impl<R: Remainder> KeyVisitor for KeyRows<'_, R> {
         let worker = self.remainder.rem(key.unwrap_or(NULL_KEY).hash(self.seed)) as usize;
         self.counts[worker] += 1;
         self.out[row] = worker as u32;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::grouper::{NullPolicy, build, route_batch};
+    use crate::keys::{KeyBatch, KeyValues};
+    use crate::parallel::{MIN_KEYS_PER_THREAD, single_threaded};
+
+    #[test]
+    fn a_batch_cut_over_threads_routes_and_counts_as_one() {
+        let keys: Vec<u64> = (0..3 * MIN_KEYS_PER_THREAD as u64 + 7).map(|k| k % 10_007).collect();
+        let batch = KeyBatch::new(KeyValues::UInt64(&keys)).unwrap();
+        let route = |n| {
+            let mut grouper = build("key", n, 9, &Default::default(), None).unwrap().grouper;
+            let mut out = vec![0u32; keys.len()];
+            route_batch(grouper.as_mut(), &batch, NullPolicy::Raise, &mut out).unwrap();
+            (out, grouper.loads().snapshot())
+        };
+        for n in [8, 1000] {
+            let one_thread = single_threaded(|| route(n));
+            assert_eq!(route(n), one_thread, "n = {n}");
+            let mut single = build("key", n, 9, &Default::default(), None).unwrap().grouper;
+            let each: Vec<u32> = keys.iter().map(|&k| single.route(crate::Key::Int(k))).collect();
+            assert_eq!(one_thread.0, each);
+        }
     }
 }
