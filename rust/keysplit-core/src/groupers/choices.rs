@@ -77,7 +77,8 @@
 use crate::error::ConfigError;
 use crate::grouper::{Grouper, GrouperConfig, GrouperInfo};
 use crate::hash::{HashFamily, Key, fingerprint};
-use crate::loads::LoadVector;
+use crate::loads::{LoadScope, LoadVector};
+use crate::min_tree::MinTree;
 use crate::params::{ParamReader, ParamSpec, ParamValue};
 use crate::sketches::SpaceSaving;
 use crate::sketches::space_saving::MAX_CAPACITY;
@@ -308,6 +309,15 @@ pub struct HeadChoices {
     /// `rr_head`: the next worker of the round robin.
     next_head_worker: u32,
     loads: LoadVector,
+    /// `d_choices`: a count no member of the stored head had fallen to at the last check,
+    /// so no member can leave while `θ·m` stays below it (members' counts only grow).
+    /// Derived: 0 after a restore, which forces the next check.
+    #[serde(skip)]
+    head_floor: u64,
+    /// The private loads as a tournament tree, for the least-loaded worker without a scan
+    /// of all `n`; empty until first needed (and after a restore), unused when shared.
+    #[serde(skip)]
+    least_loaded: MinTree,
 }
 
 impl HeadChoices {
@@ -336,7 +346,17 @@ impl HeadChoices {
             HeadRouting::DChoices { epsilon } => choose_d(workers, 0, 0.0, 0.0, epsilon),
             _ => workers.min(2),
         };
-        Ok(Self { hashes, settings, summary, head, d, next_head_worker: 0, loads })
+        Ok(Self {
+            hashes,
+            settings,
+            summary,
+            head,
+            d,
+            next_head_worker: 0,
+            loads,
+            head_floor: 0,
+            least_loaded: MinTree::default(),
+        })
     }
 
     pub fn settings(&self) -> &Settings {
@@ -401,8 +421,19 @@ impl HeadChoices {
     fn refresh_head(&mut self, item: u64, in_head: bool, epsilon: f64) {
         let threshold = self.threshold();
         let entered = in_head && self.head.binary_search(&item).is_err();
-        let size = self.summary.iter_by_count().take_while(|(_, c)| c.count as f64 > threshold);
-        if !entered && size.count() == self.head.len() {
+        if !entered && self.head_floor as f64 > threshold {
+            return;
+        }
+        let mut size = 0;
+        let mut floor = u64::MAX;
+        for (_, counter) in
+            self.summary.iter_by_count().take_while(|(_, c)| c.count as f64 > threshold)
+        {
+            size += 1;
+            floor = counter.count;
+        }
+        if !entered && size == self.head.len() {
+            self.head_floor = floor;
             return;
         }
         self.head.clear();
@@ -414,6 +445,7 @@ impl HeadChoices {
             sum += counter.count;
             top = top.max(counter.count);
         }
+        self.head_floor = floor;
         self.head.sort_unstable();
         let m = self.summary.total() as f64;
         self.d = choose_d(
@@ -423,6 +455,18 @@ impl HeadChoices {
             top as f64 / m,
             epsilon,
         );
+    }
+
+    /// The least-loaded worker, the lowest index on ties: from the tree over private loads,
+    /// by a scan of shared ones.
+    fn least_loaded(&mut self) -> u32 {
+        if self.loads.scope() == LoadScope::Shared {
+            return self.loads.least_loaded();
+        }
+        if self.least_loaded.len() != self.loads.workers() as usize {
+            self.least_loaded.rebuild(self.loads.iter());
+        }
+        self.least_loaded.min_index()
     }
 
     fn route_head(&mut self, key: Key<'_>) -> u32 {
@@ -443,7 +487,7 @@ impl HeadChoices {
                 }
                 best
             }
-            HeadRouting::DChoices { .. } | HeadRouting::WChoices => self.loads.least_loaded(),
+            HeadRouting::DChoices { .. } | HeadRouting::WChoices => self.least_loaded(),
             HeadRouting::RoundRobin => {
                 let worker = self.next_head_worker;
                 self.next_head_worker = if worker + 1 == workers { 0 } else { worker + 1 };
@@ -477,6 +521,9 @@ impl Grouper for HeadChoices {
             if self.loads.get(second) < self.loads.get(first) { second } else { first }
         };
         self.loads.add(worker, 1);
+        if !self.least_loaded.is_empty() {
+            self.least_loaded.increase(worker, self.least_loaded.get(worker) + 1);
+        }
         worker
     }
 
@@ -487,6 +534,7 @@ impl Grouper for HeadChoices {
     fn state_bytes(&self) -> usize {
         std::mem::size_of::<Self>()
             + self.summary.state_bytes()
+            + self.least_loaded.state_bytes()
             + self.head.capacity() * std::mem::size_of::<u64>()
             + self.loads.state_bytes()
     }
