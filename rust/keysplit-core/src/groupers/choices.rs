@@ -84,6 +84,8 @@ use crate::sketches::SpaceSaving;
 use crate::sketches::space_saving::MAX_CAPACITY;
 use crate::snapshot::restore_state;
 use serde::{Deserialize, Serialize};
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
 
 const PAPER: &str = "Nasir et al., When two choices are not enough: Balancing at scale in \
                      distributed stream processing, ICDE 2016; spec/baselines.md";
@@ -296,6 +298,22 @@ pub fn choose_d(workers: u32, head_size: usize, p_head: f64, p_top: f64, epsilon
     workers
 }
 
+/// The members of `d_choices`' stored head by the count each had when last looked at,
+/// smallest first, and the sum of their counts now.
+///
+/// Members' counts only grow (a head key is never evicted) and `θ·m` only grows, so a
+/// member can leave only once `θ·m` reaches its count, and no member can while `θ·m` is
+/// below the smallest recorded count. A member found still above is pushed back with its
+/// current count: each push raises its record, so pushes are at most the tuples counted.
+#[derive(Default)]
+struct HeadIndex {
+    by_count: BinaryHeap<Reverse<(u64, u64)>>,
+    /// `Σ_{k∈H} f̂_k`, kept exactly.
+    sum: u64,
+    built: bool,
+    leavers: Vec<u64>,
+}
+
 /// D-Choices, W-Choices or Round-robin head, as [`Settings::head`] says.
 #[derive(Serialize, Deserialize)]
 pub struct HeadChoices {
@@ -309,11 +327,10 @@ pub struct HeadChoices {
     /// `rr_head`: the next worker of the round robin.
     next_head_worker: u32,
     loads: LoadVector,
-    /// `d_choices`: a count no member of the stored head had fallen to at the last check,
-    /// so no member can leave while `θ·m` stays below it (members' counts only grow).
-    /// Derived: 0 after a restore, which forces the next check.
+    /// `d_choices`: the stored head ordered by count, for finding who leaves without a walk
+    /// of the whole head. Derived, rebuilt from `head` and the summary after a restore.
     #[serde(skip)]
-    head_floor: u64,
+    head_index: HeadIndex,
     /// The private loads as a tournament tree, for the least-loaded worker without a scan
     /// of all `n`; empty until first needed (and after a restore), unused when shared.
     #[serde(skip)]
@@ -354,7 +371,7 @@ impl HeadChoices {
             d,
             next_head_worker: 0,
             loads,
-            head_floor: 0,
+            head_index: HeadIndex::default(),
             least_loaded: MinTree::default(),
         })
     }
@@ -416,42 +433,71 @@ impl HeadChoices {
         }
     }
 
-    /// `d_choices`: re-evaluates the head after `item` was counted and recomputes `d` if its
-    /// membership changed.
-    fn refresh_head(&mut self, item: u64, in_head: bool, epsilon: f64) {
+    /// `d_choices`: indexes the stored head by count, before the next tuple is counted.
+    fn build_head_index(&mut self) {
+        let index = &mut self.head_index;
+        index.by_count.clear();
+        index.sum = 0;
+        for &item in &self.head {
+            let count = self.summary.estimate(item).map_or(0, |c| c.count);
+            index.by_count.push(Reverse((count, item)));
+            index.sum += count;
+        }
+        index.built = true;
+    }
+
+    /// `d_choices`: re-evaluates the head after `item` was counted (to `count`) and
+    /// recomputes `d` if its membership changed.
+    ///
+    /// The new head is the stored one less the members whose count `θ·m` reached, plus
+    /// `item` if it entered: no other count changed.
+    fn refresh_head(&mut self, item: u64, count: u64, in_head: bool, epsilon: f64) {
         let threshold = self.threshold();
-        let entered = in_head && self.head.binary_search(&item).is_err();
-        if !entered && self.head_floor as f64 > threshold {
+        let member = self.head.binary_search(&item);
+        let index = &mut self.head_index;
+        if member.is_ok() {
+            index.sum += 1;
+        }
+        let entered = in_head && member.is_err();
+        while let Some(&Reverse((recorded, member))) = index.by_count.peek() {
+            if recorded as f64 > threshold {
+                break;
+            }
+            index.by_count.pop();
+            let now = self.summary.estimate(member).map_or(0, |c| c.count);
+            if now as f64 > threshold {
+                index.by_count.push(Reverse((now, member)));
+            } else {
+                index.sum -= now;
+                index.leavers.push(member);
+            }
+        }
+        if !entered && index.leavers.is_empty() {
             return;
         }
-        let mut size = 0;
-        let mut floor = u64::MAX;
-        for (_, counter) in
-            self.summary.iter_by_count().take_while(|(_, c)| c.count as f64 > threshold)
-        {
-            size += 1;
-            floor = counter.count;
+        if !index.leavers.is_empty() {
+            index.leavers.sort_unstable();
+            let leavers = &index.leavers;
+            self.head.retain(|member| leavers.binary_search(member).is_err());
+            index.leavers.clear();
         }
-        if !entered && size == self.head.len() {
-            self.head_floor = floor;
-            return;
+        if entered {
+            let at = self.head.binary_search(&item).unwrap_or_else(|at| at);
+            self.head.insert(at, item);
+            index.by_count.push(Reverse((count, item)));
+            index.sum += count;
         }
-        self.head.clear();
-        let (mut sum, mut top) = (0u64, 0u64);
-        for (item, counter) in
-            self.summary.iter_by_count().take_while(|(_, c)| c.count as f64 > threshold)
-        {
-            self.head.push(item);
-            sum += counter.count;
-            top = top.max(counter.count);
-        }
-        self.head_floor = floor;
-        self.head.sort_unstable();
+        // A head that is not empty holds the largest counter.
+        let top = if self.head.is_empty() {
+            0
+        } else {
+            self.summary.iter_by_count().next().map_or(0, |(_, c)| c.count)
+        };
         let m = self.summary.total() as f64;
         self.d = choose_d(
             self.hashes.workers(),
             self.head.len(),
-            sum as f64 / m,
+            index.sum as f64 / m,
             top as f64 / m,
             epsilon,
         );
@@ -508,11 +554,15 @@ impl Grouper for HeadChoices {
 
     fn route(&mut self, key: Key<'_>) -> u32 {
         let item = fingerprint(key);
+        let d_choices = matches!(self.settings.head, HeadRouting::DChoices { .. });
+        if d_choices && !self.head_index.built {
+            self.build_head_index();
+        }
         self.summary.insert(item);
         let count = self.summary.estimate(item).map_or(0, |c| c.count);
         let in_head = self.above_threshold(count);
         if let HeadRouting::DChoices { epsilon } = self.settings.head {
-            self.refresh_head(item, in_head, epsilon);
+            self.refresh_head(item, count, in_head, epsilon);
         }
         let worker = if in_head {
             self.route_head(key)
@@ -535,6 +585,7 @@ impl Grouper for HeadChoices {
         std::mem::size_of::<Self>()
             + self.summary.state_bytes()
             + self.least_loaded.state_bytes()
+            + self.head_index.by_count.capacity() * std::mem::size_of::<(u64, u64)>()
             + self.head.capacity() * std::mem::size_of::<u64>()
             + self.loads.state_bytes()
     }
