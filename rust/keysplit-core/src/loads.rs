@@ -4,6 +4,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crossbeam_utils::CachePadded;
+
+use crate::min_tree::MinTree;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 /// Whether a load vector belongs to one source or is shared by several.
@@ -159,6 +161,45 @@ impl LoadVector {
     }
 }
 
+/// The least-loaded worker of a [`LoadVector`] its owner bumps, lowest index on ties, without
+/// a scan of all `n` counters per query.
+///
+/// Private counters are mirrored in a [`MinTree`], built on the first query (so also after
+/// a restore: keep this `#[serde(skip)]`) and kept by [`LeastLoaded::added`], which the
+/// owner must call after each of its `add`s of one tuple once the tree exists. Shared
+/// counters change under other sources, so a query scans them.
+#[derive(Clone, Debug, Default)]
+pub struct LeastLoaded {
+    tree: MinTree,
+}
+
+impl LeastLoaded {
+    /// The index of the smallest counter of `loads`, as [`LoadVector::least_loaded`].
+    #[inline]
+    pub fn of(&mut self, loads: &LoadVector) -> u32 {
+        if loads.scope() == LoadScope::Shared {
+            return loads.least_loaded();
+        }
+        if self.tree.len() != loads.counters.len() {
+            self.tree.rebuild(loads.iter());
+        }
+        self.tree.min_index()
+    }
+
+    /// Records one tuple added to `worker`'s private counter.
+    #[inline]
+    pub fn added(&mut self, worker: u32) {
+        if !self.tree.is_empty() {
+            self.tree.increase(worker, self.tree.get(worker) + 1);
+        }
+    }
+
+    /// Bytes of the tree.
+    pub fn state_bytes(&self) -> usize {
+        self.tree.state_bytes()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -207,6 +248,25 @@ mod tests {
         assert!(LoadVector::shared(3).with_private_copy(|_| ()).is_none());
         loads.add_counts(&[1, 0, 2]);
         assert_eq!(loads.snapshot(), vec![1, 4, 7]);
+    }
+
+    #[test]
+    fn least_loaded_from_the_tree_equals_the_scan_in_both_scopes() {
+        let mut rng = crate::rng::SplitMix64::new(11);
+        for loads in [LoadVector::private(37), LoadVector::shared(37)] {
+            let other = loads.share();
+            let mut least = LeastLoaded::default();
+            for step in 0..3_000 {
+                let worker =
+                    if step % 3 == 0 { least.of(&loads) } else { (rng.next_u64() % 37) as u32 };
+                assert_eq!(least.of(&loads), loads.least_loaded());
+                loads.add(worker, 1);
+                least.added(worker);
+                if let Some(other) = &other {
+                    other.add((rng.next_u64() % 37) as u32, 1);
+                }
+            }
+        }
     }
 
     #[test]

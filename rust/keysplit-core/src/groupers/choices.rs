@@ -77,8 +77,7 @@
 use crate::error::ConfigError;
 use crate::grouper::{Grouper, GrouperConfig, GrouperInfo};
 use crate::hash::{HashFamily, Key, fingerprint};
-use crate::loads::{LoadScope, LoadVector};
-use crate::min_tree::MinTree;
+use crate::loads::{LeastLoaded, LoadVector};
 use crate::params::{ParamReader, ParamSpec, ParamValue};
 use crate::sketches::SpaceSaving;
 use crate::sketches::space_saving::MAX_CAPACITY;
@@ -331,10 +330,8 @@ pub struct HeadChoices {
     /// of the whole head. Derived, rebuilt from `head` and the summary after a restore.
     #[serde(skip)]
     head_index: HeadIndex,
-    /// The private loads as a tournament tree, for the least-loaded worker without a scan
-    /// of all `n`; empty until first needed (and after a restore), unused when shared.
     #[serde(skip)]
-    least_loaded: MinTree,
+    least_loaded: LeastLoaded,
 }
 
 impl HeadChoices {
@@ -372,7 +369,7 @@ impl HeadChoices {
             next_head_worker: 0,
             loads,
             head_index: HeadIndex::default(),
-            least_loaded: MinTree::default(),
+            least_loaded: LeastLoaded::default(),
         })
     }
 
@@ -503,18 +500,6 @@ impl HeadChoices {
         );
     }
 
-    /// The least-loaded worker, the lowest index on ties: from the tree over private loads,
-    /// by a scan of shared ones.
-    fn least_loaded(&mut self) -> u32 {
-        if self.loads.scope() == LoadScope::Shared {
-            return self.loads.least_loaded();
-        }
-        if self.least_loaded.len() != self.loads.workers() as usize {
-            self.least_loaded.rebuild(self.loads.iter());
-        }
-        self.least_loaded.min_index()
-    }
-
     fn route_head(&mut self, key: Key<'_>) -> u32 {
         let workers = self.hashes.workers();
         match self.settings.head {
@@ -533,7 +518,9 @@ impl HeadChoices {
                 }
                 best
             }
-            HeadRouting::DChoices { .. } | HeadRouting::WChoices => self.least_loaded(),
+            HeadRouting::DChoices { .. } | HeadRouting::WChoices => {
+                self.least_loaded.of(&self.loads)
+            }
             HeadRouting::RoundRobin => {
                 let worker = self.next_head_worker;
                 self.next_head_worker = if worker + 1 == workers { 0 } else { worker + 1 };
@@ -571,9 +558,7 @@ impl Grouper for HeadChoices {
             if self.loads.get(second) < self.loads.get(first) { second } else { first }
         };
         self.loads.add(worker, 1);
-        if !self.least_loaded.is_empty() {
-            self.least_loaded.increase(worker, self.least_loaded.get(worker) + 1);
-        }
+        self.least_loaded.added(worker);
         worker
     }
 

@@ -104,7 +104,7 @@
 use crate::error::ConfigError;
 use crate::grouper::{Grouper, GrouperConfig, GrouperInfo};
 use crate::hash::{HashFamily, Key, fingerprint};
-use crate::loads::LoadVector;
+use crate::loads::{LeastLoaded, LoadVector};
 use crate::params::{ParamReader, ParamSpec, ParamValue};
 use crate::sketches::sliding_window::MAX_WINDOW;
 use crate::sketches::{ItemMap, SlidingWindowCounter, item_map};
@@ -325,6 +325,8 @@ pub struct PdStream {
     routes_bytes: usize,
     /// Bytes of the candidate sets' heap buffers.
     candidate_bytes: usize,
+    #[serde(skip)]
+    least_loaded: LeastLoaded,
 }
 
 impl PdStream {
@@ -385,6 +387,7 @@ impl PdStream {
             routes,
             routes_bytes,
             candidate_bytes: 0,
+            least_loaded: LeastLoaded::default(),
         })
     }
 
@@ -497,7 +500,7 @@ impl Grouper for PdStream {
                 set
             });
             if wanted as usize > set.len() {
-                let least_loaded = self.loads.least_loaded();
+                let least_loaded = self.least_loaded.of(&self.loads);
                 if !set.contains(&least_loaded) {
                     let before = set.capacity();
                     set.push(least_loaded);
@@ -509,6 +512,7 @@ impl Grouper for PdStream {
             least_loaded_among(&self.loads, set)
         };
         self.loads.add(worker, 1);
+        self.least_loaded.added(worker);
         worker
     }
 
@@ -523,5 +527,6 @@ impl Grouper for PdStream {
             + self.routes_bytes
             + self.candidate_bytes
             + self.loads.state_bytes()
+            + self.least_loaded.state_bytes()
     }
 }
