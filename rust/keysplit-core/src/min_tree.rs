@@ -19,12 +19,16 @@
 /// "lowest index among the largest" or "among the smallest", as the caller encodes.
 #[derive(Clone, Debug, Default)]
 pub struct MinTree {
-    /// The values, padded with `u64::MAX` to a power of two (`leaves`).
-    values: Vec<u64>,
-    /// `winners[node]` for `1 ≤ node < leaves`: the index of the least value below `node`,
-    /// the left (lower-index) child's on ties. Leaf `i` is node `leaves + i`, implicit.
-    winners: Vec<u32>,
+    /// Node `k` holds the least `(value, index)` below it, packed as `value << 32 | index`
+    /// so that one `u128` comparison orders by value, then by index. The root is node 1,
+    /// leaf `i` is node `leaves + i`; leaves past `len` hold `u128::MAX`. Node 0 is unused.
+    nodes: Vec<u128>,
     len: usize,
+}
+
+#[inline]
+fn pack(value: u64, index: u32) -> u128 {
+    (u128::from(value) << 32) | u128::from(index)
 }
 
 impl MinTree {
@@ -35,19 +39,21 @@ impl MinTree {
         tree
     }
 
-    /// Replaces every value, in `O(n)`, keeping the allocations when the size is the same.
+    /// Replaces every value, in `O(n)`, keeping the allocation when the size is the same.
     pub fn rebuild(&mut self, values: impl IntoIterator<Item = u64>) {
-        self.values.clear();
-        self.values.extend(values);
-        self.len = self.values.len();
-        assert!(self.len < u32::MAX as usize, "a MinTree indexes its values with u32");
+        let values = values.into_iter();
+        self.nodes.clear();
+        // Leaves first, at the front, then moved behind the internal nodes.
+        self.nodes.extend(values.enumerate().map(|(index, value)| {
+            assert!(index < u32::MAX as usize, "a MinTree indexes its values with u32");
+            pack(value, index as u32)
+        }));
+        self.len = self.nodes.len();
         let leaves = self.len.next_power_of_two();
-        self.values.resize(leaves, u64::MAX);
-        self.winners.clear();
-        self.winners.resize(leaves, 0);
+        self.nodes.resize(leaves, u128::MAX);
+        self.nodes.splice(0..0, std::iter::repeat_n(u128::MAX, leaves));
         for node in (1..leaves).rev() {
-            let (left, right) = (self.child_winner(2 * node), self.child_winner(2 * node + 1));
-            self.winners[node] = self.better(left, right);
+            self.nodes[node] = self.nodes[2 * node].min(self.nodes[2 * node + 1]);
         }
     }
 
@@ -65,7 +71,7 @@ impl MinTree {
     /// Value `index`.
     #[inline]
     pub fn get(&self, index: u32) -> u64 {
-        self.values[index as usize]
+        (self.nodes[self.nodes.len() / 2 + index as usize] >> 32) as u64
     }
 
     /// The index of the smallest value, the lowest index on ties.
@@ -76,13 +82,14 @@ impl MinTree {
     #[inline]
     pub fn min_index(&self) -> u32 {
         assert!(self.len > 0, "the minimum of no values");
-        if self.winners.len() > 1 { self.winners[1] } else { 0 }
+        self.nodes[1] as u32
     }
 
     /// The smallest value.
     #[inline]
     pub fn min_value(&self) -> u64 {
-        self.values[self.min_index() as usize]
+        assert!(self.len > 0, "the minimum of no values");
+        (self.nodes[1] >> 32) as u64
     }
 
     /// Sets value `index` to `value`, a value not smaller than its current one.
@@ -91,12 +98,13 @@ impl MinTree {
     /// won by another index: `O(1)` for most increments, `O(log n)` at worst.
     #[inline]
     pub fn increase(&mut self, index: u32, value: u64) {
-        debug_assert!(value >= self.values[index as usize]);
-        self.values[index as usize] = value;
-        let mut node = (self.values.len() + index as usize) / 2;
-        while node >= 1 && self.winners[node] == index {
-            let (left, right) = (self.child_winner(2 * node), self.child_winner(2 * node + 1));
-            self.winners[node] = self.better(left, right);
+        let mut node = self.nodes.len() / 2 + index as usize;
+        let old = self.nodes[node];
+        debug_assert!(value >= (old >> 32) as u64);
+        self.nodes[node] = pack(value, index);
+        node /= 2;
+        while node >= 1 && self.nodes[node] == old {
+            self.nodes[node] = self.nodes[2 * node].min(self.nodes[2 * node + 1]);
             node /= 2;
         }
     }
@@ -104,32 +112,18 @@ impl MinTree {
     /// Sets value `index` to any `value`, in `O(log n)`.
     #[inline]
     pub fn set(&mut self, index: u32, value: u64) {
-        self.values[index as usize] = value;
-        let mut node = (self.values.len() + index as usize) / 2;
+        let mut node = self.nodes.len() / 2 + index as usize;
+        self.nodes[node] = pack(value, index);
+        node /= 2;
         while node >= 1 {
-            let (left, right) = (self.child_winner(2 * node), self.child_winner(2 * node + 1));
-            self.winners[node] = self.better(left, right);
+            self.nodes[node] = self.nodes[2 * node].min(self.nodes[2 * node + 1]);
             node /= 2;
         }
     }
 
-    /// The winner of `node`, a leaf (`node ≥ leaves`) being its own index.
-    #[inline]
-    fn child_winner(&self, node: usize) -> u32 {
-        let leaves = self.values.len();
-        if node >= leaves { (node - leaves) as u32 } else { self.winners[node] }
-    }
-
-    /// The lower value, `left` on ties (`left` always has the lower index).
-    #[inline]
-    fn better(&self, left: u32, right: u32) -> u32 {
-        if self.values[right as usize] < self.values[left as usize] { right } else { left }
-    }
-
     /// Bytes held by the tree.
     pub fn state_bytes(&self) -> usize {
-        self.values.capacity() * std::mem::size_of::<u64>()
-            + self.winners.capacity() * std::mem::size_of::<u32>()
+        self.nodes.capacity() * std::mem::size_of::<u128>()
     }
 }
 
@@ -164,6 +158,36 @@ mod tests {
         // Padding never wins, even against u64::MAX.
         let tree = MinTree::new([u64::MAX; 3]);
         assert_eq!(tree.min_index(), 0);
+    }
+
+    /// Private loads take the trees, a shared vector that no other source holds takes the
+    /// scans; with one source both must route alike, at every worker count the trees serve.
+    #[test]
+    fn every_grouper_routes_alike_with_trees_and_with_scans() {
+        use crate::grouper::{build, registry};
+        use crate::hash::Key;
+        use crate::loads::LoadVector;
+        use crate::streams::Zipf;
+        for info in registry() {
+            for workers in [3u32, 100, 1024] {
+                let route = |loads: Option<LoadVector>| {
+                    let mut grouper =
+                        build(info.name, workers.into(), 7, &Default::default(), loads)
+                            .unwrap()
+                            .grouper;
+                    let mut zipf = Zipf::new(5_000, 1.2, 9).unwrap();
+                    (0..10_000)
+                        .map(|_| grouper.route(Key::Int(zipf.next_key())))
+                        .collect::<Vec<_>>()
+                };
+                assert_eq!(
+                    route(None),
+                    route(Some(LoadVector::shared(workers))),
+                    "{} at {workers} workers",
+                    info.name
+                );
+            }
+        }
     }
 
     proptest! {

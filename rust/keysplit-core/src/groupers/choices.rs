@@ -412,12 +412,7 @@ impl HeadChoices {
     /// PKG's two candidates of `key`, in tie-breaking order.
     #[inline]
     pub fn pkg_candidates(&self, key: Key<'_>) -> (u32, u32) {
-        let first = self.hashes.candidate(1, key);
-        let mut second = self.hashes.candidate(2, key);
-        if self.settings.distinct_candidates && second == first {
-            second = if second + 1 == self.hashes.workers() { 0 } else { second + 1 };
-        }
-        (first, second)
+        self.hashes.two_candidates(key, self.settings.distinct_candidates)
     }
 
     /// Head candidate `i` of `d_choices`, for `1 ≤ i`.
@@ -545,8 +540,7 @@ impl Grouper for HeadChoices {
         if d_choices && !self.head_index.built {
             self.build_head_index();
         }
-        self.summary.insert(item);
-        let count = self.summary.estimate(item).map_or(0, |c| c.count);
+        let count = self.summary.insert_weighted(item, 1);
         let in_head = self.above_threshold(count);
         if let HeadRouting::DChoices { epsilon } = self.settings.head {
             self.refresh_head(item, count, in_head, epsilon);

@@ -431,22 +431,11 @@ impl PdStream {
     /// PKG's two candidates of `key`, in tie-breaking order.
     #[inline]
     pub fn hash_candidates(&self, key: Key<'_>) -> (u32, u32) {
-        pkg_candidates(&self.hashes, self.distinct_candidates, key)
+        self.hashes.two_candidates(key, self.distinct_candidates)
     }
 }
 
 const WORKER_BYTES: usize = std::mem::size_of::<u32>();
-
-/// PKG's two candidates of `key`, in tie-breaking order.
-#[inline]
-fn pkg_candidates(hashes: &HashFamily, distinct_candidates: bool, key: Key<'_>) -> (u32, u32) {
-    let first = hashes.candidate(1, key);
-    let mut second = hashes.candidate(2, key);
-    if distinct_candidates && second == first {
-        second = if second + 1 == hashes.workers() { 0 } else { second + 1 };
-    }
-    (first, second)
-}
 
 /// The least-loaded of `candidates` (not empty), the earliest on ties.
 #[inline]
@@ -490,7 +479,7 @@ impl Grouper for PdStream {
             let (hashes, distinct) = (&self.hashes, self.distinct_candidates);
             let mut added_bytes = 0;
             let set = self.routes.entry(id).or_insert_with(|| {
-                let (first, second) = pkg_candidates(hashes, distinct, key);
+                let (first, second) = hashes.two_candidates(key, distinct);
                 let mut set = Vec::with_capacity(2);
                 set.push(first);
                 if second != first {
