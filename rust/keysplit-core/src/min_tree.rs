@@ -57,6 +57,13 @@ impl MinTree {
         }
     }
 
+    /// Forgets every value, keeping the allocation: [`MinTree::len`] is then 0 until the
+    /// next [`MinTree::rebuild`].
+    pub fn clear(&mut self) {
+        self.nodes.clear();
+        self.len = 0;
+    }
+
     /// The number of values (without padding).
     #[inline]
     pub fn len(&self) -> usize {
