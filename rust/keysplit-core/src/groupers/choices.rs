@@ -77,10 +77,11 @@
 use crate::error::ConfigError;
 use crate::grouper::{Grouper, GrouperConfig, GrouperInfo};
 use crate::hash::{HashFamily, Key, fingerprint};
-use crate::loads::{LeastLoaded, LoadVector};
+use crate::loads::{LeastLoaded, LoadScope, LoadVector};
+use crate::min_tree::MinTree;
 use crate::params::{ParamReader, ParamSpec, ParamValue};
-use crate::sketches::SpaceSaving;
 use crate::sketches::space_saving::MAX_CAPACITY;
+use crate::sketches::{ItemMap, SpaceSaving};
 use crate::snapshot::restore_state;
 use serde::{Deserialize, Serialize};
 use std::cmp::Reverse;
@@ -313,6 +314,39 @@ struct HeadIndex {
     leavers: Vec<u64>,
 }
 
+/// From this `d` on, `d_choices` keeps each head key's candidates (see [`HeadCandidates`]);
+/// below it, hashing them per tuple costs less.
+const CACHED_FROM_D: u32 = 8;
+
+/// `d_choices` with private loads: a head key's `d` candidates, hashed once per `d`, and
+/// their loads as last read, in a tournament tree by candidate position.
+///
+/// Loads only grow, so a recorded load is at most the current one. When the least
+/// recorded load, at the first such position `i`, is still current, every position before
+/// `i` has a larger load now and every one after at least as large: `i` is the first
+/// least-loaded candidate, the paper's choice. Otherwise its record is raised and the
+/// tree asked again; each retry raises a record, so this ends.
+#[derive(Default)]
+struct HeadCandidates {
+    d: u32,
+    workers: Vec<u32>,
+    loads: MinTree,
+}
+
+impl HeadCandidates {
+    fn least_loaded(&mut self, loads: &LoadVector) -> u32 {
+        loop {
+            let position = self.loads.min_index();
+            let worker = self.workers[position as usize];
+            let load = loads.get(worker);
+            if load == self.loads.get(position) {
+                return worker;
+            }
+            self.loads.increase(position, load);
+        }
+    }
+}
+
 /// D-Choices, W-Choices or Round-robin head, as [`Settings::head`] says.
 #[derive(Serialize, Deserialize)]
 pub struct HeadChoices {
@@ -332,6 +366,10 @@ pub struct HeadChoices {
     head_index: HeadIndex,
     #[serde(skip)]
     least_loaded: LeastLoaded,
+    /// `d_choices`: the candidates of the head keys, by fingerprint; an entry goes when its
+    /// key leaves the head. Derived, empty after a restore.
+    #[serde(skip)]
+    head_candidates: ItemMap<HeadCandidates>,
 }
 
 impl HeadChoices {
@@ -370,6 +408,7 @@ impl HeadChoices {
             loads,
             head_index: HeadIndex::default(),
             least_loaded: LeastLoaded::default(),
+            head_candidates: ItemMap::default(),
         })
     }
 
@@ -471,6 +510,9 @@ impl HeadChoices {
             index.leavers.sort_unstable();
             let leavers = &index.leavers;
             self.head.retain(|member| leavers.binary_search(member).is_err());
+            for leaver in leavers {
+                self.head_candidates.remove(leaver);
+            }
             index.leavers.clear();
         }
         if entered {
@@ -495,9 +537,27 @@ impl HeadChoices {
         );
     }
 
-    fn route_head(&mut self, key: Key<'_>) -> u32 {
+    fn route_head(&mut self, key: Key<'_>, item: u64) -> u32 {
         let workers = self.hashes.workers();
         match self.settings.head {
+            HeadRouting::DChoices { .. }
+                if self.d < workers
+                    && self.d >= CACHED_FROM_D
+                    && self.loads.scope() == LoadScope::Private =>
+            {
+                let (hashes, loads, d) = (&self.hashes, &self.loads, self.d);
+                let (first, second) =
+                    self.hashes.two_candidates(key, self.settings.distinct_candidates);
+                let cached = self.head_candidates.entry(item).or_default();
+                if cached.d != d {
+                    cached.d = d;
+                    cached.workers.clear();
+                    cached.workers.extend([first, second]);
+                    cached.workers.extend((3..=d).map(|i| hashes.candidate(u64::from(i), key)));
+                    cached.loads.rebuild(cached.workers.iter().map(|&w| loads.get(w)));
+                }
+                cached.least_loaded(loads)
+            }
             HeadRouting::DChoices { .. } if self.d < workers => {
                 let (first, second) = self.pkg_candidates(key);
                 let mut best = first;
@@ -546,7 +606,7 @@ impl Grouper for HeadChoices {
             self.refresh_head(item, count, in_head, epsilon);
         }
         let worker = if in_head {
-            self.route_head(key)
+            self.route_head(key, item)
         } else {
             let (first, second) = self.pkg_candidates(key);
             if self.loads.get(second) < self.loads.get(first) { second } else { first }
@@ -565,6 +625,15 @@ impl Grouper for HeadChoices {
             + self.summary.state_bytes()
             + self.least_loaded.state_bytes()
             + self.head_index.by_count.capacity() * std::mem::size_of::<(u64, u64)>()
+            + self
+                .head_candidates
+                .values()
+                .map(|c| {
+                    std::mem::size_of::<(u64, HeadCandidates)>()
+                        + c.workers.capacity() * 4
+                        + c.loads.state_bytes()
+                })
+                .sum::<usize>()
             + self.head.capacity() * std::mem::size_of::<u64>()
             + self.loads.state_bytes()
     }
