@@ -77,8 +77,7 @@
 use crate::error::ConfigError;
 use crate::grouper::{Grouper, GrouperConfig, GrouperInfo};
 use crate::hash::{HashFamily, Key, fingerprint};
-use crate::loads::{LeastLoaded, LoadScope, LoadVector};
-use crate::min_tree::MinTree;
+use crate::loads::{LeastLoaded, LoadVector};
 use crate::params::{ParamReader, ParamSpec, ParamValue};
 use crate::sketches::space_saving::MAX_CAPACITY;
 use crate::sketches::{ItemMap, SpaceSaving};
@@ -314,39 +313,6 @@ struct HeadIndex {
     leavers: Vec<u64>,
 }
 
-/// From this `d` on, `d_choices` keeps each head key's candidates (see [`HeadCandidates`]);
-/// below it, hashing them per tuple costs less.
-const CACHED_FROM_D: u32 = 8;
-
-/// `d_choices` with private loads: a head key's `d` candidates, hashed once per `d`, and
-/// their loads as last read, in a tournament tree by candidate position.
-///
-/// Loads only grow, so a recorded load is at most the current one. When the least
-/// recorded load, at the first such position `i`, is still current, every position before
-/// `i` has a larger load now and every one after at least as large: `i` is the first
-/// least-loaded candidate, the paper's choice. Otherwise its record is raised and the
-/// tree asked again; each retry raises a record, so this ends.
-#[derive(Default)]
-struct HeadCandidates {
-    d: u32,
-    workers: Vec<u32>,
-    loads: MinTree,
-}
-
-impl HeadCandidates {
-    fn least_loaded(&mut self, loads: &LoadVector) -> u32 {
-        loop {
-            let position = self.loads.min_index();
-            let worker = self.workers[position as usize];
-            let load = loads.get(worker);
-            if load == self.loads.get(position) {
-                return worker;
-            }
-            self.loads.increase(position, load);
-        }
-    }
-}
-
 /// D-Choices, W-Choices or Round-robin head, as [`Settings::head`] says.
 #[derive(Serialize, Deserialize)]
 pub struct HeadChoices {
@@ -366,10 +332,11 @@ pub struct HeadChoices {
     head_index: HeadIndex,
     #[serde(skip)]
     least_loaded: LeastLoaded,
-    /// `d_choices`: the candidates of the head keys, by fingerprint; an entry goes when its
-    /// key leaves the head. Derived, empty after a restore.
+    /// `d_choices`: the first candidates of each head key, as many as the largest `d` it
+    /// was routed with, by fingerprint; an entry goes when its key leaves the head. Derived,
+    /// empty after a restore. Hashing `d` candidates per head tuple was most of the cost.
     #[serde(skip)]
-    head_candidates: ItemMap<HeadCandidates>,
+    head_candidates: ItemMap<Vec<u32>>,
 }
 
 impl HeadChoices {
@@ -540,31 +507,24 @@ impl HeadChoices {
     fn route_head(&mut self, key: Key<'_>, item: u64) -> u32 {
         let workers = self.hashes.workers();
         match self.settings.head {
-            HeadRouting::DChoices { .. }
-                if self.d < workers
-                    && self.d >= CACHED_FROM_D
-                    && self.loads.scope() == LoadScope::Private =>
-            {
-                let (hashes, loads, d) = (&self.hashes, &self.loads, self.d);
-                let (first, second) =
-                    self.hashes.two_candidates(key, self.settings.distinct_candidates);
-                let cached = self.head_candidates.entry(item).or_default();
-                if cached.d != d {
-                    cached.d = d;
-                    cached.workers.clear();
-                    cached.workers.extend([first, second]);
-                    cached.workers.extend((3..=d).map(|i| hashes.candidate(u64::from(i), key)));
-                    cached.loads.rebuild(cached.workers.iter().map(|&w| loads.get(w)));
-                }
-                cached.least_loaded(loads)
-            }
             HeadRouting::DChoices { .. } if self.d < workers => {
-                let (first, second) = self.pkg_candidates(key);
-                let mut best = first;
+                // Candidate i depends on i and the key only, so the list hashed for the
+                // largest d seen so far serves every smaller d as its prefix.
+                let d = self.d as usize;
+                let hashes = &self.hashes;
+                let cached = self.head_candidates.entry(item).or_default();
+                if cached.len() < d {
+                    if cached.is_empty() {
+                        let (first, second) =
+                            hashes.two_candidates(key, self.settings.distinct_candidates);
+                        cached.extend([first, second]);
+                    }
+                    let from = cached.len() as u64 + 1;
+                    cached.extend((from..=d as u64).map(|i| hashes.candidate(i, key)));
+                }
+                let mut best = cached[0];
                 let mut best_load = self.loads.get(best);
-                for i in 2..=self.d {
-                    let candidate =
-                        if i == 2 { second } else { self.hashes.candidate(u64::from(i), key) };
+                for &candidate in &cached[1..d] {
                     let load = self.loads.get(candidate);
                     if load < best_load {
                         best = candidate;
@@ -628,11 +588,7 @@ impl Grouper for HeadChoices {
             + self
                 .head_candidates
                 .values()
-                .map(|c| {
-                    std::mem::size_of::<(u64, HeadCandidates)>()
-                        + c.workers.capacity() * 4
-                        + c.loads.state_bytes()
-                })
+                .map(|c| std::mem::size_of::<(u64, Vec<u32>)>() + c.capacity() * 4)
                 .sum::<usize>()
             + self.head.capacity() * std::mem::size_of::<u64>()
             + self.loads.state_bytes()
