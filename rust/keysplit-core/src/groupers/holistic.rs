@@ -330,8 +330,9 @@ impl Cardinality {
                 let sketch = sketches[worker as usize].get_or_insert_with(|| {
                     HyperLogLog::new(HLL_PRECISION).expect("precision 12 is valid")
                 });
-                sketch.insert(item);
-                estimates[worker as usize] = sketch.estimate();
+                if sketch.insert_raises(item) {
+                    estimates[worker as usize] = sketch.estimate();
+                }
             }
         }
     }
