@@ -169,7 +169,7 @@ const SCAN_UP_TO_WORKERS: usize = 64;
 /// The least-loaded worker of a [`LoadVector`] its owner bumps, lowest index on ties, without
 /// a scan of all `n` counters per query.
 ///
-/// Private counters of more than [`SCAN_UP_TO_WORKERS`] workers are mirrored in a
+/// Private counters of more than 64 workers (`SCAN_UP_TO_WORKERS`) are mirrored in a
 /// [`MinTree`], built on the first query (so also after a restore: keep this
 /// `#[serde(skip)]`) and kept by [`LeastLoaded::added`], which the owner must call after each
 /// of its `add`s of one tuple. Fewer counters, and shared ones, which change under other
