@@ -18,6 +18,7 @@ pub mod groupers;
 pub mod hash;
 pub mod keys;
 pub mod loads;
+pub mod min_tree;
 pub mod parallel;
 pub mod params;
 pub mod rng;

@@ -77,12 +77,14 @@
 use crate::error::ConfigError;
 use crate::grouper::{Grouper, GrouperConfig, GrouperInfo};
 use crate::hash::{HashFamily, Key, fingerprint};
-use crate::loads::LoadVector;
+use crate::loads::{LeastLoaded, LoadVector};
 use crate::params::{ParamReader, ParamSpec, ParamValue};
-use crate::sketches::SpaceSaving;
 use crate::sketches::space_saving::MAX_CAPACITY;
+use crate::sketches::{ItemMap, SpaceSaving};
 use crate::snapshot::restore_state;
 use serde::{Deserialize, Serialize};
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
 
 const PAPER: &str = "Nasir et al., When two choices are not enough: Balancing at scale in \
                      distributed stream processing, ICDE 2016; spec/baselines.md";
@@ -295,6 +297,22 @@ pub fn choose_d(workers: u32, head_size: usize, p_head: f64, p_top: f64, epsilon
     workers
 }
 
+/// The members of `d_choices`' stored head by the count each had when last looked at,
+/// smallest first, and the sum of their counts now.
+///
+/// Members' counts only grow (a head key is never evicted) and `θ·m` only grows, so a
+/// member can leave only once `θ·m` reaches its count, and no member can while `θ·m` is
+/// below the smallest recorded count. A member found still above is pushed back with its
+/// current count: each push raises its record, so pushes are at most the tuples counted.
+#[derive(Default)]
+struct HeadIndex {
+    by_count: BinaryHeap<Reverse<(u64, u64)>>,
+    /// `Σ_{k∈H} f̂_k`, kept exactly.
+    sum: u64,
+    built: bool,
+    leavers: Vec<u64>,
+}
+
 /// D-Choices, W-Choices or Round-robin head, as [`Settings::head`] says.
 #[derive(Serialize, Deserialize)]
 pub struct HeadChoices {
@@ -308,6 +326,17 @@ pub struct HeadChoices {
     /// `rr_head`: the next worker of the round robin.
     next_head_worker: u32,
     loads: LoadVector,
+    /// `d_choices`: the stored head ordered by count, for finding who leaves without a walk
+    /// of the whole head. Derived, rebuilt from `head` and the summary after a restore.
+    #[serde(skip)]
+    head_index: HeadIndex,
+    #[serde(skip)]
+    least_loaded: LeastLoaded,
+    /// `d_choices`: the first candidates of each head key, as many as the largest `d` it
+    /// was routed with, by fingerprint; an entry goes when its key leaves the head. Derived,
+    /// empty after a restore. Hashing `d` candidates per head tuple was most of the cost.
+    #[serde(skip)]
+    head_candidates: ItemMap<Vec<u32>>,
 }
 
 impl HeadChoices {
@@ -336,7 +365,18 @@ impl HeadChoices {
             HeadRouting::DChoices { epsilon } => choose_d(workers, 0, 0.0, 0.0, epsilon),
             _ => workers.min(2),
         };
-        Ok(Self { hashes, settings, summary, head, d, next_head_worker: 0, loads })
+        Ok(Self {
+            hashes,
+            settings,
+            summary,
+            head,
+            d,
+            next_head_worker: 0,
+            loads,
+            head_index: HeadIndex::default(),
+            least_loaded: LeastLoaded::default(),
+            head_candidates: ItemMap::default(),
+        })
     }
 
     pub fn settings(&self) -> &Settings {
@@ -378,12 +418,7 @@ impl HeadChoices {
     /// PKG's two candidates of `key`, in tie-breaking order.
     #[inline]
     pub fn pkg_candidates(&self, key: Key<'_>) -> (u32, u32) {
-        let first = self.hashes.candidate(1, key);
-        let mut second = self.hashes.candidate(2, key);
-        if self.settings.distinct_candidates && second == first {
-            second = if second + 1 == self.hashes.workers() { 0 } else { second + 1 };
-        }
-        (first, second)
+        self.hashes.two_candidates(key, self.settings.distinct_candidates)
     }
 
     /// Head candidate `i` of `d_choices`, for `1 ≤ i`.
@@ -396,45 +431,100 @@ impl HeadChoices {
         }
     }
 
-    /// `d_choices`: re-evaluates the head after `item` was counted and recomputes `d` if its
-    /// membership changed.
-    fn refresh_head(&mut self, item: u64, in_head: bool, epsilon: f64) {
+    /// `d_choices`: indexes the stored head by count, before the next tuple is counted.
+    fn build_head_index(&mut self) {
+        let index = &mut self.head_index;
+        index.by_count.clear();
+        index.sum = 0;
+        for &item in &self.head {
+            let count = self.summary.estimate(item).map_or(0, |c| c.count);
+            index.by_count.push(Reverse((count, item)));
+            index.sum += count;
+        }
+        index.built = true;
+    }
+
+    /// `d_choices`: re-evaluates the head after `item` was counted (to `count`) and
+    /// recomputes `d` if its membership changed.
+    ///
+    /// The new head is the stored one less the members whose count `θ·m` reached, plus
+    /// `item` if it entered: no other count changed.
+    fn refresh_head(&mut self, item: u64, count: u64, in_head: bool, epsilon: f64) {
         let threshold = self.threshold();
-        let entered = in_head && self.head.binary_search(&item).is_err();
-        let size = self.summary.iter_by_count().take_while(|(_, c)| c.count as f64 > threshold);
-        if !entered && size.count() == self.head.len() {
+        let member = self.head.binary_search(&item);
+        let index = &mut self.head_index;
+        if member.is_ok() {
+            index.sum += 1;
+        }
+        let entered = in_head && member.is_err();
+        while let Some(&Reverse((recorded, member))) = index.by_count.peek() {
+            if recorded as f64 > threshold {
+                break;
+            }
+            index.by_count.pop();
+            let now = self.summary.estimate(member).map_or(0, |c| c.count);
+            if now as f64 > threshold {
+                index.by_count.push(Reverse((now, member)));
+            } else {
+                index.sum -= now;
+                index.leavers.push(member);
+            }
+        }
+        if !entered && index.leavers.is_empty() {
             return;
         }
-        self.head.clear();
-        let (mut sum, mut top) = (0u64, 0u64);
-        for (item, counter) in
-            self.summary.iter_by_count().take_while(|(_, c)| c.count as f64 > threshold)
-        {
-            self.head.push(item);
-            sum += counter.count;
-            top = top.max(counter.count);
+        if !index.leavers.is_empty() {
+            index.leavers.sort_unstable();
+            let leavers = &index.leavers;
+            self.head.retain(|member| leavers.binary_search(member).is_err());
+            for leaver in leavers {
+                self.head_candidates.remove(leaver);
+            }
+            index.leavers.clear();
         }
-        self.head.sort_unstable();
+        if entered {
+            let at = self.head.binary_search(&item).unwrap_or_else(|at| at);
+            self.head.insert(at, item);
+            index.by_count.push(Reverse((count, item)));
+            index.sum += count;
+        }
+        // A head that is not empty holds the largest counter.
+        let top = if self.head.is_empty() {
+            0
+        } else {
+            self.summary.iter_by_count().next().map_or(0, |(_, c)| c.count)
+        };
         let m = self.summary.total() as f64;
         self.d = choose_d(
             self.hashes.workers(),
             self.head.len(),
-            sum as f64 / m,
+            index.sum as f64 / m,
             top as f64 / m,
             epsilon,
         );
     }
 
-    fn route_head(&mut self, key: Key<'_>) -> u32 {
+    fn route_head(&mut self, key: Key<'_>, item: u64) -> u32 {
         let workers = self.hashes.workers();
         match self.settings.head {
             HeadRouting::DChoices { .. } if self.d < workers => {
-                let (first, second) = self.pkg_candidates(key);
-                let mut best = first;
+                // Candidate i depends on i and the key only, so the list hashed for the
+                // largest d seen so far serves every smaller d as its prefix.
+                let d = self.d as usize;
+                let hashes = &self.hashes;
+                let cached = self.head_candidates.entry(item).or_default();
+                if cached.len() < d {
+                    if cached.is_empty() {
+                        let (first, second) =
+                            hashes.two_candidates(key, self.settings.distinct_candidates);
+                        cached.extend([first, second]);
+                    }
+                    let from = cached.len() as u64 + 1;
+                    cached.extend((from..=d as u64).map(|i| hashes.candidate(i, key)));
+                }
+                let mut best = cached[0];
                 let mut best_load = self.loads.get(best);
-                for i in 2..=self.d {
-                    let candidate =
-                        if i == 2 { second } else { self.hashes.candidate(u64::from(i), key) };
+                for &candidate in &cached[1..d] {
                     let load = self.loads.get(candidate);
                     if load < best_load {
                         best = candidate;
@@ -443,7 +533,9 @@ impl HeadChoices {
                 }
                 best
             }
-            HeadRouting::DChoices { .. } | HeadRouting::WChoices => self.loads.least_loaded(),
+            HeadRouting::DChoices { .. } | HeadRouting::WChoices => {
+                self.least_loaded.of(&self.loads)
+            }
             HeadRouting::RoundRobin => {
                 let worker = self.next_head_worker;
                 self.next_head_worker = if worker + 1 == workers { 0 } else { worker + 1 };
@@ -464,19 +556,23 @@ impl Grouper for HeadChoices {
 
     fn route(&mut self, key: Key<'_>) -> u32 {
         let item = fingerprint(key);
-        self.summary.insert(item);
-        let count = self.summary.estimate(item).map_or(0, |c| c.count);
+        let d_choices = matches!(self.settings.head, HeadRouting::DChoices { .. });
+        if d_choices && !self.head_index.built {
+            self.build_head_index();
+        }
+        let count = self.summary.insert_weighted(item, 1);
         let in_head = self.above_threshold(count);
         if let HeadRouting::DChoices { epsilon } = self.settings.head {
-            self.refresh_head(item, in_head, epsilon);
+            self.refresh_head(item, count, in_head, epsilon);
         }
         let worker = if in_head {
-            self.route_head(key)
+            self.route_head(key, item)
         } else {
             let (first, second) = self.pkg_candidates(key);
             if self.loads.get(second) < self.loads.get(first) { second } else { first }
         };
         self.loads.add(worker, 1);
+        self.least_loaded.added(worker);
         worker
     }
 
@@ -487,6 +583,13 @@ impl Grouper for HeadChoices {
     fn state_bytes(&self) -> usize {
         std::mem::size_of::<Self>()
             + self.summary.state_bytes()
+            + self.least_loaded.state_bytes()
+            + self.head_index.by_count.capacity() * std::mem::size_of::<(u64, u64)>()
+            + self
+                .head_candidates
+                .values()
+                .map(|c| std::mem::size_of::<(u64, Vec<u32>)>() + c.capacity() * 4)
+                .sum::<usize>()
             + self.head.capacity() * std::mem::size_of::<u64>()
             + self.loads.state_bytes()
     }

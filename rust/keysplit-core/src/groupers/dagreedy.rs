@@ -71,6 +71,7 @@ use crate::error::ConfigError;
 use crate::grouper::{Grouper, GrouperConfig, GrouperInfo};
 use crate::hash::{HashFamily, Key, fingerprint};
 use crate::loads::LoadVector;
+use crate::min_tree::MinTree;
 use crate::params::{ParamReader, ParamSpec, ParamValue};
 use crate::sketches::ItemMap;
 use crate::snapshot::restore_state;
@@ -303,6 +304,11 @@ pub struct DaGreedy {
     #[serde(serialize_with = "crate::sketches::serialize_sorted")]
     hot: ItemMap<u64>,
     window: PaneWindow,
+    /// The window loads as a tournament tree, for the best score without a scan of all
+    /// `n` workers. Derived: empty after a restore and after a pane slides, rebuilt when
+    /// next needed.
+    #[serde(skip)]
+    window_least: MinTree,
 }
 
 impl DaGreedy {
@@ -321,6 +327,7 @@ impl DaGreedy {
             counts: ItemMap::default(),
             hot: ItemMap::default(),
             window: PaneWindow::new(workers, window_panes.max(1)),
+            window_least: MinTree::default(),
         }
     }
 
@@ -341,25 +348,40 @@ impl DaGreedy {
     }
 
     /// The worker with the highest score for a hot key, ties to the lowest index.
-    pub fn best_worker(&self, item: u64) -> u32 {
+    ///
+    /// The score is `total·[w holds the key] − n·L_w`. Among the workers that do not hold
+    /// the key, the best is the least loaded, lowest index first; if that worker holds the
+    /// key it beats every other worker (ties included, having the lowest index of the least
+    /// load). So only the holders are scanned, against the least-loaded worker overall.
+    pub fn best_worker(&mut self, item: u64) -> u32 {
+        if self.window_least.len() != self.workers as usize {
+            let window = &self.window;
+            self.window_least.rebuild((0..self.workers).map(|w| window.load(w)));
+        }
         let total = i128::from(self.window.total());
         let n = i128::from(self.workers);
-        // The key's holders in index order, walked alongside the workers.
-        let mut holders = self.window.holder_entries(item).iter().map(|&(w, _)| w).peekable();
-        let mut best = 0;
-        let mut best_score = i128::MIN;
-        for w in 0..self.workers {
-            let on = if holders.next_if_eq(&w).is_some() { total } else { 0 };
-            let score = on - n * i128::from(self.window.load(w));
-            if score > best_score {
+        let least = self.window_least.min_index();
+        let score = |w: u32, on: bool| {
+            let on = if on { total } else { 0 };
+            on - n * i128::from(self.window.load(w))
+        };
+        let holders = self.window.holder_entries(item);
+        if holders.binary_search_by_key(&least, |&(w, _)| w).is_ok() {
+            return least;
+        }
+        let (mut best, mut best_score) = (least, score(least, false));
+        for &(w, _) in holders {
+            let s = score(w, true);
+            if s > best_score || (s == best_score && w < best) {
                 best = w;
-                best_score = score;
+                best_score = s;
             }
         }
         best
     }
 
     fn close_interval(&mut self) {
+        self.window_least.clear();
         self.intervals.close();
         self.counts.clear();
         // Keys found hot in the interval that just closed stay hot through the next one.
@@ -390,6 +412,9 @@ impl Grouper for DaGreedy {
         let worker =
             if self.is_hot(item) { self.best_worker(item) } else { self.hashes.candidate(0, key) };
         self.window.record(item, worker);
+        if !self.window_least.is_empty() {
+            self.window_least.increase(worker, self.window_least.get(worker) + 1);
+        }
         self.loads.add(worker, 1);
         if self.intervals.tick() {
             self.close_interval();
@@ -411,5 +436,42 @@ impl Grouper for DaGreedy {
             + self.counts.capacity() * (std::mem::size_of::<(u64, u64)>() + 1)
             + self.hot.capacity() * (std::mem::size_of::<(u64, u64)>() + 1)
             + self.window.state_bytes()
+            + self.window_least.state_bytes()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::streams::Zipf;
+
+    /// The paper's rule as a scan of every worker's score, ties to the lowest index.
+    fn best_by_scan(dagreedy: &DaGreedy, key: Key<'_>) -> u32 {
+        let n = i128::from(dagreedy.workers);
+        let (mut best, mut best_score) = (0, i128::MIN);
+        for w in 0..dagreedy.workers {
+            let (load, total, on) = dagreedy.window_view(key, w);
+            let score = if on { i128::from(total) } else { 0 } - n * i128::from(load);
+            if score > best_score {
+                best = w;
+                best_score = score;
+            }
+        }
+        best
+    }
+
+    #[test]
+    fn the_best_worker_from_the_tree_is_the_scan_best() {
+        for workers in [1, 2, 7, 100] {
+            let hashes = HashFamily::new(3, workers);
+            let mut dagreedy = DaGreedy::new(hashes, LoadVector::private(workers), 700, 3);
+            let mut zipf = Zipf::new(3_000, 1.1, 5).unwrap();
+            for step in 0..12_000 {
+                let key = Key::Int(zipf.next_key());
+                let expected = best_by_scan(&dagreedy, key);
+                assert_eq!(dagreedy.best_worker(fingerprint(key)), expected, "{workers}, {step}");
+                dagreedy.route(key);
+            }
+        }
     }
 }

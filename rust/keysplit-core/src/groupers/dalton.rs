@@ -140,6 +140,69 @@ struct Row {
     q: Vec<f64>,
     /// The last interval in which the key was found hot.
     found: u64,
+    /// The workers whose entry was ever rewarded, in index order, or `None` until listed;
+    /// every other entry is exactly [`Q_INIT`]. Derived: `None` after a restore, then
+    /// listed from the entries that differ from [`Q_INIT`].
+    #[serde(skip)]
+    tried: Option<Vec<u32>>,
+}
+
+impl Row {
+    fn new(workers: usize, found: u64) -> Self {
+        Self { q: vec![Q_INIT; workers], found, tried: Some(Vec::new()) }
+    }
+
+    fn tried(&mut self) -> &mut Vec<u32> {
+        let q = &self.q;
+        self.tried.get_or_insert_with(|| {
+            (0..q.len() as u32).filter(|&w| q[w as usize] != Q_INIT).collect()
+        })
+    }
+
+    /// The argmax of the row, ties to `hash_worker`, then to the lowest index: the scan
+    /// `best = hash_worker; for w in 0..n { if q[w] > q[best] { best = w } }`, computed
+    /// from the rewarded entries alone, since all others hold [`Q_INIT`].
+    fn argmax(&mut self, hash_worker: u32) -> u32 {
+        let workers = self.q.len();
+        self.tried();
+        let tried = self.tried.as_deref().unwrap_or_default();
+        // The lowest index holding Q_INIT for not having been rewarded.
+        let first_untried = tried
+            .iter()
+            .enumerate()
+            .find(|&(position, &w)| w as usize != position)
+            .map_or(tried.len(), |(position, _)| position);
+        let mut max = f64::NEG_INFINITY;
+        for &w in tried.iter() {
+            max = max.max(self.q[w as usize]);
+        }
+        if first_untried < workers && Q_INIT > max {
+            max = Q_INIT;
+        }
+        if self.q[hash_worker as usize] == max {
+            return hash_worker;
+        }
+        let mut best =
+            if first_untried < workers && max == Q_INIT { first_untried } else { workers };
+        for &w in tried {
+            if w as usize >= best {
+                break;
+            }
+            if self.q[w as usize] == max {
+                best = w as usize;
+                break;
+            }
+        }
+        best as u32
+    }
+
+    /// Records that `worker`'s entry was rewarded.
+    fn rewarded(&mut self, worker: u32) {
+        let tried = self.tried();
+        if let Err(at) = tried.binary_search(&worker) {
+            tried.insert(at, worker);
+        }
+    }
 }
 
 /// A key's routing state, for tests and inspection.
@@ -225,8 +288,7 @@ impl Dalton {
         if previous > 0 && u128::from(*count) * u128::from(self.workers) > u128::from(previous) {
             let found = self.intervals.index;
             let workers = self.workers as usize;
-            let row =
-                self.rows.entry(item).or_insert_with(|| Row { q: vec![Q_INIT; workers], found });
+            let row = self.rows.entry(item).or_insert_with(|| Row::new(workers, found));
             row.found = found;
             return true;
         }
@@ -252,16 +314,7 @@ impl Dalton {
             }
             return self.uniform(self.workers);
         }
-        let q = &self.rows[&item].q;
-        let mut best = hash_worker;
-        let mut max = q[hash_worker as usize];
-        for (w, &value) in q.iter().enumerate() {
-            if value > max {
-                max = value;
-                best = w as u32;
-            }
-        }
-        best
+        self.rows.get_mut(&item).expect("a hot key has a row").argmax(hash_worker)
     }
 
     fn reward(&mut self, item: u64, worker: u32) {
@@ -280,8 +333,10 @@ impl Dalton {
             self.max_split += 1;
         }
         let r = -(0.5 * cost_map + 0.5 * cost_reduce);
-        let q = &mut self.rows.get_mut(&item).expect("a hot key has a row").q[worker as usize];
+        let row = self.rows.get_mut(&item).expect("a hot key has a row");
+        let q = &mut row.q[worker as usize];
         *q = *q * (1.0 - LEARNING_RATE) + LEARNING_RATE * r;
+        row.rewarded(worker);
     }
 
     fn close_interval(&mut self) {
@@ -352,8 +407,46 @@ impl Grouper for Dalton {
             + self.loads.state_bytes()
             + self.counts.capacity() * (std::mem::size_of::<(u64, u64)>() + 1)
             + self.rows.capacity() * row_bytes
-            + self.rows.values().map(|r| r.q.capacity() * 8).sum::<usize>()
+            + self
+                .rows
+                .values()
+                .map(|r| r.q.capacity() * 8 + r.tried.as_ref().map_or(0, |t| t.capacity() * 4))
+                .sum::<usize>()
             + self.reached.capacity() * (std::mem::size_of::<u64>() + 1)
             + self.window.state_bytes()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn the_argmax_from_the_rewarded_entries_is_the_scan_argmax(
+            workers in 1usize..40,
+            rewards in prop::collection::vec((0u32..40, prop::sample::select(vec![-2.0, -1.5, -0.0, 0.0, 0.25, 0.5])), 0..60),
+            hash_worker in 0u32..40,
+            restored in any::<bool>(),
+        ) {
+            let hash_worker = hash_worker % workers as u32;
+            let mut row = Row::new(workers, 0);
+            for (worker, value) in rewards {
+                let worker = worker % workers as u32;
+                row.q[worker as usize] = value;
+                row.rewarded(worker);
+            }
+            if restored {
+                row.tried = None;
+            }
+            let mut best = hash_worker;
+            for (w, &value) in row.q.iter().enumerate() {
+                if value > row.q[best as usize] {
+                    best = w as u32;
+                }
+            }
+            prop_assert_eq!(row.argmax(hash_worker), best);
+        }
     }
 }

@@ -522,10 +522,11 @@ impl DynamicKeyGrouping {
     }
 }
 
-/// Stable sort by count, largest first.
+/// Stable sort by count, largest first. Each count is looked up once, not at every
+/// comparison (`sort_by_cached_key` is stable too).
 fn sort_by_count(space: &mut VecDeque<u64>, items: &ItemMap<KeyItem>) {
     let count = |id: &u64| items.get(id).map_or(0, |item| item.count);
-    space.make_contiguous().sort_by_key(|id| std::cmp::Reverse(count(id)));
+    space.make_contiguous().sort_by_cached_key(|id| std::cmp::Reverse(count(id)));
 }
 
 /// Algorithm 3 with the authors' fill of a space that has room (see the module docs).

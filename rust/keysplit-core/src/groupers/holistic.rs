@@ -120,7 +120,8 @@
 use crate::error::ConfigError;
 use crate::grouper::{Grouper, GrouperConfig, GrouperInfo};
 use crate::hash::{HashFamily, Key, fingerprint};
-use crate::loads::LoadVector;
+use crate::loads::{LoadScope, LoadVector};
+use crate::min_tree::MinTree;
 use crate::params::{ParamReader, ParamSpec, ParamValue};
 use crate::sketches::{HyperLogLog, ItemMap, map_bytes};
 use crate::snapshot::restore_state;
@@ -329,8 +330,9 @@ impl Cardinality {
                 let sketch = sketches[worker as usize].get_or_insert_with(|| {
                     HyperLogLog::new(HLL_PRECISION).expect("precision 12 is valid")
                 });
-                sketch.insert(item);
-                estimates[worker as usize] = sketch.estimate();
+                if sketch.insert_raises(item) {
+                    estimates[worker as usize] = sketch.estimate();
+                }
             }
         }
     }
@@ -380,6 +382,26 @@ pub struct Holistic {
     window_start: Vec<u64>,
     cardinality: Cardinality,
     candidates: Vec<u32>,
+    /// LM: Eq. 7 and 8's extremes kept up to date instead of scanned per tuple. Derived,
+    /// rebuilt after a restore and when a window closes.
+    #[serde(skip)]
+    extremes: Extremes,
+}
+
+/// The window loads and cardinality estimates of all workers as tournament trees, for
+/// LM's minima and maxima in `O(1)`.
+///
+/// Estimates are non-negative `f64`s, which order as their bits; the maximum is the minimum
+/// of the complemented bits. Window loads only grow within a window, so their maximum is a
+/// running one. The loads' tree is only used for private loads: shared ones change under
+/// other sources, and are scanned.
+#[derive(Default)]
+struct Extremes {
+    built: bool,
+    loads: MinTree,
+    load_max: u64,
+    card_min: MinTree,
+    card_max: MinTree,
 }
 
 impl Holistic {
@@ -420,6 +442,7 @@ impl Holistic {
             window_routed: 0,
             cardinality: Cardinality::new(workers, params.hll),
             candidates: Vec::with_capacity(params.choices as usize),
+            extremes: Extremes::default(),
         })
     }
 
@@ -469,25 +492,57 @@ impl Holistic {
         best
     }
 
+    /// LM: builds the trees of [`Extremes`] from the window's loads and estimates.
+    fn build_extremes(&mut self) {
+        let workers = self.loads.workers();
+        let window_loads: Vec<u64> = (0..workers).map(|w| self.window_load(w)).collect();
+        let cards: Vec<u64> =
+            (0..workers).map(|w| self.cardinality.estimate(w).to_bits()).collect();
+        let extremes = &mut self.extremes;
+        extremes.load_max = window_loads.iter().copied().max().unwrap_or(0);
+        extremes.loads.rebuild(window_loads);
+        extremes.card_min.rebuild(cards.iter().copied());
+        extremes.card_max.rebuild(cards.iter().map(|&bits| !bits));
+        extremes.built = true;
+    }
+
+    /// LM: keeps [`Extremes`] after `worker` got a tuple and possibly a new estimate.
+    fn update_extremes(&mut self, worker: u32) {
+        let extremes = &mut self.extremes;
+        if !extremes.built {
+            return;
+        }
+        let load = extremes.loads.get(worker) + 1;
+        extremes.loads.increase(worker, load);
+        extremes.load_max = extremes.load_max.max(load);
+        let card = self.cardinality.estimate(worker);
+        debug_assert!(card.is_sign_positive());
+        let bits = card.to_bits();
+        if extremes.card_min.get(worker) != bits {
+            extremes.card_min.set(worker, bits);
+            extremes.card_max.set(worker, !bits);
+        }
+    }
+
     /// Eq. 9 for every candidate, with Eq. 7 and 8 over all workers; least wins.
-    fn least_hybrid(&self, candidates: &[u32]) -> u32 {
-        // Eq. 7 and 8's extremes, one pass per quantity over plain slices: this scan of
-        // all n workers is most of LM's cost per tuple.
-        let (mut load_min, mut load_max) = (u64::MAX, 0);
-        for (load, &start) in self.loads.iter().zip(&self.window_start) {
-            let load = load.saturating_sub(start);
-            load_min = load_min.min(load);
-            load_max = load_max.max(load);
+    fn least_hybrid(&mut self, candidates: &[u32]) -> u32 {
+        if !self.extremes.built {
+            self.build_extremes();
         }
-        let (mut card_min, mut card_max) = (f64::INFINITY, f64::NEG_INFINITY);
-        let mut extremes = |card: f64| {
-            card_min = card_min.min(card);
-            card_max = card_max.max(card);
+        let extremes = &self.extremes;
+        let (load_min, load_max) = if self.loads.scope() == LoadScope::Private {
+            (extremes.loads.min_value(), extremes.load_max)
+        } else {
+            let (mut load_min, mut load_max) = (u64::MAX, 0);
+            for (load, &start) in self.loads.iter().zip(&self.window_start) {
+                let load = load.saturating_sub(start);
+                load_min = load_min.min(load);
+                load_max = load_max.max(load);
+            }
+            (load_min, load_max)
         };
-        match &self.cardinality {
-            Cardinality::Exact(sets) => sets.iter().for_each(|set| extremes(set.len() as f64)),
-            Cardinality::Hll { estimates, .. } => estimates.iter().copied().for_each(extremes),
-        }
+        let card_min = f64::from_bits(extremes.card_min.min_value());
+        let card_max = f64::from_bits(!extremes.card_max.min_value());
         let p = self.p;
         Self::least(candidates, |worker| {
             let load = self.window_load(worker);
@@ -535,6 +590,7 @@ impl Holistic {
     }
 
     fn close_window(&mut self) {
+        self.extremes.built = false;
         self.cardinality.clear();
         self.window_start = self.loads.snapshot();
         self.window_routed = 0;
@@ -553,6 +609,9 @@ impl Grouper for Holistic {
         let worker = self.decide(item, &candidates);
         self.candidates = candidates;
         self.loads.add(worker, 1);
+        if self.algorithm == Algorithm::Lm {
+            self.update_extremes(worker);
+        }
         self.window_routed += 1;
         if self.window_tuples > 0 && self.window_routed >= self.window_tuples {
             self.close_window();
@@ -574,5 +633,79 @@ impl Grouper for Holistic {
             + std::mem::size_of_val(&*self.window_start)
             + self.candidates.capacity() * std::mem::size_of::<u32>()
             + self.cardinality.state_bytes()
+            + self.extremes.loads.state_bytes()
+            + self.extremes.card_min.state_bytes()
+            + self.extremes.card_max.state_bytes()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::grouper::Grouper;
+    use crate::streams::Zipf;
+
+    /// LM's choice with Eq. 7 and 8 scanned over all workers, as the paper states it.
+    fn lm_by_scan(lm: &Holistic, key: Key<'_>) -> u32 {
+        let workers = lm.loads().workers();
+        let loads: Vec<u64> = (0..workers).map(|w| lm.window_load(w)).collect();
+        let cards: Vec<f64> = (0..workers).map(|w| lm.cardinality(w)).collect();
+        let (load_min, load_max) = (*loads.iter().min().unwrap(), *loads.iter().max().unwrap());
+        let card_min = cards.iter().copied().fold(f64::INFINITY, f64::min);
+        let card_max = cards.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        let hybrid = |w: u32| {
+            let load = loads[w as usize];
+            let load_norm = if load_max > load_min {
+                (load - load_min) as f64 / (load_max - load_min) as f64
+            } else {
+                0.0
+            };
+            let card_norm = if card_max > card_min {
+                (cards[w as usize] - card_min) / (card_max - card_min)
+            } else {
+                0.0
+            };
+            lm.p * load_norm + (1.0 - lm.p) * card_norm
+        };
+        let candidates = lm.candidates(key);
+        let mut best = candidates[0];
+        for &c in &candidates[1..] {
+            if hybrid(c) < hybrid(best) {
+                best = c;
+            }
+        }
+        best
+    }
+
+    #[test]
+    fn lm_with_kept_extremes_routes_as_the_scan() {
+        for (hll, shared, workers, window_tuples) in [
+            (false, false, 13, 0),
+            (true, false, 64, 500),
+            (false, true, 9, 300),
+            (true, true, 5, 0),
+        ] {
+            let loads =
+                if shared { LoadVector::shared(workers) } else { LoadVector::private(workers) };
+            let other = loads.share();
+            let mut params = HolisticParams::new(Algorithm::Lm, hll);
+            params.choices = 3;
+            params.window_tuples = window_tuples;
+            let mut lm = Holistic::new(HashFamily::new(5, workers), loads, params).unwrap();
+            let mut zipf = Zipf::new(2_000, 1.1, 3).unwrap();
+            for step in 0..4_000u64 {
+                let rank = zipf.next_key();
+                let key = Key::Int(rank);
+                let expected = lm_by_scan(&lm, key);
+                assert_eq!(lm.route(key), expected, "hll {hll}, shared {shared}, step {step}");
+                if let Some(other) = &other {
+                    // Another source's tuples, which only a scan of shared loads sees.
+                    other.add((rank % u64::from(workers)) as u32, 1);
+                }
+                if step == 2_500 {
+                    lm.end_window();
+                }
+            }
+        }
     }
 }

@@ -104,7 +104,7 @@
 use crate::error::ConfigError;
 use crate::grouper::{Grouper, GrouperConfig, GrouperInfo};
 use crate::hash::{HashFamily, Key, fingerprint};
-use crate::loads::LoadVector;
+use crate::loads::{LeastLoaded, LoadVector};
 use crate::params::{ParamReader, ParamSpec, ParamValue};
 use crate::sketches::sliding_window::MAX_WINDOW;
 use crate::sketches::{ItemMap, SlidingWindowCounter, item_map};
@@ -325,6 +325,8 @@ pub struct PdStream {
     routes_bytes: usize,
     /// Bytes of the candidate sets' heap buffers.
     candidate_bytes: usize,
+    #[serde(skip)]
+    least_loaded: LeastLoaded,
 }
 
 impl PdStream {
@@ -385,6 +387,7 @@ impl PdStream {
             routes,
             routes_bytes,
             candidate_bytes: 0,
+            least_loaded: LeastLoaded::default(),
         })
     }
 
@@ -428,22 +431,11 @@ impl PdStream {
     /// PKG's two candidates of `key`, in tie-breaking order.
     #[inline]
     pub fn hash_candidates(&self, key: Key<'_>) -> (u32, u32) {
-        pkg_candidates(&self.hashes, self.distinct_candidates, key)
+        self.hashes.two_candidates(key, self.distinct_candidates)
     }
 }
 
 const WORKER_BYTES: usize = std::mem::size_of::<u32>();
-
-/// PKG's two candidates of `key`, in tie-breaking order.
-#[inline]
-fn pkg_candidates(hashes: &HashFamily, distinct_candidates: bool, key: Key<'_>) -> (u32, u32) {
-    let first = hashes.candidate(1, key);
-    let mut second = hashes.candidate(2, key);
-    if distinct_candidates && second == first {
-        second = if second + 1 == hashes.workers() { 0 } else { second + 1 };
-    }
-    (first, second)
-}
 
 /// The least-loaded of `candidates` (not empty), the earliest on ties.
 #[inline]
@@ -487,7 +479,7 @@ impl Grouper for PdStream {
             let (hashes, distinct) = (&self.hashes, self.distinct_candidates);
             let mut added_bytes = 0;
             let set = self.routes.entry(id).or_insert_with(|| {
-                let (first, second) = pkg_candidates(hashes, distinct, key);
+                let (first, second) = hashes.two_candidates(key, distinct);
                 let mut set = Vec::with_capacity(2);
                 set.push(first);
                 if second != first {
@@ -497,7 +489,7 @@ impl Grouper for PdStream {
                 set
             });
             if wanted as usize > set.len() {
-                let least_loaded = self.loads.least_loaded();
+                let least_loaded = self.least_loaded.of(&self.loads);
                 if !set.contains(&least_loaded) {
                     let before = set.capacity();
                     set.push(least_loaded);
@@ -509,6 +501,7 @@ impl Grouper for PdStream {
             least_loaded_among(&self.loads, set)
         };
         self.loads.add(worker, 1);
+        self.least_loaded.added(worker);
         worker
     }
 
@@ -523,5 +516,6 @@ impl Grouper for PdStream {
             + self.routes_bytes
             + self.candidate_bytes
             + self.loads.state_bytes()
+            + self.least_loaded.state_bytes()
     }
 }

@@ -60,7 +60,7 @@ use std::collections::BTreeMap;
 use crate::error::ConfigError;
 use crate::grouper::{Grouper, GrouperConfig, GrouperInfo};
 use crate::hash::{HashFamily, Key, fingerprint};
-use crate::loads::LoadVector;
+use crate::loads::{LeastLoaded, LoadVector};
 use crate::params::{ParamReader, ParamSpec, ParamValue};
 use crate::rng::SplitMix64;
 use crate::snapshot::restore_state;
@@ -135,6 +135,8 @@ pub struct PStream {
     /// Fingerprint → bitset of recorded counts; never holds an empty bitset.
     predictor: BTreeMap<u64, u64>,
     loads: LoadVector,
+    #[serde(skip)]
+    least_loaded: LeastLoaded,
 }
 
 impl PStream {
@@ -156,6 +158,7 @@ impl PStream {
             rng: SplitMix64::for_grouper(hashes.grouper_seed(), RNG_INDEX),
             predictor: BTreeMap::new(),
             loads,
+            least_loaded: LeastLoaded::default(),
         }
     }
 
@@ -201,9 +204,10 @@ impl Grouper for PStream {
             self.hot_tuples += 1;
             worker
         } else {
-            self.loads.least_loaded()
+            self.least_loaded.of(&self.loads)
         };
         self.loads.add(worker, 1);
+        self.least_loaded.added(worker);
         worker
     }
 
@@ -217,5 +221,6 @@ impl Grouper for PStream {
         std::mem::size_of::<Self>()
             + 2 * self.predictor.len() * std::mem::size_of::<(u64, u64)>()
             + self.loads.state_bytes()
+            + self.least_loaded.state_bytes()
     }
 }

@@ -421,6 +421,16 @@ pub fn elb_rebalance(y: &[u64], table: &mut [u32], workers: u32, tolerance: f64)
         }
     }
     // Phase 4 (repair): from the most loaded donor that can give, to the least loaded.
+    // Each worker's substreams in `order`, kept as substreams move: a donor's candidates
+    // without a pass over all p substreams.
+    let mut rank = vec![0usize; y.len()];
+    for (position, &i) in order.iter().enumerate() {
+        rank[i] = position;
+    }
+    let mut held: Vec<Vec<usize>> = vec![Vec::new(); n];
+    for &i in &order {
+        held[table[i] as usize].push(i);
+    }
     while loads.iter().any(|&l| !in_range(l)) {
         let Some(b) = extreme(&loads, 0..n, false) else { break };
         let lb = loads[b];
@@ -429,12 +439,11 @@ pub fn elb_rebalance(y: &[u64], table: &mut [u32], workers: u32, tolerance: f64)
         donors.sort_by(|&x, &z| loads[z].cmp(&loads[x]).then(x.cmp(&z)));
         let pick = donors.iter().find_map(|&a| {
             let la = loads[a];
-            order
+            held[a]
                 .iter()
                 .copied()
                 .find(|&i| {
-                    table[i] as usize == a
-                        && y[i] > 0
+                    y[i] > 0
                         && y[i] < la.saturating_sub(lb)
                         && (la - y[i]) as f64 >= v
                         && ((lb + y[i]) as f64) <= u
@@ -442,6 +451,10 @@ pub fn elb_rebalance(y: &[u64], table: &mut [u32], workers: u32, tolerance: f64)
                 .map(|i| (a, i))
         });
         let Some((a, i)) = pick else { break };
+        let from = held[a].binary_search_by_key(&rank[i], |&k| rank[k]).expect("a holds i");
+        held[a].remove(from);
+        let to = held[b].binary_search_by_key(&rank[i], |&k| rank[k]).unwrap_err();
+        held[b].insert(to, i);
         table[i] = b as u32;
         loads[a] -= y[i];
         loads[b] += y[i];

@@ -101,6 +101,13 @@ impl HyperLogLog {
 
     /// Adds `item` to the set whose size is estimated.
     pub fn insert(&mut self, item: u64) {
+        self.insert_raises(item);
+    }
+
+    /// Adds `item` and tells whether its register rose: only then can
+    /// [`HyperLogLog::estimate`] change, so a caller that caches the estimate recomputes it
+    /// only then.
+    pub fn insert_raises(&mut self, item: u64) -> bool {
         let (index, rank) = self.position(item);
         let old = self.register(index);
         if rank > old {
@@ -109,6 +116,7 @@ impl HyperLogLog {
             self.scaled_inverse_sum -= 1 << (MAX_RANK - old);
             self.scaled_inverse_sum += 1 << (MAX_RANK - rank);
         }
+        rank > old
     }
 
     /// Whether `item` may have been inserted: its register already holds at least its rank,
@@ -395,6 +403,21 @@ mod tests {
             for &item in &items {
                 prop_assert!(sketch.maybe_contains(item));
                 prop_assert!(!sketch.insert_would_change_estimate(item));
+            }
+        }
+
+        #[test]
+        fn an_insertion_that_raises_nothing_leaves_the_estimate(
+            items in prop::collection::vec(any::<u64>(), 1..500), precision in 4u8..=12,
+        ) {
+            let mut sketch = HyperLogLog::new(precision).unwrap();
+            for item in items {
+                let (before, registers) = (sketch.estimate(), sketch.packed.clone());
+                let raised = sketch.insert_raises(item);
+                prop_assert_eq!(raised, sketch.packed != registers);
+                if !raised {
+                    prop_assert_eq!(sketch.estimate().to_bits(), before.to_bits());
+                }
             }
         }
 

@@ -139,14 +139,16 @@ impl SpaceSaving {
         self.insert_weighted(item, 1);
     }
 
-    /// Counts `weight` occurrences of `item`, as the module documentation specifies.
+    /// Counts `weight` occurrences of `item`, as the module documentation specifies, and
+    /// returns its count after (0 for weight 0 and an item not monitored), which saves a
+    /// caller that tests it a second lookup.
     ///
     /// # Panics
     ///
     /// If the total weight overflows `u64`.
-    pub fn insert_weighted(&mut self, item: u64, weight: u64) {
+    pub fn insert_weighted(&mut self, item: u64, weight: u64) -> u64 {
         if weight == 0 {
-            return;
+            return self.estimate(item).map_or(0, |c| c.count);
         }
         // Every count is at most the total, so checking the total checks them all.
         self.total =
@@ -154,12 +156,14 @@ impl SpaceSaving {
         if let Some(&slot) = self.slot_of.get(&item) {
             let count = self.buckets[self.slots[slot as usize].bucket as usize].count + weight;
             self.move_to(slot, count);
+            count
         } else if self.slots.len() < self.capacity {
             let slot = self.slots.len() as u32;
             self.slots.push(Slot { item, error: 0, bucket: NIL, earlier: NIL, later: NIL });
             self.slot_of.insert(item, slot);
             let bucket = self.bucket_of_count(NIL, weight);
             self.append(slot, bucket);
+            weight
         } else {
             let smallest = &self.buckets[self.smallest as usize];
             let (slot, min_count) = (smallest.first, smallest.count);
@@ -168,6 +172,7 @@ impl SpaceSaving {
             self.slot_of.remove(&evicted);
             self.slot_of.insert(item, slot);
             self.move_to(slot, min_count + weight);
+            min_count + weight
         }
     }
 
@@ -593,7 +598,8 @@ mod tests {
             let mut truth = HashMap::new();
             for (item, weight) in stream {
                 let weight = if unit_weights { 1 } else { weight };
-                sketch.insert_weighted(item, weight);
+                let count = sketch.insert_weighted(item, weight);
+                prop_assert_eq!(count, sketch.estimate(item).map_or(0, |c| c.count));
                 reference.insert(item, weight);
                 if weight > 0 {
                     *truth.entry(item).or_insert(0) += weight;
