@@ -193,11 +193,17 @@ impl LeastLoaded {
     }
 
     /// Records one tuple added to `worker`'s private counter.
-    #[inline]
+    #[inline(always)]
     pub fn added(&mut self, worker: u32) {
+        // Inlined, this test is all that groupers with few workers (no tree) pay per tuple.
         if !self.tree.is_empty() {
-            self.tree.increase(worker, self.tree.get(worker) + 1);
+            self.tree_added(worker);
         }
+    }
+
+    #[inline(never)]
+    fn tree_added(&mut self, worker: u32) {
+        self.tree.increase(worker, self.tree.get(worker) + 1);
     }
 
     /// Bytes of the tree.

@@ -227,29 +227,36 @@ impl PaneWindow {
 
     /// Closes the current pane and drops the oldest one once more than `panes` are held.
     pub fn slide(&mut self, workers: u32) {
-        let pane = std::mem::replace(&mut self.current, Pane::new(workers));
-        self.closed.push_back(pane);
-        if self.closed.len() > self.panes {
-            let old = self.closed.pop_front().expect("more than one closed pane");
-            for (w, load) in old.loads.iter().enumerate() {
-                self.loads[w] -= load;
-                self.total -= load;
-            }
-            for (item, workers) in old.holders {
-                let Some(spread) = self.spread.get_mut(&item) else { continue };
-                for worker in workers {
-                    if let Ok(i) = spread.binary_search_by_key(&worker, |&(w, _)| w) {
-                        spread[i].1 -= 1;
-                        if spread[i].1 == 0 {
-                            spread.remove(i);
+        // The pane that leaves the window (the oldest, once `panes` are closed) hands its
+        // emptied tables to the next current pane, which then does not grow them again.
+        let leaving = if self.closed.len() >= self.panes { self.closed.pop_front() } else { None };
+        let next = match leaving {
+            Some(mut old) => {
+                for (w, load) in old.loads.iter().enumerate() {
+                    self.loads[w] -= load;
+                    self.total -= load;
+                }
+                for (item, workers) in old.holders.drain() {
+                    let Some(spread) = self.spread.get_mut(&item) else { continue };
+                    for worker in workers {
+                        if let Ok(i) = spread.binary_search_by_key(&worker, |&(w, _)| w) {
+                            spread[i].1 -= 1;
+                            if spread[i].1 == 0 {
+                                spread.remove(i);
+                            }
                         }
                     }
+                    if spread.is_empty() {
+                        self.spread.remove(&item);
+                    }
                 }
-                if spread.is_empty() {
-                    self.spread.remove(&item);
-                }
+                old.loads.fill(0);
+                old
             }
-        }
+            None => Pane::new(workers),
+        };
+        let pane = std::mem::replace(&mut self.current, next);
+        self.closed.push_back(pane);
     }
 
     /// `L_w` over the window.
