@@ -185,6 +185,11 @@ impl<'a> KeyBatch<'a> {
         self.len
     }
 
+    /// Rows `start..start + len`, without copying; the range must lie inside the batch.
+    pub fn rows(&self, start: usize, len: usize) -> KeyBatch<'a> {
+        self.split_at(start).1.split_at(len).0
+    }
+
     /// Rows `..mid` and rows `mid..`, without copying or validating again: the halves of a
     /// valid batch are valid. `mid` must be at most `len()`.
     pub fn split_at(&self, mid: usize) -> (KeyBatch<'a>, KeyBatch<'a>) {
@@ -432,6 +437,7 @@ mod tests {
                     assert_eq!(parts, whole, "split at {mid}");
                     assert_eq!(head.null_count() + tail.null_count(), batch.null_count());
                 }
+                assert_eq!(collect(&batch.rows(1, 2)), whole[1..3]);
             }
         }
         let empty = KeyBatch::new(KeyValues::Offsets32 { offsets: &[], data: b"" }).unwrap();

@@ -68,27 +68,39 @@ impl Grouper for KeyGrouping {
             self.loads.add_counts(&route_part(keys, out));
             return;
         }
-        let mut parts = Vec::with_capacity(threads);
-        let (mut rest_keys, mut rest_out) = (keys.clone(), out);
-        for (_, len) in row_ranges(keys.len(), threads) {
-            let (part_keys, tail_keys) = rest_keys.split_at(len);
-            let (part_out, tail_out) = std::mem::take(&mut rest_out).split_at_mut(len);
-            parts.push((part_keys, part_out));
-            (rest_keys, rest_out) = (tail_keys, tail_out);
-        }
-        let (first_keys, first_out) = parts.remove(0);
-        let counts = std::thread::scope(|scope| {
-            let handles: Vec<_> = parts
-                .into_iter()
-                .map(|(keys, out)| scope.spawn(move || route_part(&keys, out)))
-                .collect();
-            let mut counts = route_part(&first_keys, first_out);
-            for handle in handles {
-                let part = handle.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic));
-                counts.iter_mut().zip(part).for_each(|(total, count)| *total += count);
+        let ranges: Vec<(usize, usize)> = row_ranges(keys.len(), threads).collect();
+        let mut counts = vec![0u64; workers];
+        let mut add = |part: Vec<u64>| counts.iter_mut().zip(part).for_each(|(c, p)| *c += p);
+        let mut unrouted = Vec::new();
+        std::thread::scope(|scope| {
+            let mut outs = Vec::with_capacity(ranges.len());
+            let mut rest = &mut *out;
+            for &(_, len) in &ranges {
+                let (part, tail) = std::mem::take(&mut rest).split_at_mut(len);
+                outs.push(part);
+                rest = tail;
             }
-            counts
+            let mut outs = outs.into_iter();
+            let first_out = outs.next().expect("at least one part");
+            let mut handles = Vec::with_capacity(ranges.len() - 1);
+            for (&(start, len), part_out) in ranges[1..].iter().zip(outs) {
+                let part_keys = keys.rows(start, len);
+                let part = move || route_part(&part_keys, part_out);
+                match std::thread::Builder::new().spawn_scoped(scope, part) {
+                    Ok(handle) => handles.push(handle),
+                    // No thread to be had (a process limit): routed here once the scope ends.
+                    Err(_) => unrouted.push((start, len)),
+                }
+            }
+            let (start, len) = ranges[0];
+            add(route_part(&keys.rows(start, len), first_out));
+            for handle in handles {
+                add(handle.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)));
+            }
         });
+        for (start, len) in unrouted {
+            add(route_part(&keys.rows(start, len), &mut out[start..start + len]));
+        }
         self.loads.add_counts(&counts);
     }
 
