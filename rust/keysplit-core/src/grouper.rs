@@ -98,6 +98,8 @@ pub fn route_batch(
         }
     }
     grouper.route_batch(keys, out);
+    // A shared load vector's last tuples of the batch become visible to the other sources.
+    grouper.loads().publish();
     Ok(())
 }
 

@@ -8,10 +8,12 @@
 //! * private ([`LoadScope::Private`]): local load estimation, the papers' default. No
 //!   source sees another's tuples, so the result is deterministic and equals routing each
 //!   source alone, whatever the threads do;
-//! * shared ([`LoadScope::Shared`]): one global [`LoadVector`] that every source bumps
-//!   with lock-free `fetch_add`s, one cache line per worker. Which worker a tuple goes to
-//!   then depends on how the threads interleave; ids stay below `n` and the counters add
-//!   up to the tuples routed.
+//! * shared ([`LoadScope::Shared`]): one global [`LoadVector`] that every source adds to
+//!   with lock-free `fetch_add`s, one cache line per worker, in bursts of
+//!   [`LoadVector::publish_interval`] tuples (and at the end of every batch); each source
+//!   routes on the counters as of its last burst plus its own tuples since. Which worker a
+//!   tuple goes to then depends on how the threads interleave; ids stay below `n` and the
+//!   counters add up to the tuples routed.
 //!
 //! Sources are spread over `threads` scoped threads, source `i` on thread `i mod threads`.
 
