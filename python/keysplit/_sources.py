@@ -64,9 +64,11 @@ def route_sources(
 
     With ``shared_loads=False`` each source counts only the tuples it sent (local load
     estimation): the result is deterministic and equals routing each source alone. With
-    ``shared_loads=True`` all sources add to one lock-free global load vector, so routing
-    depends on how the threads interleave; ids stay below ``workers`` and the loads add
-    up to the tuples routed.
+    ``shared_loads=True`` all sources add to one lock-free global load vector, in bursts of
+    ``max(256, 4 * workers)`` tuples and at the end of each batch, and each routes on the
+    global loads as of its last burst plus its own tuples since; routing then depends on
+    how the threads interleave, ids stay below ``workers`` and the loads add up to the
+    tuples routed.
 
     Every source is checked for nulls (``nulls="raise"``) before any is routed.
     """
