@@ -458,26 +458,28 @@ impl DaGreedy {
             let window = &self.window;
             self.window_least.rebuild((0..self.workers).map(|w| window.load(w)));
         }
-        let total = i128::from(self.window.total());
-        let n = i128::from(self.workers);
         let least = self.window_least.min_index();
-        let score = |w: u32, on: bool| {
-            let on = if on { total } else { 0 };
-            on - n * i128::from(self.window.load(w))
-        };
         let holders = self.window.holder_entries(item);
         if holders.binary_search_by_key(&least, |&(w, _)| w).is_ok() {
             return least;
         }
-        let (mut best, mut best_score) = (least, score(least, false));
-        for &(w, _) in holders {
-            let s = score(w, true);
-            if s > best_score || (s == best_score && w < best) {
-                best = w;
-                best_score = s;
-            }
+        // All holders share the term `total`, so the best of them is the least loaded,
+        // the lowest index first (holders are in index order); it then meets `least`.
+        let Some((holder, holder_load)) = holders
+            .iter()
+            .map(|&(w, _)| (w, self.window.load(w)))
+            .reduce(|best, next| if next.1 < best.1 { next } else { best })
+        else {
+            return least;
+        };
+        let n = i128::from(self.workers);
+        let holder_score = i128::from(self.window.total()) - n * i128::from(holder_load);
+        let least_score = -n * i128::from(self.window.load(least));
+        if holder_score > least_score || (holder_score == least_score && holder < least) {
+            holder
+        } else {
+            least
         }
-        best
     }
 
     fn close_interval(&mut self) {
