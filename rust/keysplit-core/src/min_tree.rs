@@ -105,14 +105,18 @@ impl MinTree {
     /// won by another index: `O(1)` for most increments, `O(log n)` at worst.
     #[inline]
     pub fn increase(&mut self, index: u32, value: u64) {
-        let mut node = self.nodes.len() / 2 + index as usize;
-        let old = self.nodes[node];
+        let nodes = self.nodes.as_mut_slice();
+        let mut node = nodes.len() / 2 + index as usize;
+        let old = nodes[node];
         debug_assert!(value >= (old >> 32) as u64);
-        self.nodes[node] = pack(value, index);
-        node /= 2;
-        while node >= 1 && self.nodes[node] == old {
-            self.nodes[node] = self.nodes[2 * node].min(self.nodes[2 * node + 1]);
+        // The new minimum of the subtree walked so far: each parent the old pair won takes
+        // the lesser of it and the sibling's, one read per level instead of two.
+        let mut carried = pack(value, index);
+        nodes[node] = carried;
+        while node > 1 && nodes[node / 2] == old {
+            carried = carried.min(nodes[node ^ 1]);
             node /= 2;
+            nodes[node] = carried;
         }
     }
 

@@ -159,12 +159,101 @@ impl Intervals {
     }
 }
 
+/// A list whose single element, the common case, is kept inline: every cold key goes to
+/// one worker, so most (pane, key) and (window, key) lists hold one entry and would
+/// otherwise cost an allocation each. Serialized as the sequence of its elements, exactly
+/// as a `Vec<T>`, so snapshots do not change.
+#[derive(Clone, Debug)]
+pub(crate) enum InlineList<T> {
+    One(T),
+    Many(Vec<T>),
+}
+
+impl<T> Default for InlineList<T> {
+    fn default() -> Self {
+        Self::Many(Vec::new())
+    }
+}
+
+impl<T: Copy> InlineList<T> {
+    fn as_slice(&self) -> &[T] {
+        match self {
+            Self::One(x) => std::slice::from_ref(x),
+            Self::Many(v) => v,
+        }
+    }
+
+    fn as_mut_slice(&mut self) -> &mut [T] {
+        match self {
+            Self::One(x) => std::slice::from_mut(x),
+            Self::Many(v) => v,
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.as_slice().len()
+    }
+
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn insert(&mut self, at: usize, x: T) {
+        match self {
+            Self::Many(v) if v.is_empty() => *self = Self::One(x),
+            Self::Many(v) => v.insert(at, x),
+            Self::One(y) => {
+                let y = *y;
+                *self = Self::Many(if at == 0 { vec![x, y] } else { vec![y, x] });
+            }
+        }
+    }
+
+    fn push(&mut self, x: T) {
+        let at = self.len();
+        self.insert(at, x);
+    }
+
+    fn remove(&mut self, at: usize) {
+        match self {
+            Self::One(_) => *self = Self::Many(Vec::new()),
+            Self::Many(v) => {
+                v.remove(at);
+            }
+        }
+    }
+
+    /// Bytes on the heap.
+    fn heap_bytes(&self) -> usize {
+        match self {
+            Self::One(_) => 0,
+            Self::Many(v) => v.capacity() * std::mem::size_of::<T>(),
+        }
+    }
+}
+
+impl<T: Copy + Serialize> Serialize for InlineList<T> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_seq(self.as_slice())
+    }
+}
+
+impl<'de, T: Copy + Deserialize<'de>> Deserialize<'de> for InlineList<T> {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let v = Vec::<T>::deserialize(deserializer)?;
+        Ok(match v.as_slice() {
+            [x] => Self::One(*x),
+            _ => Self::Many(v),
+        })
+    }
+}
+
 /// One pane: the tuples sent to each worker and the workers each key went to.
 #[derive(Serialize, Deserialize, Clone, Debug)]
 struct Pane {
     loads: Vec<u64>,
     #[serde(serialize_with = "crate::sketches::serialize_sorted")]
-    holders: ItemMap<Vec<u32>>,
+    holders: ItemMap<InlineList<u32>>,
 }
 
 impl Pane {
@@ -177,9 +266,9 @@ impl Pane {
     }
 }
 
-fn holder_map_bytes<V>(map: &ItemMap<Vec<V>>) -> usize {
-    map.capacity() * (std::mem::size_of::<(u64, Vec<V>)>() + 1)
-        + map.values().map(|v| v.capacity() * std::mem::size_of::<V>()).sum::<usize>()
+fn holder_map_bytes<V: Copy>(map: &ItemMap<InlineList<V>>) -> usize {
+    map.capacity() * (std::mem::size_of::<(u64, InlineList<V>)>() + 1)
+        + map.values().map(InlineList::heap_bytes).sum::<usize>()
 }
 
 /// A sliding window of panes: the current pane and up to `panes` closed ones, with the
@@ -194,7 +283,7 @@ pub(crate) struct PaneWindow {
     /// Per key: (worker, number of panes of the window in which the key went to it),
     /// by worker index.
     #[serde(serialize_with = "crate::sketches::serialize_sorted")]
-    spread: ItemMap<Vec<(u32, u32)>>,
+    spread: ItemMap<InlineList<(u32, u32)>>,
 }
 
 impl PaneWindow {
@@ -215,11 +304,11 @@ impl PaneWindow {
         self.loads[worker as usize] += 1;
         self.total += 1;
         let in_pane = self.current.holders.entry(item).or_default();
-        if !in_pane.contains(&worker) {
+        if !in_pane.as_slice().contains(&worker) {
             in_pane.push(worker);
             let spread = self.spread.entry(item).or_default();
-            match spread.binary_search_by_key(&worker, |&(w, _)| w) {
-                Ok(i) => spread[i].1 += 1,
+            match spread.as_slice().binary_search_by_key(&worker, |&(w, _)| w) {
+                Ok(i) => spread.as_mut_slice()[i].1 += 1,
                 Err(i) => spread.insert(i, (worker, 1)),
             }
         }
@@ -238,10 +327,12 @@ impl PaneWindow {
                 }
                 for (item, workers) in old.holders.drain() {
                     let Some(spread) = self.spread.get_mut(&item) else { continue };
-                    for worker in workers {
-                        if let Ok(i) = spread.binary_search_by_key(&worker, |&(w, _)| w) {
-                            spread[i].1 -= 1;
-                            if spread[i].1 == 0 {
+                    for &worker in workers.as_slice() {
+                        if let Ok(i) = spread.as_slice().binary_search_by_key(&worker, |&(w, _)| w)
+                        {
+                            let entry = &mut spread.as_mut_slice()[i];
+                            entry.1 -= 1;
+                            if entry.1 == 0 {
                                 spread.remove(i);
                             }
                         }
@@ -271,22 +362,22 @@ impl PaneWindow {
 
     /// The workers that received `item` in the window, in index order.
     pub fn holders(&self, item: u64) -> impl Iterator<Item = u32> + '_ {
-        self.spread.get(&item).into_iter().flatten().map(|&(w, _)| w)
+        self.holder_entries(item).iter().map(|&(w, _)| w)
     }
 
     /// `(worker, panes)` for every worker that received `item` in the window, by worker.
     pub fn holder_entries(&self, item: u64) -> &[(u32, u32)] {
-        self.spread.get(&item).map_or(&[], Vec::as_slice)
+        self.spread.get(&item).map_or(&[], InlineList::as_slice)
     }
 
     /// Whether `item` went to `worker` in the window.
     pub fn holds(&self, item: u64, worker: u32) -> bool {
-        self.spread.get(&item).is_some_and(|s| s.binary_search_by_key(&worker, |&(w, _)| w).is_ok())
+        self.holder_entries(item).binary_search_by_key(&worker, |&(w, _)| w).is_ok()
     }
 
     /// The number of workers that received `item` in the window.
     pub fn spread(&self, item: u64) -> usize {
-        self.spread.get(&item).map_or(0, Vec::len)
+        self.spread.get(&item).map_or(0, InlineList::len)
     }
 
     pub fn state_bytes(&self) -> usize {
@@ -342,12 +433,14 @@ impl DaGreedy {
     fn is_hot(&mut self, item: u64) -> bool {
         let count = self.counts.entry(item).or_insert(0);
         *count += 1;
-        let previous = self.intervals.previous_total;
-        let index = self.intervals.index;
-        if previous > 0
-            && u128::from(*count) * 100 * u128::from(self.workers) > u128::from(previous)
-        {
-            self.hot.insert(item, index);
+        let previous = u128::from(self.intervals.previous_total);
+        let scale = 100 * u128::from(self.workers);
+        if previous > 0 && u128::from(*count) * scale > previous {
+            // Counts only grow within an interval, so the tuple that crossed the threshold
+            // already recorded the key as found hot in this interval.
+            if u128::from(*count - 1) * scale <= previous {
+                self.hot.insert(item, self.intervals.index);
+            }
             return true;
         }
         // Found hot in this interval or the previous one: still hot.
@@ -365,26 +458,28 @@ impl DaGreedy {
             let window = &self.window;
             self.window_least.rebuild((0..self.workers).map(|w| window.load(w)));
         }
-        let total = i128::from(self.window.total());
-        let n = i128::from(self.workers);
         let least = self.window_least.min_index();
-        let score = |w: u32, on: bool| {
-            let on = if on { total } else { 0 };
-            on - n * i128::from(self.window.load(w))
-        };
         let holders = self.window.holder_entries(item);
         if holders.binary_search_by_key(&least, |&(w, _)| w).is_ok() {
             return least;
         }
-        let (mut best, mut best_score) = (least, score(least, false));
-        for &(w, _) in holders {
-            let s = score(w, true);
-            if s > best_score || (s == best_score && w < best) {
-                best = w;
-                best_score = s;
-            }
+        // All holders share the term `total`, so the best of them is the least loaded,
+        // the lowest index first (holders are in index order); it then meets `least`.
+        let Some((holder, holder_load)) = holders
+            .iter()
+            .map(|&(w, _)| (w, self.window.load(w)))
+            .reduce(|best, next| if next.1 < best.1 { next } else { best })
+        else {
+            return least;
+        };
+        let n = i128::from(self.workers);
+        let holder_score = i128::from(self.window.total()) - n * i128::from(holder_load);
+        let least_score = -n * i128::from(self.window.load(least));
+        if holder_score > least_score || (holder_score == least_score && holder < least) {
+            holder
+        } else {
+            least
         }
-        best
     }
 
     fn close_interval(&mut self) {
@@ -480,5 +575,34 @@ mod tests {
                 dagreedy.route(key);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod inline_list_tests {
+    use super::InlineList;
+
+    #[test]
+    fn an_inline_list_serializes_as_the_vec_of_its_elements() {
+        for len in 0..5u32 {
+            let elements: Vec<(u32, u32)> = (0..len).map(|i| (i * 3, i + 1)).collect();
+            let mut list = InlineList::default();
+            for (at, &e) in elements.iter().enumerate().rev() {
+                list.insert(0, e);
+                assert_eq!(list.as_slice(), &elements[at..]);
+            }
+            let bytes = postcard::to_allocvec(&list).unwrap();
+            assert_eq!(bytes, postcard::to_allocvec(&elements).unwrap());
+            let back: InlineList<(u32, u32)> = postcard::from_bytes(&bytes).unwrap();
+            assert_eq!(back.as_slice(), elements.as_slice());
+            assert_eq!(matches!(back, InlineList::One(_)), len == 1);
+        }
+        let mut list = InlineList::default();
+        list.push(7u32);
+        list.push(9);
+        list.remove(0);
+        assert_eq!(list.as_slice(), &[9]);
+        list.remove(0);
+        assert!(list.is_empty());
     }
 }

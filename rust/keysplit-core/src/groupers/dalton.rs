@@ -75,6 +75,7 @@
 
 use serde::{Deserialize, Serialize};
 use std::collections::HashSet;
+use std::collections::hash_map::Entry;
 use std::hash::BuildHasherDefault;
 
 use crate::error::ConfigError;
@@ -280,19 +281,33 @@ impl Dalton {
         }
     }
 
-    /// Counts the tuple, keeps the Q-table and tells whether the tuple is hot.
-    fn is_hot(&mut self, item: u64) -> bool {
+    /// Counts the tuple, keeps the Q-table and tells whether the tuple is hot, and whether
+    /// it gave the key a new row.
+    fn is_hot(&mut self, item: u64) -> (bool, bool) {
         let count = self.counts.entry(item).or_insert(0);
         *count += 1;
-        let previous = self.intervals.previous_total;
-        if previous > 0 && u128::from(*count) * u128::from(self.workers) > u128::from(previous) {
+        let previous = u128::from(self.intervals.previous_total);
+        let workers = u128::from(self.workers);
+        if previous > 0 && u128::from(*count) * workers > previous {
+            // Counts only grow within an interval and rows are dropped only when one
+            // closes, so past the tuple that crossed the threshold the row exists and
+            // already records this interval.
+            if u128::from(*count - 1) * workers > previous {
+                return (true, false);
+            }
             let found = self.intervals.index;
-            let workers = self.workers as usize;
-            let row = self.rows.entry(item).or_insert_with(|| Row::new(workers, found));
-            row.found = found;
-            return true;
+            return match self.rows.entry(item) {
+                Entry::Occupied(mut row) => {
+                    row.get_mut().found = found;
+                    (true, false)
+                }
+                Entry::Vacant(slot) => {
+                    slot.insert(Row::new(self.workers as usize, found));
+                    (true, true)
+                }
+            };
         }
-        self.rows.contains_key(&item)
+        (self.rows.contains_key(&item), false)
     }
 
     /// `⌊x·m / 2^64⌋` for the next draw `x`: a uniform index below `m`.
@@ -375,9 +390,8 @@ impl Grouper for Dalton {
 
     fn route(&mut self, key: Key<'_>) -> u32 {
         let item = fingerprint(key);
-        let had_row = self.rows.contains_key(&item);
-        let hot = self.is_hot(item);
-        if hot && !had_row && self.reached.contains(&item) {
+        let (hot, new_row) = self.is_hot(item);
+        if new_row && self.reached.contains(&item) {
             // A reached key heats again: its new row counts towards the 70%.
             self.reached_rows += 1;
         }
