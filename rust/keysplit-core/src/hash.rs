@@ -438,7 +438,8 @@ mod tests {
             let fast = FastMod::new(d);
             let top = u64::MAX / d;
             for q in (0..50).chain(top - 50..=top) {
-                for x in [q * d, (q * d).saturating_sub(1), q * d + (d - 1)] {
+                let multiple = q * d;
+                for x in [multiple, multiple.saturating_sub(1), multiple.saturating_add(d - 1)] {
                     assert_eq!(fast.rem(x), x % d, "{x} mod {d}");
                 }
             }
