@@ -39,7 +39,11 @@ fuzz_target!(|input: Input| {
     let total: u64 = truth.values().sum();
 
     if let Ok(mut summary) = SpaceSaving::new(usize::from(input.capacity % 70)) {
-        items.iter().for_each(|&(item, weight)| summary.insert_weighted(item, weight));
+        for &(item, weight) in &items {
+            // The count an insertion returns is the item's counter right after it.
+            let count = summary.insert_weighted(item, weight);
+            assert_eq!(count, summary.estimate(item).map_or(0, |c| c.count));
+        }
         assert_eq!(summary.total(), total);
         for (&item, &count) in &truth {
             match summary.estimate(item) {
