@@ -175,23 +175,37 @@ impl LoadVector {
         }
     }
 
-    /// Runs `route` on a plain, dense copy of the counters and writes them back, for a
-    /// batch loop that reads and bumps them tuple after tuple; `None` for a shared vector,
-    /// whose counters other sources bump meanwhile.
+    /// Runs `route` on the loads as one plain, dense array, for a batch loop that reads and
+    /// bumps them tuple after tuple.
     ///
-    /// The copy turns one atomic cache line per worker into eight counters per line, and
-    /// lets the loop keep them in ordinary memory the compiler can reason about. Only the
-    /// owner writes a private vector, so the result is the same as bumping it in place.
-    pub fn with_private_copy<T>(&self, route: impl FnOnce(&mut [u64]) -> T) -> Option<T> {
-        if self.scope != LoadScope::Private {
-            return None;
+    /// A private vector's counters are copied out and written back: one cache line per
+    /// eight workers instead of one per worker, in ordinary memory the compiler can reason
+    /// about; only the owner writes them, so the result is the same as bumping them in
+    /// place. A shared handle hands out its view, and what `route` added becomes its
+    /// unpublished tuples, published once there are [`publish_interval`](Self::publish_interval)
+    /// of them: a caller that wants the usual staleness routes at most that many tuples per
+    /// call.
+    pub fn with_dense_loads<T>(&self, route: impl FnOnce(&mut [u64]) -> T) -> T {
+        let Some(view) = &self.view else {
+            let mut local = self.snapshot();
+            let result = route(&mut local);
+            for (counter, value) in self.counters.iter().zip(local) {
+                counter.store(value, Ordering::Relaxed);
+            }
+            return result;
+        };
+        let mut view = view.borrow_mut();
+        let before = view.loads.clone();
+        let result = route(&mut view.loads);
+        let SharedView { loads, unpublished, pending } = &mut *view;
+        for ((load, start), unpublished) in loads.iter().zip(before).zip(unpublished.iter_mut()) {
+            *unpublished += load - start;
+            *pending += load - start;
         }
-        let mut local = self.snapshot();
-        let result = route(&mut local);
-        for (counter, value) in self.counters.iter().zip(local) {
-            counter.store(value, Ordering::Relaxed);
+        if view.pending >= self.publish_interval() {
+            view.publish(&self.counters);
         }
-        Some(result)
+        result
     }
 
     /// Adds `counts[w]` tuples to every worker `w`, for a batch loop that counted them
@@ -364,18 +378,26 @@ mod tests {
     }
 
     #[test]
-    fn a_private_copy_is_written_back_and_a_shared_vector_refuses_one() {
+    fn dense_loads_are_written_back_or_become_unpublished_tuples() {
         let loads = LoadVector::private(3);
         loads.add(1, 4);
-        let seen = loads.with_private_copy(|local| {
+        let seen = loads.with_dense_loads(|local| {
             local[2] += 5;
             local.to_vec()
         });
-        assert_eq!(seen, Some(vec![0, 4, 5]));
+        assert_eq!(seen, vec![0, 4, 5]);
         assert_eq!(loads.snapshot(), vec![0, 4, 5]);
-        assert!(LoadVector::shared(3).with_private_copy(|_| ()).is_none());
         loads.add_counts(&[1, 0, 2]);
         assert_eq!(loads.snapshot(), vec![1, 4, 7]);
+
+        let shared = LoadVector::shared(3);
+        let (a, b) = (shared.share().unwrap(), shared.share().unwrap());
+        a.with_dense_loads(|view| view[0] += 7);
+        assert_eq!((a.get(0), b.snapshot()), (7, vec![0, 0, 0]), "not published yet");
+        let interval = a.publish_interval();
+        a.with_dense_loads(|view| view[2] += interval);
+        assert_eq!(b.snapshot(), vec![7, 0, interval], "a burst went out");
+        assert_eq!(a.get(2), interval);
     }
 
     #[test]

@@ -123,27 +123,35 @@ impl Grouper for PartialKeyGrouping {
         worker
     }
 
-    /// With private loads and at least `n / 4` keys, the batch routes against a dense
-    /// copy of the loads (see [`LoadVector::with_private_copy`]), compiled per remainder
-    /// form. Shared loads are read and bumped tuple by tuple, as the global view requires.
+    /// With at least `n / 4` keys, the batch routes against the loads as one dense array
+    /// ([`LoadVector::with_dense_loads`]), compiled per remainder form: a private vector
+    /// in one go, a shared handle in bursts of its publish interval, each against its view
+    /// of the global loads, as one tuple at a time would.
     fn route_batch(&mut self, keys: &KeyBatch<'_>, out: &mut [u32]) {
-        let private = self.loads.scope() == LoadScope::Private;
-        if private && self.choices == 2 && keys.len() >= self.hashes.workers() as usize / 4 {
-            let seed = self.hashes.grouper_seed();
-            let batch_loop = |loads: &mut [u64]| {
+        let workers = self.hashes.workers() as usize;
+        if self.choices != 2 || keys.len() < workers / 4 {
+            return route_each(self, keys, out);
+        }
+        let burst = match self.loads.scope() {
+            LoadScope::Private => keys.len(),
+            LoadScope::Shared => self.loads.publish_interval() as usize,
+        };
+        let seed = self.hashes.grouper_seed();
+        let seeds = [candidate_seed(seed, 1), candidate_seed(seed, 2)];
+        for (start, out) in (0..keys.len()).step_by(burst.max(1)).zip(out.chunks_mut(burst.max(1)))
+        {
+            let keys = keys.rows(start, out.len());
+            self.loads.with_dense_loads(|loads: &mut [u64]| {
                 let batch_loop = PkgBatchLoop {
-                    seeds: [candidate_seed(seed, 1), candidate_seed(seed, 2)],
+                    seeds,
                     distinct_candidates: self.distinct_candidates,
-                    keys,
+                    keys: &keys,
                     out,
                     loads,
                 };
                 with_remainder(self.hashes.worker_modulus(), batch_loop)
-            };
-            self.loads.with_private_copy(batch_loop);
-            return;
+            });
         }
-        route_each(self, keys, out);
     }
 
     fn loads(&self) -> &LoadVector {
