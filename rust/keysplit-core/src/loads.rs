@@ -40,7 +40,6 @@ pub enum LoadScope {
 #[derive(Debug)]
 pub struct LoadVector {
     counters: Arc<[CachePadded<AtomicU64>]>,
-    scope: LoadScope,
     /// A shared handle's view and its unpublished tuples; `None` when private.
     view: Option<RefCell<SharedView>>,
 }
@@ -71,13 +70,31 @@ impl SharedView {
         }
         self.pending = 0;
     }
+
+    /// Records `tuples` more of this handle's tuples on `worker`, its view already counting
+    /// them.
+    fn record(&mut self, worker: usize, tuples: u64) {
+        self.unpublished[worker] += tuples;
+        self.pending += tuples;
+    }
+
+    fn publish_if_due(&mut self, counters: &[CachePadded<AtomicU64>]) {
+        if self.pending >= publish_interval(counters.len()) {
+            self.publish(counters);
+        }
+    }
+}
+
+/// See [`LoadVector::publish_interval`].
+fn publish_interval(workers: usize) -> u64 {
+    256.max(4 * workers as u64)
 }
 
 /// A snapshot holds the counts and the scope. A shared vector restores as a new shared
 /// vector that nobody else holds yet: the other sources' handles cannot be in a snapshot.
 impl Serialize for LoadVector {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        (self.scope, self.snapshot()).serialize(serializer)
+        (self.scope(), self.snapshot()).serialize(serializer)
     }
 }
 
@@ -104,14 +121,14 @@ impl LoadVector {
 
     fn from_counters(counters: Arc<[CachePadded<AtomicU64>]>, scope: LoadScope) -> Self {
         let view = (scope == LoadScope::Shared).then(|| RefCell::new(SharedView::of(&counters)));
-        Self { counters, scope, view }
+        Self { counters, view }
     }
 
     /// How many of its own tuples a shared handle counts before it publishes them: 256,
     /// or four per worker when there are more than 64 workers, so that re-reading the `n`
     /// counters costs at most a quarter of a read per tuple.
     pub fn publish_interval(&self) -> u64 {
-        256.max(4 * self.counters.len() as u64)
+        publish_interval(self.counters.len())
     }
 
     /// Adds a shared handle's unpublished tuples to the counters and re-reads them; nothing
@@ -132,7 +149,7 @@ impl LoadVector {
 
     /// Another handle on a shared vector, for another source; `None` for a private one.
     pub fn share(&self) -> Option<Self> {
-        match self.scope {
+        match self.scope() {
             LoadScope::Shared => {
                 Some(Self::from_counters(Arc::clone(&self.counters), LoadScope::Shared))
             }
@@ -141,7 +158,7 @@ impl LoadVector {
     }
 
     pub fn scope(&self) -> LoadScope {
-        self.scope
+        if self.view.is_some() { LoadScope::Shared } else { LoadScope::Private }
     }
 
     pub fn workers(&self) -> u32 {
@@ -166,11 +183,8 @@ impl LoadVector {
             Some(view) => {
                 let mut view = view.borrow_mut();
                 view.loads[worker as usize] += tuples;
-                view.unpublished[worker as usize] += tuples;
-                view.pending += tuples;
-                if view.pending >= self.publish_interval() {
-                    view.publish(&self.counters);
-                }
+                view.record(worker as usize, tuples);
+                view.publish_if_due(&self.counters);
             }
         }
     }
@@ -197,14 +211,11 @@ impl LoadVector {
         let mut view = view.borrow_mut();
         let before = view.loads.clone();
         let result = route(&mut view.loads);
-        let SharedView { loads, unpublished, pending } = &mut *view;
-        for ((load, start), unpublished) in loads.iter().zip(before).zip(unpublished.iter_mut()) {
-            *unpublished += load - start;
-            *pending += load - start;
+        for (worker, start) in before.into_iter().enumerate() {
+            let added = view.loads[worker] - start;
+            view.record(worker, added);
         }
-        if view.pending >= self.publish_interval() {
-            view.publish(&self.counters);
-        }
+        view.publish_if_due(&self.counters);
         result
     }
 
@@ -244,8 +255,8 @@ impl LoadVector {
     /// The index of the smallest load, the lowest index on ties.
     pub fn least_loaded(&self) -> u32 {
         match &self.view {
-            None => lowest_index_of_least(self.counters.iter().map(|c| c.load(Ordering::Relaxed))),
-            Some(view) => lowest_index_of_least(view.borrow().loads.iter().copied()),
+            None => least_loaded_of(self.counters.iter().map(|c| c.load(Ordering::Relaxed))),
+            Some(view) => least_loaded_of(view.borrow().loads.iter().copied()),
         }
     }
 
@@ -255,10 +266,11 @@ impl LoadVector {
     }
 }
 
-fn lowest_index_of_least(loads: impl Iterator<Item = u64>) -> u32 {
+/// The index of the smallest of `loads`, the lowest index on ties; 0 for none.
+pub fn least_loaded_of(loads: impl IntoIterator<Item = u64>) -> u32 {
     let mut best = 0u32;
     let mut best_load = u64::MAX;
-    for (worker, load) in loads.enumerate() {
+    for (worker, load) in loads.into_iter().enumerate() {
         if load < best_load {
             best = worker as u32;
             best_load = load;

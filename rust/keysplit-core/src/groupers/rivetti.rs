@@ -58,7 +58,7 @@
 use crate::error::ConfigError;
 use crate::grouper::{Grouper, GrouperConfig, GrouperInfo};
 use crate::hash::{HashFamily, Key, fingerprint};
-use crate::loads::LoadVector;
+use crate::loads::{LoadVector, least_loaded_of};
 use crate::params::{ParamReader, ParamSpec, ParamValue};
 use crate::rng::SplitMix64;
 use crate::sketches::{ItemMap, SpaceSaving, item_map, map_bytes};
@@ -220,7 +220,7 @@ impl DistributionAwareKeyGrouping {
         let (mut heavy_map, _) = item_map::<u32>(heavy.len()).unwrap_or_default();
         let mut bucket_workers = vec![0u32; bucket_counts.len()];
         for (weight, kind, id) in items {
-            let worker = least_loaded(&lpt_loads);
+            let worker = least_loaded_of(lpt_loads.iter().copied());
             lpt_loads[worker as usize] += weight;
             if kind == 0 {
                 heavy_map.insert(id, worker);
@@ -231,17 +231,6 @@ impl DistributionAwareKeyGrouping {
         let heavy_bytes = map_bytes::<u32>(heavy_map.capacity()).unwrap_or(usize::MAX);
         self.table = Some(Table { heavy: heavy_map, heavy_bytes, bucket_workers });
     }
-}
-
-/// The index of the smallest load, the lowest index on ties.
-fn least_loaded(loads: &[u64]) -> u32 {
-    let mut best = 0;
-    for (worker, &load) in loads.iter().enumerate() {
-        if load < loads[best] {
-            best = worker;
-        }
-    }
-    best as u32
 }
 
 impl Grouper for DistributionAwareKeyGrouping {
