@@ -19,7 +19,7 @@ from keysplit.spark import (
     sketch_error,
     windowed_count,
 )
-from keysplit.spark.shipping import to_arrow
+from keysplit.spark.ingest import to_arrow
 
 TIMEOUT = 180.0
 AGGS = ["count", "count(value)", "sum(value)", "min(value)", "max(value)", "mean(value)", "distinct(user)"]
@@ -59,11 +59,12 @@ def test_every_grouper_equals_groupby(spark, zipf_stream, zipf_reference, name):
         distinct="exact", session=spark, output="polars", batch_rows=10_000, timeout=TIMEOUT,
     )
     assert result.equals(zipf_reference)
-    # Spark's partitions, read through spark_partition_id(), are the client's routing.
+    # Spark's loads and Γ, computed from the partials it aggregated, are the client's routing.
     routed = keysplit.route(zipf_stream, key="key", grouper=keysplit.Grouper(name, workers=6, seed=3))
-    assert report.partition_rows == metrics.worker_loads(routed, workers=6).to_list()
+    assert report.spark_loads == metrics.worker_loads(routed, workers=6).to_list()
     assert report.spark_partial_rows == metrics.aggregation_cost(routed)
-    assert all(found in ([], [p]) for p, found in enumerate(report.windows[0].partition_workers))
+    assert report.replication_factor == pytest.approx(metrics.replication_factor(routed))
+    assert report.routed_on == "client" and report.ingestion == "files" and report.sources == 1
 
 
 def test_sketched_distinct_within_its_error(spark, zipf_stream, zipf_reference):
@@ -132,7 +133,10 @@ def test_operator_mode_windowed_word_count(spark, zipf_stream):
     )
     assert result.equals(expected)
     routed = keysplit.route(data, key="key", grouper=keysplit.Grouper("pdstream", workers=5))
-    assert report.partition_rows == metrics.worker_loads(routed, workers=5).to_list()
+    assert report.spark_loads == metrics.worker_loads(routed, workers=5).to_list()
+    # Operator mode puts worker w on Spark partition w, and nothing else there.
+    assert report.windows[0].partition_rows == report.spark_loads
+    assert all(found in ([], [p]) for p, found in enumerate(report.windows[0].partition_workers))
     # Each worker emits one count per (window, key) it saw: that is Γ per window.
     per_window = routed.with_columns(window=pl.int_range(routed.height) // 1_000)
     assert report.spark_partial_rows == per_window.select("window", "worker", "key").unique().height
@@ -157,8 +161,9 @@ def test_observation_mismatch_is_an_error():
     from keysplit.spark.report import WindowReport
 
     window = WindowReport(
-        window=None, rows=3, client_loads=[2, 1], partition_rows=[1, 2],
-        partition_workers=[[0], [1, 0]], client_partial_rows=2, spark_partial_rows=2,
+        window=None, rows=3, spark_loads=[1, 2], source_loads=[[1, 2]], spark_partial_rows=2, keys=2,
+        client_loads=[2, 1], client_partial_rows=3, partition_rows=[1, 2], partition_workers=[[0], [1, 0]],
     )
     problems = window.disagreements()
-    assert len(problems) == 2 and issubclass(ObservationMismatch, RuntimeError)
+    assert len(problems) == 3 and issubclass(ObservationMismatch, RuntimeError)
+    assert window.replication_factor == 1.0 and window.load_imbalance == pytest.approx(1 / 3)

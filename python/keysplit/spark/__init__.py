@@ -1,9 +1,12 @@
-"""keysplit on Spark Connect: routed Arrow batches, one partition per worker, two-phase merge.
+"""keysplit on Spark Connect: streams routed by a keysplit grouper, partials, an exact merge.
 
-``session()`` starts an embedded local Spark Connect server (or connects to a remote one),
-``aggregate()`` aggregates a stream per key through a keysplit grouper with partial and
-final phases, and ``apply_operator()`` runs a stateful operator per worker over its
-substream, in arrival order, then merges. Needs ``pip install keysplit[spark]`` and Java 17.
+``session()`` starts an embedded local Spark Connect server, a standalone cluster on
+loopback (``master="cluster:2"``), or connects to a remote one. ``aggregate()``
+aggregates a stream per key through a grouper with partial and final phases, and
+``apply_operator()`` runs a stateful operator per worker over its substream, in arrival
+order, then merges. A stream is a Spark DataFrame (routed on the executors, one source
+per partition) or a client stream (routed here and ingested by the fastest path the
+server allows). Needs ``pip install keysplit[spark]`` and Java 17.
 """
 
 from __future__ import annotations
@@ -18,18 +21,23 @@ from keysplit.spark.aggregate import (
     reference,
     sketch_error,
 )
-from keysplit.spark.operator import apply_operator, windowed_count
+from keysplit.spark.ingest import DEFAULT_BATCH_ROWS, INGEST_PATHS
+from keysplit.spark.operator import Operator, apply_operator, windowed_count
+from keysplit.spark.pipeline import route
 from keysplit.spark.report import ObservationMismatch, RunReport, WindowReport
+from keysplit.spark.routing import ExecutorSetupError, check_executors, package_archive, ship_keysplit
 from keysplit.spark.session import EmbeddedServer, Session, SparkConnectError, redact, session
-from keysplit.spark.shipping import DEFAULT_BATCH_ROWS
 
 __all__ = [
     "DEFAULT_BATCH_ROWS",
     "DEFAULT_SKETCH_LG_K",
     "FUNCTIONS",
+    "INGEST_PATHS",
     "Agg",
     "EmbeddedServer",
+    "ExecutorSetupError",
     "ObservationMismatch",
+    "Operator",
     "RunReport",
     "Session",
     "SparkConnectError",
@@ -37,10 +45,14 @@ __all__ = [
     "aggregate",
     "aggregate_with_report",
     "apply_operator",
+    "check_executors",
+    "package_archive",
     "parse_aggs",
     "redact",
     "reference",
+    "route",
     "session",
+    "ship_keysplit",
     "sketch_error",
     "windowed_count",
 ]

@@ -1,40 +1,68 @@
 """Two-phase aggregation on Spark of a stream routed by a keysplit grouper.
 
-The client routes every batch with the Rust grouper and ships the routed rows to Spark in
-bounded Arrow batches. ``repartitionById(n, "worker")`` puts worker ``w``'s substream on
-partition ``w`` and nothing else there; Spark aggregates each partition per (worker, key)
-into partial rows, one per key a worker saw (Γ of them in all), and the final phase merges
-the partials per key. Count, sum, min and max merge as themselves, a mean as its sum and
-its count, and a distinct count as a mergeable HyperLogLog sketch (Spark's
-``hll_sketch_agg``/``hll_union_agg``) or, when asked, an exact set.
+The rows come routed from :mod:`.pipeline` (a Spark DataFrame routed on the executors, or
+a client stream routed here and ingested). The partial phase is Spark's own aggregation
+per (source, worker, key), combined map-side, so that only partial rows cross the
+shuffle: one per key a worker saw from a source. The final phase merges the partials per
+key. Count, sum, min and max merge as themselves, a mean as its sum and its count, and a
+distinct count as a mergeable HyperLogLog sketch (Spark's ``hll_sketch_agg`` /
+``hll_union_agg``) or, when asked, an exact set. The merge also counts each key's
+distinct workers, so Γ, γ and the loads per worker and per source all come from Spark.
 
-With windows the stream is cut into windows of arrival order (a count of tuples, or a
-non-decreasing window column); each window is routed, shipped, aggregated and merged on
-its own, and the grouper is told where each window ends. With a ``checkpoint`` directory
-each finished window's result is written there, so a run that stops (the server killed,
-say) resumes after its last finished window when re-run with the same arguments.
+For combinable aggregates like these, Spark's own ``groupBy`` already combines map-side
+and a hot key does not make it slow: use this to see and compare the groupers' routing on
+Spark, and ``groupBy`` for speed (``docs/spark.md`` has the measurements). Splitting wins
+where Spark cannot combine: grouped maps.
+
+With windows a client stream is cut into windows of arrival order (a count of tuples, or
+a non-decreasing window column); each window is routed, ingested, aggregated and merged on
+its own, and the grouper is told where each window ends. A Spark DataFrame takes a window
+column, non-decreasing along each partition. With a ``checkpoint`` directory each finished
+window's result of a client stream is written there, so a run that stops (the server
+killed, say) resumes after its last finished window when re-run with the same arguments.
 """
 
 from __future__ import annotations
 
+import contextlib
 import re
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 import polars as pl
-import pyarrow as pa
 
-from keysplit import metrics
 from keysplit._grouper import Grouper, NullPolicy
 from keysplit.spark.checkpoint import Checkpoint
-from keysplit.spark.report import RunReport, WindowReport
+from keysplit.spark.ingest import (
+    DEFAULT_BATCH_ROWS,
+    INGEST_PATHS,
+    IngestChoice,
+    Stream,
+    balanced_union,
+    choose_path,
+    require_batch_rows,
+    to_arrow,
+    to_spark,
+)
+from keysplit.spark.pipeline import (
+    WINDOW_COLUMN,
+    ClientStream,
+    RoutedWindow,
+    SparkFrame,
+    as_session,
+    is_spark_frame,
+    make_grouper,
+    require_window,
+    run_settings,
+)
+from keysplit.spark.report import ObservationMismatch, RunReport, WindowReport
+from keysplit.spark.routing import SOURCE_COLUMN, WORKER_COLUMN
 from keysplit.spark.session import Session, SparkConnectError
-from keysplit.spark.shipping import DEFAULT_BATCH_ROWS, Stream, frames, require_batch_rows, ship, to_arrow, union
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator, Sequence
+    from collections.abc import Callable, Sequence
+    from pathlib import Path
 
     from pyspark.sql import SparkSession
     from pyspark.sql.connect.dataframe import DataFrame
@@ -47,8 +75,6 @@ FUNCTIONS = ("count", "sum", "min", "max", "mean", "distinct")
 #: ``lgConfigK`` of the distinct-count sketches: 2^12 buckets, relative standard error
 #: about 1.04 / 2^6 = 1.6 %.
 DEFAULT_SKETCH_LG_K = 12
-#: The column the window id is written to when windows are a count of tuples.
-WINDOW_COLUMN = "window"
 
 _SPEC = re.compile(r"^\s*(\w+)\s*(?:\(\s*([^()]*?)\s*\))?\s*$")
 
@@ -165,112 +191,41 @@ def sketch_error(lg_k: int = DEFAULT_SKETCH_LG_K) -> float:
     return 3 * 1.04 / (2 ** (lg_k / 2))
 
 
-def _windows(stream: Iterator[pl.DataFrame], window: int | str | None) -> Iterator[tuple[Any, pl.DataFrame]]:
-    """(window id, slice) in arrival order; a window's slices are consecutive."""
-    if window is None:
-        for frame in stream:
-            yield None, frame
-    elif isinstance(window, int):
-        offset = 0
-        for frame in stream:
-            while frame.height:
-                index = offset // window
-                take = min(frame.height, (index + 1) * window - offset)
-                yield index, frame.slice(0, take).with_columns(pl.lit(index, pl.Int64).alias(WINDOW_COLUMN))
-                frame = frame.slice(take)
-                offset += take
-    else:
-        last: Any = None
-        for frame in stream:
-            if window not in frame.columns:
-                raise ValueError(f"window column {window!r} is not in the stream; columns: {frame.columns}")
-            ids = frame.get_column(window)
-            if ids.null_count():
-                raise ValueError(f"{ids.null_count()} rows have a null {window!r} window")
-            start = 0
-            for run in ids.rle().struct.unnest().iter_rows(named=True):
-                value, length = run["value"], run["len"]
-                if last is not None and value < last:
-                    raise ValueError(
-                        f"window {value!r} arrives after window {last!r}; windows must not decrease"
-                    )
-                last = value
-                yield value, frame.slice(start, length)
-                start += length
-
-
 def _spark_type(column: pl.DataFrame) -> str:
-    """The Spark type name of a one-column frame's column, as shipping converts it."""
+    """The Spark type name of a one-column frame's column, as ingestion converts it."""
     from pyspark.sql.pandas.types import from_arrow_type
 
     return from_arrow_type(to_arrow(column.head(0)).schema.field(0).type).simpleString()
 
 
-def _require_window(window: object) -> int | str | None:
-    if window is None or isinstance(window, str):
-        return window
-    if isinstance(window, bool) or not isinstance(window, int) or window < 1:
-        raise ValueError(f"window must be None, a column name or a positive tuple count, got {window!r}")
-    return window
-
-
-def _as_session(session: Session | SparkSession | None) -> tuple[Session, bool]:
-    from keysplit.spark.session import session as start_session
-
-    if session is None:
-        return start_session(), True
-    if isinstance(session, Session):
-        return session, False
-    if type(session).__module__.startswith("pyspark.sql"):
-        return Session(session, url="(given session)", server=None, query_timeout=900.0), False
-    raise TypeError(f"session must be a keysplit.spark.Session or a SparkSession, got {type(session).__name__}")
-
-
-class _Pipeline:
-    """The per-window work of one run: routing, shipping, partial and final phases."""
+class _Plan:
+    """The partial and final phases of one routed window, and Spark's figures of it."""
 
     def __init__(
         self,
         session: Session,
         *,
         key: str,
-        grouper: Grouper,
+        workers: int,
         aggs: list[Agg],
         window_column: str | None,
+        window_in_rows: bool,
         distinct: DistinctMode,
         lg_k: int,
-        nulls: NullPolicy,
         timeout: float | None,
     ) -> None:
         self.session = session
         self.key = key
-        self.grouper = grouper
+        self.workers = workers
         self.aggs = aggs
         self.window_column = window_column
+        self.window_in_rows = window_in_rows
+        self.window_type = "long"
         self.distinct = distinct
         self.lg_k = lg_k
-        self.nulls = nulls
         self.timeout = timeout
-        self.window_type = "long"
-        self.values = sorted({a.column for a in aggs if a.column is not None and a.column != key})
 
-    def route(self, frame: pl.DataFrame) -> tuple[pl.DataFrame, float]:
-        missing = [c for c in (self.key, *self.values) if c not in frame.columns]
-        if missing:
-            raise ValueError(f"columns {missing} are not in the stream; columns: {frame.columns}")
-        started = time.perf_counter()
-        ids = self.grouper.route(frame.get_column(self.key), nulls=self.nulls)
-        seconds = time.perf_counter() - started
-        routed = frame.select(self.key, *self.values).with_columns(pl.Series("worker", ids).cast(pl.Int32))
-        return routed, seconds
-
-    def run(self, window_id: Any, shipped: list[DataFrame]) -> tuple[DataFrame, dict[str, Any]]:
-        """The partial and final phases of one window; the final result stays on the server."""
-        from pyspark.sql import functions as F
-
-        n = self.grouper.workers
-        rows = union(shipped)
-        value_types = {f.name: f.dataType for f in rows.schema.fields}
+    def _check_types(self, value_types: dict[str, Any]) -> None:
         for agg in self.aggs:
             if agg.function == "distinct" and self.distinct == "sketch":
                 kind = value_types[agg.column].typeName()
@@ -279,63 +234,114 @@ class _Pipeline:
                         f"a sketched distinct count takes int, bigint, string or binary columns; "
                         f"{agg.column!r} is {kind}: cast it, or pass distinct='exact'"
                     )
+
+    def run(self, routed: RoutedWindow) -> tuple[DataFrame, list[WindowReport]]:
+        from pyspark.sql import functions as F
+
+        assert routed.rows is not None
+        rows = routed.rows
+        call = self.session.call
+        schema = call("reading the schema", lambda: rows.schema, timeout=self.timeout)
+        value_types = {f.name: f.dataType for f in schema.fields}
+        self._check_types(value_types)
+        by_window = [self.window_column] if self.window_in_rows and self.window_column else []
         partial_exprs = [F.count(F.lit(1)).alias("__rows")]
         for agg in self.aggs:
             partial_exprs += _partials(agg, self.distinct, self.lg_k)
-        partials = (
-            rows.repartitionById(n, "worker")
-            .withColumn("__partition", F.spark_partition_id())
-            .groupBy("__partition", "worker", self.key)
-            .agg(*partial_exprs)
-        )
-        call = self.session.call
+        plan = rows.groupBy(*by_window, SOURCE_COLUMN, WORKER_COLUMN, self.key).agg(*partial_exprs)
         started = time.perf_counter()
-        partials = call("partial aggregation", lambda: partials.localCheckpoint(eager=True), timeout=self.timeout)
+        partials = call("partial aggregation", lambda: plan.localCheckpoint(eager=True), timeout=self.timeout)
         partial_seconds = time.perf_counter() - started
-        by_partition = call(
-            "reading partition sizes",
-            lambda: partials.groupBy("__partition")
-            .agg(
-                F.sum("__rows").alias("rows"),
-                F.count(F.lit(1)).alias("partials"),
-                F.sort_array(F.collect_set("worker")).alias("workers"),
+        loads = call(
+            "reading the loads",
+            lambda: partials.groupBy(*by_window, SOURCE_COLUMN, WORKER_COLUMN).agg(F.sum("__rows").alias("rows")).collect(),
+            timeout=self.timeout,
+        )
+        merged = partials.groupBy(*by_window, self.key).agg(
+            *[_merge(a, self.distinct, value_types) for a in self.aggs],
+            F.count_distinct(WORKER_COLUMN).alias("__workers"),
+        )
+        if self.window_column is not None and not self.window_in_rows:
+            merged = merged.select(
+                F.lit(routed.window).cast(self.window_type).alias(self.window_column), "*"
             )
+        started = time.perf_counter()
+        merged = call("final merge", lambda: merged.localCheckpoint(eager=True), timeout=self.timeout)
+        counts = call(
+            "reading Γ",
+            lambda: merged.groupBy(*by_window)
+            .agg(F.count(F.lit(1)).alias("keys"), F.sum("__workers").alias("gamma"))
             .collect(),
             timeout=self.timeout,
         )
-        merged = partials.groupBy(self.key).agg(*[_merge(a, self.distinct, value_types) for a in self.aggs])
-        if self.window_column is not None:
-            merged = merged.select(F.lit(window_id).cast(self.window_type).alias(self.window_column), "*")
-        started = time.perf_counter()
-        final = call("final merge", lambda: merged.localCheckpoint(eager=True), timeout=self.timeout)
         final_seconds = time.perf_counter() - started
-        partition_rows = [0] * n
-        partition_workers: list[list[int]] = [[] for _ in range(n)]
-        spark_partials = 0
-        for row in by_partition:
-            partition_rows[row["__partition"]] = int(row["rows"])
-            partition_workers[row["__partition"]] = list(row["workers"])
-            spark_partials += int(row["partials"])
-        observed = {
-            "partition_rows": partition_rows,
-            "partition_workers": partition_workers,
-            "spark_partial_rows": spark_partials,
-            "seconds": {"partial": partial_seconds, "final": final_seconds},
-        }
-        return final, observed
+        seconds = {**routed.seconds, "partial": partial_seconds, "final": final_seconds}
+        return merged.drop("__workers"), self._reports(routed, loads, counts, seconds)
+
+    def _reports(
+        self, routed: RoutedWindow, loads: list[Any], counts: list[Any], seconds: dict[str, float]
+    ) -> list[WindowReport]:
+        sources = 1 + max((row[SOURCE_COLUMN] for row in loads), default=0)
+        windowed = self.window_in_rows and self.window_column is not None
+        ids = sorted({row[self.window_column] for row in counts}, key=_nulls_first) if windowed else [routed.window]
+        reports = []
+        for window_id in ids:
+            source_loads = [[0] * self.workers for _ in range(sources)]
+            for row in loads:
+                if not windowed or row[self.window_column] == window_id:
+                    source_loads[row[SOURCE_COLUMN]][row[WORKER_COLUMN]] += int(row["rows"])
+            (count,) = [row for row in counts if not windowed or row[self.window_column] == window_id] or [None]
+            spark_loads = [sum(column) for column in zip(*source_loads)]
+            reports.append(
+                WindowReport(
+                    window=window_id,
+                    rows=routed.row_count if routed.row_count is not None else sum(spark_loads),
+                    spark_loads=spark_loads,
+                    source_loads=source_loads,
+                    spark_partial_rows=int(count["gamma"] or 0) if count else 0,
+                    keys=int(count["keys"]) if count else 0,
+                    client_loads=routed.client_loads,
+                    client_partial_rows=routed.client_partial_rows,
+                    # A DataFrame's windows share one run: its times go to the first.
+                    seconds=seconds if window_id == ids[0] else {},
+                )
+            )
+        return reports
+
+
+def _nulls_first(value: Any) -> tuple[bool, Any]:
+    return (value is not None, value)
+
+
+def _resumed(done: dict[str, Any], routed: RoutedWindow, store: Checkpoint) -> WindowReport:
+    """The report of a window a checkpoint holds, once the stream is checked to be the same."""
+    if done["rows"] != routed.row_count or done["client_loads"] != routed.client_loads:
+        raise ValueError(
+            f"window {routed.window!r} of the checkpoint in {store.directory} had "
+            f"{done['rows']} rows and loads {done['client_loads']}; this stream gives "
+            f"{routed.row_count} and {routed.client_loads}: it is not the same run"
+        )
+    recorded = {k: v for k, v in done.items() if k in WindowReport.__dataclass_fields__}
+    return WindowReport(
+        **{**recorded, "window": routed.window, "seconds": {**done["seconds"], **routed.seconds}, "resumed": True}
+    )
 
 
 def aggregate_with_report(
-    stream: Stream,
+    stream: Stream | DataFrame,
     *,
     key: str = "key",
     grouper: Grouper | str = "pdstream",
     aggs: Sequence[str | Agg] = ("count",),
-    session: Session | SparkSession | None = None,
-    window: int | str | None = None,
-    batch_rows: int = DEFAULT_BATCH_ROWS,
     workers: int = 8,
     seed: int = 0,
+    session: Session | SparkSession | None = None,
+    window: int | str | None = None,
+    order_by: Sequence[str] | str | None = None,
+    batch_rows: int = DEFAULT_BATCH_ROWS,
+    ingest: IngestChoice = "auto",
+    staging_dir: str | Path | None = None,
+    upload_dir: str | None = None,
     distinct: DistinctMode = "sketch",
     sketch_lg_k: int = DEFAULT_SKETCH_LG_K,
     nulls: NullPolicy = "group",
@@ -344,136 +350,83 @@ def aggregate_with_report(
     timeout: float | None = None,
     on_window: Callable[[WindowReport], None] | None = None,
 ) -> tuple[Any, RunReport]:
-    """:func:`aggregate`, and the :class:`RunReport` of what Spark saw next to the client."""
+    """:func:`aggregate`, and the :class:`RunReport` of the figures Spark computed."""
     if not isinstance(key, str):
         raise TypeError(f"key must be a column name, got {type(key).__name__}")
     parsed = parse_aggs(aggs)
-    window = _require_window(window)
+    window = require_window(window)
     batch_rows = require_batch_rows(batch_rows)
     if distinct not in ("sketch", "exact"):
         raise ValueError(f"distinct must be 'sketch' or 'exact', got {distinct!r}")
     if output not in ("spark", "arrow", "polars"):
         raise ValueError(f"output must be 'spark', 'arrow' or 'polars', got {output!r}")
-    if isinstance(grouper, str):
-        grouper = Grouper(grouper, workers=workers, seed=seed)
-    elif not isinstance(grouper, Grouper):
-        raise TypeError(f"grouper must be a keysplit.Grouper or a grouper name, got {type(grouper).__name__}")
+    grouper = make_grouper(grouper, workers, seed)
+    order = [order_by] if isinstance(order_by, str) else order_by
+    spark_input = is_spark_frame(stream)
+    if spark_input:
+        if isinstance(window, int):
+            raise ValueError(
+                "count windows need one arrival order, and a Spark DataFrame has one per partition; "
+                "pass window=<a column of window ids> instead"
+            )
+        if checkpoint is not None:
+            raise ValueError(
+                "checkpoint resumes client streams window by window; a Spark DataFrame is one "
+                "Spark job: write its result yourself, or pass a client stream"
+            )
+    elif order is not None:
+        raise ValueError("order_by sorts the partitions of a Spark DataFrame; a client stream is routed in its own order")
+    values = sorted({a.column for a in parsed if a.column is not None and a.column != key})
     window_column = WINDOW_COLUMN if isinstance(window, int) else window
-    owned_session = session is None
-    handle, _ = _as_session(session)
+    handle, owned_session = as_session(session)
     started_run = time.perf_counter()
-    store = (
-        Checkpoint.open(
-            checkpoint,
-            fingerprint={
-                "key": key,
-                "grouper": grouper.name,
-                "workers": grouper.workers,
-                "seed": grouper.seed,
-                "params": {k: v for k, v in sorted(grouper.params.items())},
-                "aggs": [a.name for a in parsed],
-                "window": window,
-                "distinct": distinct,
-                "sketch_lg_k": sketch_lg_k,
-                "nulls": nulls,
-            },
-        )
-        if checkpoint is not None
-        else None
-    )
-    pipeline = _Pipeline(
-        handle, key=key, grouper=grouper, aggs=parsed, window_column=window_column,
-        distinct=distinct, lg_k=sketch_lg_k, nulls=nulls, timeout=timeout,
-    )
-    n = grouper.workers
-    stream_metrics = metrics.StreamingMetrics(n, key=key, window=window_column)
-    reports: list[WindowReport] = []
-    finals: list[DataFrame] = []
-    last_schema: pa.Schema | None = None
+    store: Checkpoint | None = None
+    stack = contextlib.ExitStack()
     try:
-        current: Any = object()
-        open_window: dict[str, Any] | None = None
-
-        def close(state: dict[str, Any]) -> None:
-            nonlocal last_schema
-            window_id = state["window"]
-            done = store.window(window_id) if store is not None else None
-            window_metrics = state["metrics"].summary()
-            gamma = int(window_metrics["aggregation_cost"][0]) if window_metrics.height else 0
+        if spark_input:
+            source: ClientStream | SparkFrame = SparkFrame(
+                handle, stream, key=key, grouper=grouper, columns=values,  # type: ignore[arg-type]
+                window=window_column, nulls=nulls, order_by=order,
+            )
+            path = "none"
+        else:
+            path = choose_path(handle, ingest, staging_dir=staging_dir, upload_dir=upload_dir)
+            if checkpoint is not None:
+                store = Checkpoint.open(checkpoint, fingerprint=_fingerprint(key, grouper, parsed, window, distinct, sketch_lg_k, nulls))
+            source = ClientStream(
+                handle, stream, key=key, grouper=grouper, columns=values, window=window,  # type: ignore[arg-type]
+                batch_rows=batch_rows, nulls=nulls, ingestion=path, staging_dir=staging_dir,
+                upload_dir=upload_dir, done=(lambda w: store.window(w) is not None) if store else None,
+            )
+        plan = _Plan(
+            handle, key=key, workers=grouper.workers, aggs=parsed, window_column=window_column,
+            window_in_rows=spark_input, distinct=distinct, lg_k=sketch_lg_k, timeout=timeout,
+        )
+        reports: list[WindowReport] = []
+        finals: list[DataFrame] = []
+        stack.enter_context(run_settings(handle))
+        for routed in source.windows():
+            if isinstance(window, str) and not spark_input and isinstance(source, ClientStream) and source.first_frame is not None:
+                plan.window_type = _spark_type(source.first_frame.select(window))
+            done = store.window(routed.window) if store is not None else None
             if done is not None:
-                if done["rows"] != state["rows"] or done["client_loads"] != state["loads"]:
-                    raise ValueError(
-                        f"window {window_id!r} of the checkpoint in {store.directory} had "
-                        f"{done['rows']} rows and loads {done['client_loads']}; this stream gives "
-                        f"{state['rows']} and {state['loads']}: it is not the same run"
-                    )
-                report = WindowReport(
-                    window=window_id, rows=state["rows"], client_loads=state["loads"],
-                    partition_rows=done["partition_rows"], partition_workers=done["partition_workers"],
-                    client_partial_rows=gamma, spark_partial_rows=done["spark_partial_rows"],
-                    seconds={"routing": state["routing"], **done["seconds"]}, resumed=True,
-                )
+                assert store is not None
+                window_reports = [_resumed(done, routed, store)]
             else:
-                final, observed = pipeline.run(window_id, state["shipped"])
-                report = WindowReport(
-                    window=window_id, rows=state["rows"], client_loads=state["loads"],
-                    partition_rows=observed["partition_rows"],
-                    partition_workers=observed["partition_workers"],
-                    client_partial_rows=gamma, spark_partial_rows=observed["spark_partial_rows"],
-                    seconds={"routing": state["routing"], "shipping": state["shipping"], **observed["seconds"]},
-                )
-                report_problems = report.disagreements()
-                if report_problems:
-                    from keysplit.spark.report import ObservationMismatch
-
-                    raise ObservationMismatch("; ".join(report_problems[:5]))
+                final, window_reports = plan.run(routed)
+                problems = [p for r in window_reports for p in r.disagreements()]
+                if problems:
+                    raise ObservationMismatch("; ".join(problems[:5]))
                 if store is not None:
                     table = handle.call("fetching a window's result", final.toArrow, timeout=timeout)
-                    last_schema = table.schema
-                    store.commit(window_id, table, report)
+                    store.commit(routed.window, table, window_reports[0])
                 else:
                     finals.append(final)
-            reports.append(report)
-            if window_column is not None:
-                grouper.end_window()
+            reports.extend(window_reports)
             if on_window is not None:
-                on_window(report)
-
-        def open_(window_id: Any) -> dict[str, Any]:
-            return {
-                "window": window_id, "rows": 0, "loads": [0] * n, "shipped": [], "routing": 0.0,
-                "shipping": 0.0, "metrics": metrics.StreamingMetrics(n, key=key),
-            }
-
-        empty_schema: pl.Schema | None = None
-        for window_id, frame in _windows(frames(stream, batch_rows), window):
-            if empty_schema is None:
-                empty_schema = frame.schema
-                if isinstance(window, str):
-                    pipeline.window_type = _spark_type(frame.select(window))
-            if open_window is None or window_id != current:
-                if open_window is not None:
-                    close(open_window)
-                open_window = open_(window_id)
-                current = window_id
-            routed, seconds = pipeline.route(frame)
-            open_window["routing"] += seconds
-            open_window["rows"] += routed.height
-            for worker, count in metrics.worker_loads(routed, workers=n).to_frame().with_row_index().iter_rows():
-                open_window["loads"][worker] += count
-            open_window["metrics"].update(routed)
-            stream_metrics.update(
-                routed if window_column is None else routed.with_columns(pl.lit(window_id).alias(window_column))
-            )
-            if store is None or store.window(window_id) is None:
-                started = time.perf_counter()
-                open_window["shipped"].append(ship(handle, to_arrow(routed)))
-                open_window["shipping"] += time.perf_counter() - started
-        if open_window is not None:
-            close(open_window)
-        else:
-            raise ValueError("the stream is empty")
-        result = _result(handle, finals, store, output, key, window_column, timeout)
+                for report in window_reports:
+                    on_window(report)
+        result = _result(handle, finals, store, output, key, window_column, path, timeout)
     except SparkConnectError as error:
         if store is not None:
             raise SparkConnectError(
@@ -482,13 +435,31 @@ def aggregate_with_report(
             ) from None
         raise
     finally:
+        stack.close()
         if owned_session:
             handle.close()
     report = RunReport(
-        grouper=grouper.name, workers=n, windows=reports, summary=stream_metrics.summary(),
-        wall_seconds=time.perf_counter() - started_run,
+        grouper=grouper.name, workers=grouper.workers, windows=reports, routed_on=source.routed_on,
+        ingestion=path, summary=source.summary(), wall_seconds=time.perf_counter() - started_run,
     )
     return result, report
+
+
+def _fingerprint(
+    key: str, grouper: Grouper, aggs: list[Agg], window: int | str | None, distinct: str, lg_k: int, nulls: str
+) -> dict[str, Any]:
+    return {
+        "key": key,
+        "grouper": grouper.name,
+        "workers": grouper.workers,
+        "seed": grouper.seed,
+        "params": {k: v for k, v in sorted(grouper.params.items())},
+        "aggs": [a.name for a in aggs],
+        "window": window,
+        "distinct": distinct,
+        "sketch_lg_k": lg_k,
+        "nulls": nulls,
+    }
 
 
 def _result(
@@ -498,43 +469,63 @@ def _result(
     output: Output,
     key: str,
     window_column: str | None,
+    path: str,
     timeout: float | None,
 ) -> Any:
     order = [c for c in (window_column, key) if c is not None]
     if store is not None:
         table = store.result()
         if output == "spark":
-            if table.num_rows == 0:
-                return session.call("empty result", lambda: session.spark.createDataFrame(table))
-            return union([ship(session, part) for part in _slices(table)])
+            return to_spark(session, table, path if path in INGEST_PATHS else "arrow")
         frame = pl.from_arrow(table)
-        assert isinstance(frame, pl.DataFrame)
-        frame = frame.sort(order, nulls_last=False)
-        return frame if output == "polars" else frame.to_arrow()
-    combined = union(finals)
-    if output == "spark":
-        return combined
-    table = session.call("fetching the result", combined.toArrow, timeout=timeout)
-    frame = pl.from_arrow(table)
+    else:
+        combined = balanced_union(finals)
+        if output == "spark":
+            return combined
+        frame = pl.from_arrow(session.call("fetching the result", combined.toArrow, timeout=timeout))
     assert isinstance(frame, pl.DataFrame)
     frame = frame.sort(order, nulls_last=False)
     return frame if output == "polars" else frame.to_arrow()
 
 
-def _slices(table: pa.Table, rows: int = DEFAULT_BATCH_ROWS) -> list[pa.Table]:
-    return [table.slice(start, rows) for start in range(0, max(table.num_rows, 1), rows)]
-
-
-def aggregate(stream: Stream, **options: Any) -> Any:
+def aggregate(
+    stream: Stream | DataFrame,
+    *,
+    key: str = "key",
+    grouper: Grouper | str = "pdstream",
+    aggs: Sequence[str | Agg] = ("count",),
+    workers: int = 8,
+    seed: int = 0,
+    session: Session | SparkSession | None = None,
+    window: int | str | None = None,
+    order_by: Sequence[str] | str | None = None,
+    batch_rows: int = DEFAULT_BATCH_ROWS,
+    ingest: IngestChoice = "auto",
+    staging_dir: str | Path | None = None,
+    upload_dir: str | None = None,
+    distinct: DistinctMode = "sketch",
+    sketch_lg_k: int = DEFAULT_SKETCH_LG_K,
+    nulls: NullPolicy = "group",
+    output: Output = "spark",
+    checkpoint: str | Path | None = None,
+    timeout: float | None = None,
+    on_window: Callable[[WindowReport], None] | None = None,
+) -> Any:
     """Aggregates ``stream`` per key on Spark, routed by a keysplit grouper; two phases.
 
-    Parameters (all keyword)
-    ------------------------
+    Parameters (all but ``stream`` keyword-only)
+    --------------------------------------------
+    stream
+        A Spark DataFrame of the session (routed on the executors, each partition a
+        source with its own grouper, all with the same seed), or a client stream: a Polars
+        DataFrame or LazyFrame, an Arrow table or batch, or an iterable of them (routed
+        here, in order, by one grouper, then ingested).
     key
-        The key column (default ``"key"``).
-    grouper
-        A :class:`keysplit.Grouper` (stateful: it goes on from where it is) or a grouper
-        name, made with ``workers`` and ``seed`` (default ``"pdstream"``, 8 workers, seed 0).
+        The key column (default ``"key"``): integers, strings or binary.
+    grouper, workers, seed
+        A :class:`keysplit.Grouper` (stateful: a client stream goes on from where it is;
+        each executor source starts from its state) or a grouper name, made with
+        ``workers`` and ``seed`` (default ``"pdstream"``, 8 workers, seed 0).
     aggs
         Specs such as ``"count"`` (rows per key), ``"count(v)"`` (non-null ``v``),
         ``"sum(v)"``, ``"min(v)"``, ``"max(v)"``, ``"mean(v)"`` and ``"distinct(v)"``; the
@@ -544,12 +535,21 @@ def aggregate(stream: Stream, **options: Any) -> Any:
         A :class:`keysplit.spark.Session` or a PySpark ``SparkSession``; None starts an
         embedded server for this call and stops it after.
     window
-        None (the whole stream is one window), a positive count of tuples (windows of
-        arrival order, numbered from 0 in column ``window``), or a column of non-decreasing
-        window ids. Results are per (window, key); the grouper's ``end_window`` is called
-        between windows.
+        None (the whole stream is one window), a positive count of tuples (client streams:
+        windows of arrival order, numbered from 0 in column ``window``), or a column of
+        window ids, non-decreasing in arrival order (along each partition of a DataFrame).
+        Results are per (window, key); the grouper's ``end_window`` is called between windows.
+    order_by
+        Spark DataFrames only: columns, unique within a partition, to sort each partition
+        by before routing. Needed when the DataFrame comes out of a shuffle, whose order
+        changes from run to run; a file scan or a checkpoint keeps its order without it.
     batch_rows
-        Rows per routed and shipped Arrow batch (default 65,536).
+        Rows per routed batch of a client stream (default 65,536).
+    ingest, staging_dir, upload_dir
+        How a client stream's rows reach Spark: ``"files"`` (Parquet in ``staging_dir``,
+        which the executors read), ``"upload"`` (Parquet copied to ``upload_dir`` on the
+        server's filesystem), ``"arrow"`` (inside the plan; slow) or ``"auto"`` (default:
+        the fastest that works, see :mod:`keysplit.spark.ingest`).
     distinct, sketch_lg_k
         ``"sketch"`` (default): HyperLogLog sketches of ``2^sketch_lg_k`` buckets, within
         :func:`sketch_error` of the exact count; ``"exact"``: sets, merged exactly.
@@ -559,8 +559,8 @@ def aggregate(stream: Stream, **options: Any) -> Any:
     output
         ``"spark"`` (a Spark DataFrame), ``"arrow"`` or ``"polars"`` (sorted by window and key).
     checkpoint
-        A local directory: each finished window's result is written there, and a re-run
-        with the same arguments resumes after the last finished window.
+        Client streams: a local directory where each finished window's result is written;
+        a re-run with the same arguments resumes after the last finished window.
     timeout
         Seconds each Spark query may run (the session's default when None).
     on_window
@@ -569,8 +569,13 @@ def aggregate(stream: Stream, **options: Any) -> Any:
     Equals a plain Spark ``groupBy`` of the unrouted rows (:func:`reference`) exactly, for
     every grouper; sums and means of floating-point columns up to the rounding of a
     different summation order, and sketched distinct counts within :func:`sketch_error`.
-    Raises :class:`ObservationMismatch` if Spark's partitions ever disagree with the routing.
+    Raises :class:`ObservationMismatch` if Spark's figures ever disagree with the routing,
+    and :class:`keysplit.spark.ExecutorSetupError` if the executors cannot import keysplit.
     """
-    result, _ = aggregate_with_report(stream, **options)
+    result, _ = aggregate_with_report(
+        stream, key=key, grouper=grouper, aggs=aggs, workers=workers, seed=seed, session=session,
+        window=window, order_by=order_by, batch_rows=batch_rows, ingest=ingest,
+        staging_dir=staging_dir, upload_dir=upload_dir, distinct=distinct, sketch_lg_k=sketch_lg_k,
+        nulls=nulls, output=output, checkpoint=checkpoint, timeout=timeout, on_window=on_window,
+    )
     return result
-

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from keysplit.spark.report import WindowReport
 
 MANIFEST = "manifest.json"
-_FORMAT = 1
+_FORMAT = 2
 
 
 def _write_atomically(path: Path, write: Any) -> None:

@@ -3,13 +3,15 @@
 As in a stream processor, worker ``w`` runs its own instance of the operator over the
 tuples the grouper sent it, in the order they arrived. On Spark that is
 ``repartitionById(n, "worker")`` then ``groupBy("worker").applyInArrow``: each worker's
-substream is one group on its own partition, and a ``seq`` column (the tuple's position
-in the whole stream) restores the arrival order that the shuffle does not keep. The
-operator's outputs are partial results; the operator's ``merge`` combines them.
+substream is one group on its own partition, and the ``seq`` column restores the order
+that the shuffle does not keep (a client stream's arrival order; for a Spark DataFrame,
+each partition's order, partition after partition). The operator's outputs are partial
+results; the operator's ``merge`` combines them.
 """
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -18,20 +20,29 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 import pyarrow as pa
 
-from keysplit import metrics
 from keysplit._grouper import Grouper, NullPolicy
+from keysplit.spark.ingest import DEFAULT_BATCH_ROWS, IngestChoice, Stream, choose_path, require_batch_rows
+from keysplit.spark.pipeline import (
+    SEQUENCE_COLUMN,
+    ClientStream,
+    SparkFrame,
+    as_session,
+    is_spark_frame,
+    make_grouper,
+    run_settings,
+)
 from keysplit.spark.report import ObservationMismatch, RunReport, WindowReport
-from keysplit.spark.shipping import DEFAULT_BATCH_ROWS, Stream, frames, require_batch_rows, ship, to_arrow, union
+from keysplit.spark.routing import SOURCE_COLUMN, WORKER_COLUMN
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from pathlib import Path
+
     from pyspark.sql import SparkSession
     from pyspark.sql.connect.dataframe import DataFrame
     from pyspark.sql.types import StructType
 
     from keysplit.spark.session import Session
-
-#: The column holding each tuple's position in the whole stream.
-SEQUENCE_COLUMN = "seq"
 
 
 @dataclass(frozen=True)
@@ -107,7 +118,7 @@ def _in_arrival_order(function: Callable[[pa.Table], pa.Table]) -> Callable[[pa.
 
 
 def apply_operator(
-    stream: Stream,
+    stream: Stream | DataFrame,
     *,
     operator: Operator,
     key: str = "key",
@@ -115,68 +126,71 @@ def apply_operator(
     workers: int = 8,
     seed: int = 0,
     session: Session | SparkSession | None = None,
+    order_by: Sequence[str] | str | None = None,
     batch_rows: int = DEFAULT_BATCH_ROWS,
+    ingest: IngestChoice = "auto",
+    staging_dir: str | Path | None = None,
+    upload_dir: str | None = None,
     nulls: NullPolicy = "group",
     output: str = "spark",
     timeout: float | None = None,
 ) -> tuple[Any, RunReport]:
     """Routes ``stream``, runs ``operator`` per worker on Spark in arrival order, merges.
 
-    Returns the merged result (Spark DataFrame, or ``output="arrow"``/``"polars"``, sorted
-    by its first columns) and the :class:`RunReport` (one window: the whole stream).
+    ``stream`` is a Spark DataFrame (routed on the executors, see
+    :func:`keysplit.spark.aggregate` for ``order_by``) or a client stream (routed here and
+    ingested by ``ingest``). Returns the merged result (Spark DataFrame, or
+    ``output="arrow"``/``"polars"``, sorted by its first columns) and the
+    :class:`RunReport` (one window: the whole stream).
     """
     from pyspark.sql import functions as F
-
-    from keysplit.spark.aggregate import _as_session
 
     batch_rows = require_batch_rows(batch_rows)
     if not isinstance(operator, Operator):
         raise TypeError(f"operator must be a keysplit.spark.operator.Operator, got {type(operator).__name__}")
-    if isinstance(grouper, str):
-        grouper = Grouper(grouper, workers=workers, seed=seed)
-    elif not isinstance(grouper, Grouper):
-        raise TypeError(f"grouper must be a keysplit.Grouper or a grouper name, got {type(grouper).__name__}")
+    if output not in ("spark", "arrow", "polars"):
+        raise ValueError(f"output must be 'spark', 'arrow' or 'polars', got {output!r}")
+    grouper = make_grouper(grouper, workers, seed)
+    order = [order_by] if isinstance(order_by, str) else order_by
     n = grouper.workers
-    handle, owned = _as_session(session)
+    handle, owned = as_session(session)
     started_run = time.perf_counter()
+    stack = contextlib.ExitStack()
     try:
-        stream_metrics = metrics.StreamingMetrics(n, key=key)
-        loads = [0] * n
-        shipped: list[DataFrame] = []
-        routing = shipping = 0.0
-        offset = 0
-        for frame in frames(stream, batch_rows):
-            if key not in frame.columns:
-                raise ValueError(f"key column {key!r} is not in the stream; columns: {frame.columns}")
-            if SEQUENCE_COLUMN in frame.columns or "worker" in frame.columns:
-                raise ValueError(f"the stream may not have columns {SEQUENCE_COLUMN!r} or 'worker'")
-            started = time.perf_counter()
-            ids = grouper.route(frame.get_column(key), nulls=nulls)
-            routing += time.perf_counter() - started
-            routed = frame.with_columns(
-                pl.int_range(offset, offset + frame.height, dtype=pl.Int64).alias(SEQUENCE_COLUMN),
-                pl.Series("worker", ids).cast(pl.Int32),
+        if is_spark_frame(stream):
+            schema = handle.call("reading the schema", lambda: stream.schema)  # type: ignore[union-attr]
+            columns = [f.name for f in schema.fields]
+            source: ClientStream | SparkFrame = SparkFrame(
+                handle, stream, key=key, grouper=grouper, columns=columns, window=None,  # type: ignore[arg-type]
+                nulls=nulls, order_by=order, sequence=True,
             )
-            offset += frame.height
-            for worker, count in metrics.worker_loads(routed, workers=n).to_frame().with_row_index().iter_rows():
-                loads[worker] += count
-            stream_metrics.update(routed)
-            started = time.perf_counter()
-            shipped.append(ship(handle, to_arrow(routed)))
-            shipping += time.perf_counter() - started
-        if not shipped:
-            raise ValueError("the stream is empty")
-        rows = union(shipped)
-        by_worker = rows.repartitionById(n, "worker")
+            path = "none"
+        else:
+            if order is not None:
+                raise ValueError("order_by sorts the partitions of a Spark DataFrame; a client stream is routed in its own order")
+            path = choose_path(handle, ingest, staging_dir=staging_dir, upload_dir=upload_dir)
+            source = ClientStream(
+                handle, stream, key=key, grouper=grouper, columns=None, window=None,  # type: ignore[arg-type]
+                batch_rows=batch_rows, nulls=nulls, ingestion=path, staging_dir=staging_dir,
+                upload_dir=upload_dir, sequence=True,
+            )
+        stack.enter_context(run_settings(handle))
+        windows = source.windows()
+        stack.callback(windows.close)
+        routed = next(windows)
+        assert routed.rows is not None
+        rows = routed.rows
+        by_worker = rows.repartitionById(n, WORKER_COLUMN)
         observed = handle.call(
             "reading partition sizes",
-            lambda: by_worker.groupBy(F.spark_partition_id().alias("p"))
-            .agg(F.count(F.lit(1)).alias("rows"), F.sort_array(F.collect_set("worker")).alias("workers"))
+            lambda: by_worker.groupBy(F.spark_partition_id().alias("p"), WORKER_COLUMN, SOURCE_COLUMN)
+            .agg(F.count(F.lit(1)).alias("rows"))
             .collect(),
             timeout=timeout,
         )
-        schema = operator.schema(rows.schema)
-        partial_plan = by_worker.groupBy("worker").applyInArrow(
+        keys = handle.call("counting keys", lambda: rows.select(key).distinct().count(), timeout=timeout)
+        schema = operator.schema(handle.call("reading the schema", lambda: rows.schema, timeout=timeout))
+        partial_plan = by_worker.drop(SOURCE_COLUMN).groupBy(WORKER_COLUMN).applyInArrow(
             _in_arrival_order(operator.function), f"{schema}, __worker int, __partition int"
         )
         started = time.perf_counter()
@@ -187,18 +201,25 @@ def apply_operator(
         started = time.perf_counter()
         merged = handle.call("merge", lambda: merged_plan.localCheckpoint(eager=True), timeout=timeout)
         final_seconds = time.perf_counter() - started
+        sources = 1 + max((row[SOURCE_COLUMN] for row in observed), default=0)
+        source_loads = [[0] * n for _ in range(sources)]
         partition_rows = [0] * n
-        partition_workers: list[list[int]] = [[] for _ in range(n)]
+        partition_workers: list[set[int]] = [set() for _ in range(n)]
         for row in observed:
-            partition_rows[row["p"]] = int(row["rows"])
-            partition_workers[row["p"]] = list(row["workers"])
-        summary = stream_metrics.summary()
+            source_loads[row[SOURCE_COLUMN]][row[WORKER_COLUMN]] += int(row["rows"])
+            partition_rows[row["p"]] += int(row["rows"])
+            partition_workers[row["p"]].add(row[WORKER_COLUMN])
+        spark_loads = [sum(column) for column in zip(*source_loads)]
         window = WindowReport(
-            window=None, rows=offset, client_loads=loads, partition_rows=partition_rows,
-            partition_workers=partition_workers,
+            window=None,
+            rows=routed.row_count if routed.row_count is not None else sum(spark_loads),
+            spark_loads=spark_loads, source_loads=source_loads,
             # The operator's partials are not one per (worker, key): Γ is what Spark made.
-            client_partial_rows=int(partial_rows), spark_partial_rows=int(partial_rows),
-            seconds={"routing": routing, "shipping": shipping, "partial": partial_seconds, "final": final_seconds},
+            spark_partial_rows=int(partial_rows), keys=int(keys),
+            client_loads=routed.client_loads,
+            partition_rows=partition_rows,
+            partition_workers=[sorted(found) for found in partition_workers],
+            seconds={**routed.seconds, "partial": partial_seconds, "final": final_seconds},
         )
         problems = window.disagreements()
         if problems:
@@ -212,9 +233,10 @@ def apply_operator(
             frame = frame.sort(frame.columns[:-1])
             result = frame if output == "polars" else frame.to_arrow()
     finally:
+        stack.close()
         if owned:
             handle.close()
     return result, RunReport(
-        grouper=grouper.name, workers=n, windows=[window], summary=summary,
-        wall_seconds=time.perf_counter() - started_run,
+        grouper=grouper.name, workers=n, windows=[window], routed_on=source.routed_on, ingestion=path,
+        summary=source.summary(), wall_seconds=time.perf_counter() - started_run,
     )

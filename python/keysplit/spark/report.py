@@ -1,4 +1,10 @@
-"""What Spark saw next to what the client measured: loads, partial rows (Γ), phase times."""
+"""What Spark computed of a run, next to what the client measured: loads, λ, γ, Γ, times.
+
+Every figure with ``spark`` in its name is computed by Spark from the rows it aggregated:
+loads per worker and per source (the sum of the partial rows' tuple counts), Γ (the
+partial rows of distinct (worker, key) pairs) and the distinct keys. ``client`` figures
+exist only when the client routed the stream itself; they must equal Spark's.
+"""
 
 from __future__ import annotations
 
@@ -9,87 +15,149 @@ import polars as pl
 
 from keysplit import metrics
 
-#: The phases of a run, in order.
-PHASES = ("routing", "shipping", "partial", "final")
+#: The phases of a run, in order. Routing on the executors is part of ``partial``.
+PHASES = ("routing", "ingest", "partial", "final")
 
 
 class ObservationMismatch(RuntimeError):
-    """Spark's partitions disagree with the client's routing: a tuple was lost or moved."""
+    """Spark's figures disagree with the client's routing: a tuple was lost or moved."""
 
 
 @dataclass
 class WindowReport:
     """One window (or the whole stream) of a run.
 
-    ``client_loads[w]`` are the tuples the grouper sent to worker ``w``;
-    ``partition_rows[p]`` the rows Spark's partition ``p`` aggregated, read through
-    ``spark_partition_id()``; ``partition_workers[p]`` the worker ids found on partition
-    ``p``. ``client_partial_rows`` is Γ from the routing (distinct (worker, key) pairs),
-    ``spark_partial_rows`` the partial rows Spark produced. ``resumed`` windows were read
-    from a checkpoint: their Spark figures are the ones recorded when they ran.
+    ``spark_loads[w]`` are the tuples Spark aggregated for worker ``w``, and
+    ``source_loads[s][w]`` those that source ``s`` (an input partition, or the client)
+    routed to ``w``. ``spark_partial_rows`` is Γ as Spark made it, ``keys`` the distinct
+    keys. ``client_loads`` and ``client_partial_rows`` are the client's own figures when
+    it routed. In operator mode ``partition_rows[p]`` are the rows of Spark's partition
+    ``p`` and ``partition_workers[p]`` the workers found there (each must be just ``p``).
+    ``resumed`` windows were read from a checkpoint, with the figures recorded then.
     """
 
     window: Any
     rows: int
-    client_loads: list[int]
-    partition_rows: list[int]
-    partition_workers: list[list[int]]
-    client_partial_rows: int
+    spark_loads: list[int]
+    source_loads: list[list[int]]
     spark_partial_rows: int
+    keys: int
+    client_loads: list[int] | None = None
+    client_partial_rows: int | None = None
+    partition_rows: list[int] | None = None
+    partition_workers: list[list[int]] | None = None
     seconds: dict[str, float] = field(default_factory=dict)
     resumed: bool = False
 
+    @property
+    def load_imbalance(self) -> float:
+        """λ of Spark's loads."""
+        return metrics.load_imbalance(pl.Series(self.spark_loads, dtype=pl.UInt64))
+
+    @property
+    def replication_factor(self) -> float:
+        """γ = Γ / distinct keys, from Spark's partials."""
+        return self.spark_partial_rows / self.keys if self.keys else 0.0
+
     def disagreements(self) -> list[str]:
-        """Every way Spark's view differs from the client's; empty when they agree."""
+        """Every way Spark's figures differ from each other or the client's; empty when none."""
         problems = []
         label = "" if self.window is None else f"window {self.window!r}: "
-        for partition, found in enumerate(self.partition_workers):
-            if found and found != [partition]:
-                problems.append(f"{label}partition {partition} holds workers {found}, not just {partition}")
-        if self.partition_rows != self.client_loads:
-            problems.append(f"{label}Spark's rows per partition {self.partition_rows} != loads {self.client_loads}")
-        if self.spark_partial_rows != self.client_partial_rows:
+        if sum(self.spark_loads) != self.rows:
+            problems.append(f"{label}Spark aggregated {sum(self.spark_loads)} tuples of {self.rows}")
+        by_source = [sum(column) for column in zip(*self.source_loads)] if self.source_loads else []
+        if by_source and by_source != self.spark_loads:
+            problems.append(f"{label}the sources' loads {by_source} != Spark's loads {self.spark_loads}")
+        if self.client_loads is not None and self.client_loads != self.spark_loads:
+            problems.append(f"{label}Spark's loads {self.spark_loads} != the client's routing {self.client_loads}")
+        if self.client_partial_rows is not None and self.client_partial_rows != self.spark_partial_rows:
             problems.append(
                 f"{label}Spark made {self.spark_partial_rows} partial rows, the routing's Γ is "
                 f"{self.client_partial_rows}"
             )
+        for partition, found in enumerate(self.partition_workers or []):
+            if found and found != [partition]:
+                problems.append(f"{label}partition {partition} holds workers {found}, not just {partition}")
+        if self.partition_rows is not None and self.partition_rows != self.spark_loads:
+            problems.append(f"{label}Spark's rows per partition {self.partition_rows} != loads {self.spark_loads}")
         return problems
 
 
 @dataclass
 class RunReport:
-    """A whole run: its windows, the grouper's stream metrics and the phase times."""
+    """A whole run: its windows, where routing ran, how the rows got to Spark, and times.
+
+    ``routed_on`` is ``"client"`` (a client stream, routed here by one grouper) or
+    ``"executors"`` (a Spark DataFrame, one grouper per input partition); ``ingestion`` is
+    the path the client's rows took (``files``, ``upload``, ``arrow``) or ``"none"``.
+    ``summary`` holds the client's stream metrics (:func:`keysplit.metrics.summarize`'s
+    columns) when the client routed, else None.
+    """
 
     grouper: str
     workers: int
     windows: list[WindowReport]
-    summary: pl.DataFrame
+    routed_on: str
+    ingestion: str
+    summary: pl.DataFrame | None = None
     wall_seconds: float = 0.0
 
     @property
-    def client_loads(self) -> list[int]:
-        return [sum(w.client_loads[i] for w in self.windows) for i in range(self.workers)]
+    def rows(self) -> int:
+        return sum(w.rows for w in self.windows)
 
     @property
-    def partition_rows(self) -> list[int]:
-        return [sum(w.partition_rows[i] for w in self.windows) for i in range(self.workers)]
+    def spark_loads(self) -> list[int]:
+        return [sum(w.spark_loads[i] for w in self.windows) for i in range(self.workers)]
 
     @property
-    def client_partial_rows(self) -> int:
-        return sum(w.client_partial_rows for w in self.windows)
+    def client_loads(self) -> list[int] | None:
+        if any(w.client_loads is None for w in self.windows):
+            return None
+        return [sum(w.client_loads[i] for w in self.windows) for i in range(self.workers)]  # type: ignore[index]
+
+    @property
+    def sources(self) -> int:
+        return max((len(w.source_loads) for w in self.windows), default=0)
+
+    @property
+    def source_loads(self) -> list[list[int]]:
+        """``[s][w]``: tuples source ``s`` routed to worker ``w``, over every window."""
+        totals = [[0] * self.workers for _ in range(self.sources)]
+        for window in self.windows:
+            for source, loads in enumerate(window.source_loads):
+                for worker, load in enumerate(loads):
+                    totals[source][worker] += load
+        return totals
 
     @property
     def spark_partial_rows(self) -> int:
         return sum(w.spark_partial_rows for w in self.windows)
 
     @property
+    def client_partial_rows(self) -> int | None:
+        if any(w.client_partial_rows is None for w in self.windows):
+            return None
+        return sum(w.client_partial_rows for w in self.windows)  # type: ignore[misc]
+
+    @property
+    def keys(self) -> int:
+        """Distinct keys summed over windows (a key in two windows counts twice)."""
+        return sum(w.keys for w in self.windows)
+
+    @property
+    def load_imbalance(self) -> float:
+        """λ of Spark's loads over the whole run."""
+        return metrics.load_imbalance(pl.Series(self.spark_loads, dtype=pl.UInt64))
+
+    @property
+    def replication_factor(self) -> float:
+        """γ = Γ / keys, each summed over windows, from Spark's partials."""
+        return self.spark_partial_rows / self.keys if self.keys else 0.0
+
+    @property
     def phase_seconds(self) -> dict[str, float]:
         return {phase: sum(w.seconds.get(phase, 0.0) for w in self.windows) for phase in PHASES}
-
-    def overall(self) -> dict[str, Any]:
-        """The overall row of :func:`keysplit.metrics.summarize` as a dict (λ, γ, Γ, ...)."""
-        row = self.summary.filter(pl.col("window").is_null())
-        return row.row(0, named=True) if row.height else {}
 
     def disagreements(self) -> list[str]:
         return [problem for window in self.windows for problem in window.disagreements()]
@@ -101,27 +169,35 @@ class RunReport:
             raise ObservationMismatch("; ".join(problems[:5]))
 
     def loads_table(self) -> pl.DataFrame:
-        """One row per worker: the client's load and the rows of Spark's partition."""
+        """One row per worker: Spark's load and, when the client routed, the client's."""
+        columns: dict[str, Any] = {"worker": list(range(self.workers)), "spark_load": self.spark_loads}
+        if self.client_loads is not None:
+            columns["client_load"] = self.client_loads
+        return pl.DataFrame(columns).with_columns(pl.col("worker").cast(pl.UInt32), pl.exclude("worker").cast(pl.UInt64))
+
+    def sources_table(self) -> pl.DataFrame:
+        """One row per (source, worker): the tuples that source routed to that worker."""
         return pl.DataFrame(
             {
-                "worker": list(range(self.workers)),
-                "client_load": self.client_loads,
-                "spark_partition_rows": self.partition_rows,
+                "source": [s for s in range(self.sources) for _ in range(self.workers)],
+                "worker": [w for _ in range(self.sources) for w in range(self.workers)],
+                "load": [load for loads in self.source_loads for load in loads],
             },
-            schema_overrides={"worker": pl.UInt32, "client_load": pl.UInt64, "spark_partition_rows": pl.UInt64},
+            schema={"source": pl.UInt32, "worker": pl.UInt32, "load": pl.UInt64},
         )
 
     def figures(self) -> dict[str, Any]:
-        """The headline figures: λ, γ, Γ (client and Spark) and the phase times."""
-        overall = self.overall()
-        loads = pl.Series(self.client_loads, dtype=pl.UInt64)
+        """The headline figures: λ, γ, Γ (Spark's, and the client's when it routed), times."""
         return {
             "grouper": self.grouper,
-            "tuples": sum(self.client_loads),
-            "load_imbalance": metrics.load_imbalance(loads),
-            "replication_factor": overall.get("replication_factor"),
-            "aggregation_cost_client": self.client_partial_rows,
+            "routed_on": self.routed_on,
+            "ingestion": self.ingestion,
+            "sources": self.sources,
+            "tuples": self.rows,
+            "load_imbalance": self.load_imbalance,
+            "replication_factor": self.replication_factor,
             "aggregation_cost_spark": self.spark_partial_rows,
+            "aggregation_cost_client": self.client_partial_rows,
             **{f"{phase}_s": seconds for phase, seconds in self.phase_seconds.items()},
             "wall_s": self.wall_seconds,
         }
