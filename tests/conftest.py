@@ -19,10 +19,26 @@ def spark():
     """One real embedded Spark Connect server for the whole test session (keysplit.spark)."""
     from keysplit.spark import session
 
-    with session(query_timeout=180.0) as handle:
+    # Local destinations for copyFromLocalToFs (a static setting), so that the upload
+    # ingestion path can be tested on this server.
+    with session(query_timeout=180.0, **{"spark.sql.artifact.copyFromLocalToFs.allowDestLocal": "true"}) as handle:
         yield handle
     # Closing left no process of the server's group behind.
     assert live_group_members(handle.server.pid) == []
+
+
+@pytest.fixture(scope="session")
+def spark_cluster():
+    """One real Spark standalone cluster of two one-core workers on loopback, driven by an
+    embedded Spark Connect server, for the whole test session (session(master="cluster:2"))."""
+    from keysplit.spark import session
+
+    with session(master="cluster:2", query_timeout=180.0) as handle:
+        yield handle
+    # Closing left no process of the server's or the cluster's group, and no directory.
+    assert live_group_members(handle.server.pid) == []
+    assert live_group_members(handle.cluster.pid) == []
+    assert not handle.cluster.directory.exists()
 
 
 def live_group_members(pgid: int, *, within: float = 20.0) -> list[str]:

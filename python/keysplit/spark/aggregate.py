@@ -50,7 +50,6 @@ from keysplit.spark.pipeline import (
     ClientStream,
     RoutedWindow,
     SparkFrame,
-    as_session,
     is_spark_frame,
     make_grouper,
     require_window,
@@ -58,7 +57,7 @@ from keysplit.spark.pipeline import (
 )
 from keysplit.spark.report import ObservationMismatch, RunReport, WindowReport
 from keysplit.spark.routing import SOURCE_COLUMN, WORKER_COLUMN
-from keysplit.spark.session import Session, SparkConnectError
+from keysplit.spark.session import Session, SparkConnectError, as_session
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence

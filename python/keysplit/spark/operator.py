@@ -26,13 +26,13 @@ from keysplit.spark.pipeline import (
     SEQUENCE_COLUMN,
     ClientStream,
     SparkFrame,
-    as_session,
     is_spark_frame,
     make_grouper,
     run_settings,
 )
 from keysplit.spark.report import ObservationMismatch, RunReport, WindowReport
 from keysplit.spark.routing import SOURCE_COLUMN, WORKER_COLUMN
+from keysplit.spark.session import as_session
 
 if TYPE_CHECKING:
     from collections.abc import Sequence

@@ -26,6 +26,7 @@ from keysplit import metrics
 from keysplit._grouper import Grouper, NullPolicy
 from keysplit.spark.ingest import Ingestion, IngestPath, Stream, frames, open_ingestion
 from keysplit.spark.routing import SOURCE_COLUMN, WORKER_COLUMN, route_on_executors
+from keysplit.spark.session import as_session
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Sequence
@@ -45,20 +46,6 @@ SEQUENCE_COLUMN = "seq"
 def is_spark_frame(stream: object) -> bool:
     """Whether ``stream`` is a PySpark DataFrame (Connect or classic)."""
     return type(stream).__name__ == "DataFrame" and type(stream).__module__.startswith("pyspark.sql")
-
-
-def as_session(session: Session | SparkSession | None) -> tuple[Session, bool]:
-    """``session`` as a :class:`Session`, and whether it was started here (and must be closed)."""
-    from keysplit.spark.session import Session
-    from keysplit.spark.session import session as start_session
-
-    if session is None:
-        return start_session(), True
-    if isinstance(session, Session):
-        return session, False
-    if type(session).__module__.startswith("pyspark.sql"):
-        return Session(session, url="(given session)", server=None, query_timeout=900.0), False
-    raise TypeError(f"session must be a keysplit.spark.Session or a SparkSession, got {type(session).__name__}")
 
 
 #: Session settings for the duration of a run. Routing on the executors moves Arrow batches

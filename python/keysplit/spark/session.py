@@ -3,9 +3,11 @@
 The embedded server is Spark's own ``SparkConnectServer``, started with ``spark-submit``
 from the installed ``pyspark`` package (which bundles the server jar) in a process group
 of its own, so that closing the session, or the interpreter exiting, stops every process
-it started. Every wait is bounded: a missing Java, a taken port or an unreachable server
-fails within seconds with a :class:`SparkConnectError`, and a query that outlives its
-timeout is interrupted on the server.
+it started. With ``master="cluster:N"`` the server drives a Spark standalone cluster of N
+workers on loopback (:mod:`keysplit.spark.cluster`), started and stopped with it. Every
+wait is bounded: a missing Java, a taken port or an unreachable server fails within
+seconds with a :class:`SparkConnectError`, and a query that outlives its timeout is
+interrupted on the server.
 """
 
 from __future__ import annotations
@@ -28,9 +30,11 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterable
 
     from pyspark.sql.connect.session import SparkSession
+
+    from keysplit.spark.cluster import StandaloneCluster
 
 T = TypeVar("T")
 
@@ -127,6 +131,54 @@ def _port_open(host: str, port: int, timeout: float) -> bool:
         return False
 
 
+def _log_tail(path: Path, lines: int, *, stack_frames: bool = True) -> str:
+    """The last ``lines`` lines of the log at ``path``, tokens redacted ("" when unreadable);
+    without Java's stack frames unless ``stack_frames``, so that a long trace does not hide
+    the messages before it."""
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return ""
+    kept = text.splitlines()
+    if not stack_frames:
+        kept = [line for line in kept if not re.match(r"\s+(at |\.\.\. \d+ more)", line)]
+    return redact("\n".join(kept[-lines:]))
+
+
+def _spark_environment(home: Path, java: str, log_dir: Path) -> dict[str, str]:
+    """This process's environment for a Spark JVM of ours: this Spark, this Java, Python
+    workers running this interpreter, and every address on loopback."""
+    env = dict(os.environ)
+    env.update(
+        SPARK_HOME=str(home),
+        JAVA_HOME=str(Path(os.path.realpath(java)).parent.parent),
+        PYSPARK_PYTHON=sys.executable,
+        PYSPARK_DRIVER_PYTHON=sys.executable,
+        SPARK_LOCAL_IP="127.0.0.1",
+        SPARK_LOG_DIR=str(log_dir),
+    )
+    return env
+
+
+def _stop_group(pgid: int, processes: Iterable[subprocess.Popen[bytes]]) -> None:
+    """Stops process group ``pgid``: SIGTERM, a bounded wait for ``processes`` (our
+    children in it), then SIGKILL for whatever is left of the group."""
+    processes = list(processes)
+    if any(process.poll() is None for process in processes):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pgid, signal.SIGTERM)
+        deadline = time.monotonic() + _STOP_TIMEOUT
+        for process in processes:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                process.wait(timeout=max(0.0, deadline - time.monotonic()))
+    # Python workers and a JVM that ignored SIGTERM share the group: none may outlive it.
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signal.SIGKILL)
+    for process in processes:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            process.wait(timeout=_STOP_TIMEOUT)
+
+
 class EmbeddedServer:
     """A local Spark Connect server in its own process group, bound to 127.0.0.1."""
 
@@ -173,22 +225,13 @@ class EmbeddedServer:
         for name, value in settings.items():
             command += ["--conf", f"{name}={value}"]
         command.append("spark-internal")
-        env = dict(os.environ)
-        env.update(
-            SPARK_HOME=str(home),
-            JAVA_HOME=str(Path(os.path.realpath(java)).parent.parent),
-            PYSPARK_PYTHON=sys.executable,
-            PYSPARK_DRIVER_PYTHON=sys.executable,
-            SPARK_LOCAL_IP="127.0.0.1",
-            SPARK_LOG_DIR=str(self._dir),
-        )
         with open(self.log_path, "wb") as log:
             self._process = subprocess.Popen(
                 command,
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
-                env=env,
+                env=_spark_environment(home, java, self._dir),
                 start_new_session=True,
             )
         self.pid = self._process.pid
@@ -201,11 +244,7 @@ class EmbeddedServer:
 
     def log_tail(self, lines: int = 15) -> str:
         """The last lines of the server's log, tokens redacted."""
-        try:
-            text = self.log_path.read_text(errors="replace")
-        except OSError:
-            return ""
-        return redact("\n".join(text.splitlines()[-lines:]))
+        return _log_tail(self.log_path, lines)
 
     def _await_port(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout
@@ -244,18 +283,7 @@ class EmbeddedServer:
 
     def stop(self) -> None:
         """Stops the server and every process it started; idempotent."""
-        if self._process.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.pid, signal.SIGTERM)
-            try:
-                self._process.wait(timeout=_STOP_TIMEOUT)
-            except subprocess.TimeoutExpired:
-                pass
-        # Python workers and a JVM that ignored SIGTERM share the group: none may outlive it.
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.pid, signal.SIGKILL)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            self._process.wait(timeout=_STOP_TIMEOUT)
+        _stop_group(self.pid, [self._process])
         _live_servers.discard(self)
         shutil.rmtree(self._dir, ignore_errors=True)
 
@@ -279,18 +307,26 @@ def _short_retries(spark: SparkSession) -> None:
 
 
 class Session:
-    """A Spark Connect session and, when it started one, the embedded server behind it.
+    """A Spark Connect session and, when it started them, the embedded server behind it and
+    the standalone cluster the server drives.
 
     Use it as a context manager or call :meth:`close`; the interpreter exiting stops the
-    embedded server too. ``spark`` is the PySpark ``SparkSession``.
+    embedded server and the cluster too. ``spark`` is the PySpark ``SparkSession``.
     """
 
     def __init__(
-        self, spark: SparkSession, *, url: str, server: EmbeddedServer | None, query_timeout: float
+        self,
+        spark: SparkSession,
+        *,
+        url: str,
+        server: EmbeddedServer | None,
+        query_timeout: float,
+        cluster: StandaloneCluster | None = None,
     ) -> None:
         self.spark = spark
         self.url = redact(url)
         self.server = server
+        self.cluster = cluster
         self.query_timeout = query_timeout
         self._closed = False
 
@@ -340,9 +376,14 @@ class Session:
                 f"Spark {what} failed: the embedded Spark Connect server (pid {self.server.pid}) "
                 f"exited with code {self.server.exit_code}"
             ) from None
+        if self.cluster is not None and not self.cluster.running:
+            raise SparkConnectError(
+                f"Spark {what} failed: a process of the standalone cluster at "
+                f"{self.cluster.master_url} exited; the end of its logs:\n{self.cluster.log_tail()}"
+            ) from None
 
     def close(self) -> None:
-        """Ends the Spark session and stops the embedded server; idempotent."""
+        """Ends the Spark session, stops the embedded server, then the cluster; idempotent."""
         if self._closed:
             return
         self._closed = True
@@ -352,6 +393,8 @@ class Session:
             stopper.join(10.0)
         if self.server is not None:
             self.server.stop()
+        if self.cluster is not None:
+            self.cluster.stop()
 
     def _stop_spark(self) -> None:
         with contextlib.suppress(Exception):
@@ -365,6 +408,8 @@ class Session:
 
     def __repr__(self) -> str:
         where = f"embedded, pid {self.server.pid}" if self.server is not None else "remote"
+        if self.cluster is not None:
+            where += f", standalone cluster of {self.cluster.workers} at {self.cluster.master_url}"
         return f"Session({self.url!r}, {where})"
 
 
@@ -423,22 +468,44 @@ def session(
     ``conf`` holds Spark settings, e.g. ``**{"spark.sql.shuffle.partitions": "16"}``: given
     to the embedded server at start, or set on the remote session.
 
+    ``master`` is a Spark master URL such as ``"local[2]"`` (the default), or
+    ``"cluster:N"`` with N from 1 to 16: a real Spark standalone cluster on 127.0.0.1, one
+    master and N workers of one core each (:class:`~keysplit.spark.cluster.StandaloneCluster`),
+    started before the server, which then runs N one-core, 1 GB executors on it
+    (``conf`` may override these settings). It takes 15 to 30 s to start on a two-core
+    machine; the session's ``cluster`` holds it, and closing the session stops the server,
+    then the cluster, with every executor and Python worker they started.
+
     Raises :class:`SparkConnectError` within seconds when Java 17 is missing, the port is
-    taken or the server is unreachable; the message never holds the token.
+    taken or the server is unreachable; the message never holds the token. A malformed
+    ``"cluster:..."`` raises ``ValueError`` before anything starts; a failure while starting
+    stops whatever had started.
     """
+    from keysplit.spark.cluster import StandaloneCluster, cluster_workers
+
     settings = {name: str(value).lower() if isinstance(value, bool) else str(value) for name, value in conf.items()}
+    workers = cluster_workers(master)
     if url is None:
-        server = EmbeddedServer(
-            port=port, master=master, driver_memory=driver_memory, ui=ui, conf=settings,
-            startup_timeout=startup_timeout,
-        )
-        local_url = f"sc://127.0.0.1:{server.port}"
+        cluster = None if workers is None else StandaloneCluster(workers, startup_timeout=startup_timeout)
+        server = None
         try:
+            if cluster is not None:
+                master, settings = cluster.master_url, {**cluster.driver_conf(), **settings}
+            server = EmbeddedServer(
+                port=port, master=master, driver_memory=driver_memory, ui=ui, conf=settings,
+                startup_timeout=startup_timeout,
+            )
+            local_url = f"sc://127.0.0.1:{server.port}"
             spark = _connect(local_url, query_timeout=query_timeout)
+            if cluster is not None:
+                cluster.await_executors(startup_timeout)
         except BaseException:
-            server.stop()
+            if server is not None:
+                server.stop()
+            if cluster is not None:
+                cluster.stop()
             raise
-        return Session(spark, url=local_url, server=server, query_timeout=query_timeout)
+        return Session(spark, url=local_url, server=server, query_timeout=query_timeout, cluster=cluster)
     if not isinstance(url, str):
         raise TypeError(f"url must be a str or None, got {type(url).__name__}")
     spark = _connect(url, query_timeout=query_timeout)
@@ -446,3 +513,17 @@ def session(
     for name, value in settings.items():
         remote.call(f"setting {name}", lambda n=name, v=value: spark.conf.set(n, v), timeout=30.0)
     return remote
+
+
+def as_session(given: Session | SparkSession | None) -> tuple[Session, bool]:
+    """``given`` as a :class:`Session`, and whether it was started here (and must be closed).
+
+    None starts an embedded server; a PySpark ``SparkSession`` is wrapped as it is.
+    """
+    if given is None:
+        return session(), True
+    if isinstance(given, Session):
+        return given, False
+    if type(given).__module__.startswith("pyspark.sql"):
+        return Session(given, url="(given session)", server=None, query_timeout=DEFAULT_QUERY_TIMEOUT), False
+    raise TypeError(f"session must be a keysplit.spark.Session or a SparkSession, got {type(given).__name__}")

@@ -1,0 +1,203 @@
+"""session(master="cluster:N") against a real Spark standalone cluster on loopback.
+
+The ``spark_cluster`` fixture (conftest.py) is one two-worker cluster for the whole run;
+the tests here check that the Spark Connect server really drives it, that Python UDFs run
+in two executor JVMs with this interpreter, and that closing a session, or failing to
+start one, leaves no process or directory behind.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import live_group_members
+
+from keysplit.spark import SparkConnectError, session
+from keysplit.spark.cluster import StandaloneCluster
+
+TIMEOUT = 180.0
+_LISTEN = "0A"  # TCP_LISTEN in /proc/net/tcp
+_LOOPBACK = {"0100007F", "0000000000000000FFFF00000100007F"}  # 127.0.0.1, and as IPv4-mapped IPv6
+
+
+def _listening_addresses(pgid: int) -> set[str]:
+    """The local addresses (hex, as /proc/net/tcp spells them) of the TCP sockets that the
+    processes of group ``pgid`` listen on."""
+    inodes = set()
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+            if int(text[text.rindex(")") + 2 :].split()[2]) != pgid:
+                continue
+            for fd in (stat.parent / "fd").iterdir():
+                target = os.readlink(fd)
+                if target.startswith("socket:["):
+                    inodes.add(target[len("socket:[") : -1])
+        except OSError:
+            continue
+    addresses = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            fields = line.split()
+            if fields[3] == _LISTEN and fields[9] in inodes:
+                addresses.add(fields[1].rsplit(":", 1)[0])
+    return addresses
+
+
+def test_the_server_drives_the_standalone_master(spark_cluster):
+    cluster = spark_cluster.cluster
+    assert cluster.running and cluster.workers == 2
+    assert cluster.master_url == f"spark://127.0.0.1:{cluster.port}"
+    conf = spark_cluster.call("conf", lambda: spark_cluster.spark.conf.get("spark.master"), timeout=30.0)
+    assert conf == cluster.master_url
+
+    status = cluster.status()
+    assert status["status"] == "ALIVE" and status["url"] == cluster.master_url
+    assert [w["state"] for w in status["workers"]] == ["ALIVE", "ALIVE"]
+    assert all(w["host"] == "127.0.0.1" and w["cores"] == 1 for w in status["workers"])
+    [app] = status["activeapps"]
+    assert app["state"] == "RUNNING" and app["cores"] == 2
+    assert status["coresused"] == 2
+
+    # Every port of the cluster and of the server is on loopback only.
+    for pgid in (cluster.pid, spark_cluster.server.pid):
+        addresses = _listening_addresses(pgid)
+        assert addresses and addresses <= _LOOPBACK, (pgid, addresses)
+
+
+def test_python_udfs_run_in_two_executor_jvms_with_this_interpreter(spark_cluster):
+    def report(batches):
+        import os
+        import sys
+
+        import pyarrow as pa
+        from pyspark import TaskContext
+
+        # Up from this Python worker to the executor JVM that started it.
+        pid, jvm = os.getpid(), None
+        while pid > 1 and jvm is None:
+            with open(f"/proc/{pid}/stat") as stat:
+                text = stat.read()
+            if text[text.index("(") + 1 : text.rindex(")")] == "java":
+                jvm = pid
+            pid = int(text[text.rindex(")") + 2 :].split()[1])
+        with open(f"/proc/{jvm}/cmdline", "rb") as cmdline:
+            arguments = cmdline.read().decode().split("\0")
+        rows = sum(batch.num_rows for batch in batches)
+        yield pa.RecordBatch.from_pydict({
+            "partition": [TaskContext.get().partitionId()],
+            "rows": [rows],
+            "python_pid": [os.getpid()],
+            "python": [sys.executable],
+            "pgid": [os.getpgid(0)],
+            "jvm_pid": [jvm],
+            "executor_id": [arguments[arguments.index("--executor-id") + 1]],
+            "backend": ["CoarseGrainedExecutorBackend" in " ".join(arguments)],
+        })
+
+    schema = ("partition long, rows long, python_pid long, python string, pgid long, jvm_pid long, "
+              "executor_id string, backend boolean")
+    frame = spark_cluster.spark.range(0, 80_000, numPartitions=8).mapInArrow(report, schema)
+    rows = [row.asDict() for row in spark_cluster.call("UDF report", frame.collect)]
+
+    assert sorted(row["partition"] for row in rows) == list(range(8))
+    assert sum(row["rows"] for row in rows) == 80_000
+    assert {row["python"] for row in rows} == {sys.executable}
+    assert all(row["backend"] for row in rows)
+    # Two executors, each its own JVM, both in the cluster's process group with their
+    # Python workers (not the server's: the server is only the driver).
+    assert len({row["executor_id"] for row in rows}) == 2
+    assert len({row["jvm_pid"] for row in rows}) == 2
+    assert {row["pgid"] for row in rows} == {spark_cluster.cluster.pid}
+    for pid in {row["jvm_pid"] for row in rows}:
+        assert os.getpgid(pid) == spark_cluster.cluster.pid
+
+
+def test_close_stops_every_process_and_removes_the_directories():
+    started = time.monotonic()
+    handle = session(master="cluster:1", query_timeout=TIMEOUT)
+    startup = time.monotonic() - started
+    cluster, server = handle.cluster, handle.server
+    try:
+        assert "standalone cluster of 1" in repr(handle)
+        assert handle.call("count", handle.spark.range(1_000, numPartitions=3).count) == 1_000
+        assert live_group_members(cluster.pid, within=0.0)  # the query's executor is in the group
+    finally:
+        handle.close()
+    assert live_group_members(cluster.pid) == []
+    assert live_group_members(server.pid) == []
+    assert not cluster.running and not server.running
+    assert not cluster.directory.exists() and not server.log_path.parent.exists()
+    handle.close()  # idempotent
+    cluster.stop()
+    print(f"cluster:1 session started in {startup:.1f} s")
+
+
+def test_a_failed_start_stops_the_cluster(monkeypatch):
+    started: list[StandaloneCluster] = []
+    start = StandaloneCluster.__init__
+
+    def recorded(self, *args, **kwargs):
+        started.append(self)
+        start(self, *args, **kwargs)
+
+    monkeypatch.setattr(StandaloneCluster, "__init__", recorded)
+    # The server cannot bind its port once the cluster has started.
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        with pytest.raises(SparkConnectError, match=f"port 127.0.0.1:{port} is taken"):
+            session(master="cluster:1", port=port)
+    [cluster] = started
+    assert live_group_members(cluster.pid) == []
+    assert not cluster.directory.exists()
+
+
+@pytest.mark.parametrize("master", ["cluster:0", "cluster:17", "cluster:x", "cluster", "cluster:2 "])
+def test_a_malformed_cluster_master_fails_before_starting_anything(master, monkeypatch):
+    def refuse(*_args, **_kwargs):
+        raise AssertionError("started a process")
+
+    monkeypatch.setattr("subprocess.Popen", refuse)
+    started = time.monotonic()
+    with pytest.raises(ValueError, match="'cluster:N' with N workers from 1 to 16"):
+        session(master=master)
+    assert time.monotonic() - started < 5
+    with pytest.raises(ValueError, match="1 to 16 workers"):
+        StandaloneCluster(0)
+
+
+def test_aggregate_on_the_cluster_equals_groupby(spark_cluster, tmp_path):
+    # A Spark DataFrame routed in the executor JVMs, and a client stream ingested as files
+    # that those executors read: both equal Spark's own groupBy.
+    import numpy as np
+    import polars as pl
+
+    from keysplit.spark import aggregate_with_report, reference
+
+    rng = np.random.default_rng(3)
+    rows = 400_000
+    data = pl.DataFrame({"key": np.minimum(rng.zipf(1.5, rows), 20_000).astype(np.int64), "value": rng.integers(0, 100, rows)})
+    for index, part in enumerate(data.iter_slices(rows // 4)):
+        part.write_parquet(tmp_path / f"part-{index}.parquet")
+    frame = spark_cluster.spark.read.parquet(str(tmp_path))
+    aggs = ["count", "sum(value)", "mean(value)"]
+    want = pl.from_arrow(spark_cluster.call("reference", reference(frame, key="key", aggs=aggs).toArrow, timeout=TIMEOUT))
+    want = want.sort("key")
+    on_executors, report = aggregate_with_report(
+        frame, aggs=aggs, grouper="pdstream", workers=8, session=spark_cluster, output="polars", timeout=TIMEOUT
+    )
+    assert on_executors.equals(want)
+    assert report.routed_on == "executors" and report.sources >= 2 and sum(report.spark_loads) == rows
+    from_client, report = aggregate_with_report(
+        data, aggs=aggs, grouper="pdstream", workers=8, session=spark_cluster, output="polars", timeout=TIMEOUT
+    )
+    assert from_client.equals(want)
+    assert report.ingestion == "files" and report.disagreements() == []
