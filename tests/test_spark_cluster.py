@@ -110,13 +110,45 @@ def test_python_udfs_run_in_two_executor_jvms_with_this_interpreter(spark_cluste
     assert sum(row["rows"] for row in rows) == 80_000
     assert {row["python"] for row in rows} == {sys.executable}
     assert all(row["backend"] for row in rows)
-    # Two executors, each its own JVM, both in the cluster's process group with their
-    # Python workers (not the server's: the server is only the driver).
+    # Two executors, each its own JVM in the cluster's process group (not the server's:
+    # the server is only the driver). Their Python workers run under PySpark's daemon,
+    # which keeps a group of its own.
     assert len({row["executor_id"] for row in rows}) == 2
     assert len({row["jvm_pid"] for row in rows}) == 2
-    assert {row["pgid"] for row in rows} == {spark_cluster.cluster.pid}
     for pid in {row["jvm_pid"] for row in rows}:
         assert os.getpgid(pid) == spark_cluster.cluster.pid
+
+
+def _python_workers(handle) -> set[int]:
+    """The pids of the Python workers (and their daemons) that ran a UDF query's tasks."""
+
+    def pids(batches):
+        import os
+
+        import pyarrow as pa
+
+        for _ in batches:
+            pass
+        yield pa.RecordBatch.from_pydict({"pid": [os.getpid()], "parent": [os.getppid()]})
+
+    frame = handle.spark.range(0, 1_000, numPartitions=3).mapInArrow(pids, "pid long, parent long")
+    return {pid for row in handle.call("UDF pids", frame.collect) for pid in (row["pid"], row["parent"])}
+
+
+def _still_running(pids: set[int], *, within: float = 20.0) -> set[int]:
+    deadline = time.monotonic() + within
+    while True:
+        alive = set()
+        for pid in pids:
+            try:
+                text = Path(f"/proc/{pid}/stat").read_text()
+            except OSError:
+                continue
+            if text[text.rindex(")") + 2] != "Z":
+                alive.add(pid)
+        if not alive or time.monotonic() > deadline:
+            return alive
+        time.sleep(0.2)
 
 
 def test_close_stops_every_process_and_removes_the_directories():
@@ -128,10 +160,14 @@ def test_close_stops_every_process_and_removes_the_directories():
         assert "standalone cluster of 1" in repr(handle)
         assert handle.call("count", handle.spark.range(1_000, numPartitions=3).count) == 1_000
         assert live_group_members(cluster.pid, within=0.0)  # the query's executor is in the group
+        python = _python_workers(handle)
+        assert _still_running(python, within=0.0)
     finally:
         handle.close()
     assert live_group_members(cluster.pid) == []
     assert live_group_members(server.pid) == []
+    # The Python daemon and its workers leave with their executor.
+    assert _still_running(python) == set()
     assert not cluster.running and not server.running
     assert not cluster.directory.exists() and not server.log_path.parent.exists()
     handle.close()  # idempotent
