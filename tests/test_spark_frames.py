@@ -212,3 +212,22 @@ def test_an_executor_without_keysplit_says_how_to_ship_it(spark, frame, expected
         assert result.equals(expected)
     finally:
         conf.unset("spark.sql.execution.pyspark.python")
+
+
+def test_null_keys_and_an_empty_frame(spark, frame):
+    from pyspark.sql import functions as F
+
+    holed = frame.withColumn("key", F.when(F.col("value").isNull(), None).otherwise(F.col("key")))
+    want = pl.from_arrow(
+        spark.call("reference", reference(holed, key="key", aggs=["count", "sum(value)"]).toArrow, timeout=TIMEOUT)
+    ).sort("key", nulls_last=False)
+    # The DataFrame's own session runs it when none is named.
+    result = aggregate(holed, key="key", aggs=["count", "sum(value)"], output="polars", timeout=TIMEOUT)
+    assert result.equals(want) and result["key"].null_count() == 1
+    with pytest.raises(Exception, match=r"null"):
+        aggregate(holed, key="key", aggs=["count"], nulls="raise", session=spark, output="polars", timeout=TIMEOUT)
+    empty, report = aggregate_with_report(
+        frame.filter(F.col("key") < 0), aggs=["count", "sum(value)"], session=spark, output="polars", timeout=TIMEOUT
+    )
+    assert empty.height == 0 and empty.columns == ["key", "count", "sum_value"]
+    assert report.rows == 0 and report.keys == 0 and report.spark_partial_rows == 0

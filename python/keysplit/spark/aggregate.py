@@ -377,7 +377,8 @@ def aggregate_with_report(
         raise ValueError("order_by sorts the partitions of a Spark DataFrame; a client stream is routed in its own order")
     values = sorted({a.column for a in parsed if a.column is not None and a.column != key})
     window_column = WINDOW_COLUMN if isinstance(window, int) else window
-    handle, owned_session = as_session(session)
+    # A DataFrame's own session runs it unless another is named.
+    handle, owned_session = as_session(stream.sparkSession if spark_input and session is None else session)  # type: ignore[union-attr]
     started_run = time.perf_counter()
     store: Checkpoint | None = None
     stack = contextlib.ExitStack()
@@ -405,7 +406,8 @@ def aggregate_with_report(
         finals: list[DataFrame] = []
         stack.enter_context(run_settings(handle))
         for routed in source.windows():
-            if isinstance(window, str) and not spark_input and isinstance(source, ClientStream) and source.first_frame is not None:
+            if isinstance(source, ClientStream) and isinstance(window, str) and not reports and not finals:
+                assert source.first_frame is not None
                 plan.window_type = _spark_type(source.first_frame.select(window))
             done = store.window(routed.window) if store is not None else None
             if done is not None:
@@ -531,8 +533,9 @@ def aggregate(
         result column is ``count`` or ``<function>_<v>``. Nulls in ``v`` are skipped, as in
         SQL; a key whose ``v`` are all null has a null sum, min, max and mean.
     session
-        A :class:`keysplit.spark.Session` or a PySpark ``SparkSession``; None starts an
-        embedded server for this call and stops it after.
+        A :class:`keysplit.spark.Session` or a PySpark ``SparkSession``; None runs a Spark
+        DataFrame in its own session, and starts an embedded server for a client stream
+        (stopped after the call).
     window
         None (the whole stream is one window), a positive count of tuples (client streams:
         windows of arrival order, numbered from 0 in column ``window``), or a column of

@@ -153,11 +153,12 @@ def apply_operator(
     grouper = make_grouper(grouper, workers, seed)
     order = [order_by] if isinstance(order_by, str) else order_by
     n = grouper.workers
-    handle, owned = as_session(session)
+    spark_input = is_spark_frame(stream)
+    handle, owned = as_session(stream.sparkSession if spark_input and session is None else session)  # type: ignore[union-attr]
     started_run = time.perf_counter()
     stack = contextlib.ExitStack()
     try:
-        if is_spark_frame(stream):
+        if spark_input:
             schema = handle.call("reading the schema", lambda: stream.schema)  # type: ignore[union-attr]
             columns = [f.name for f in schema.fields]
             source: ClientStream | SparkFrame = SparkFrame(

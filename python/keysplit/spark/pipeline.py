@@ -349,7 +349,7 @@ def route(
     grouper: Grouper | str = "pdstream",
     workers: int = 8,
     seed: int = 0,
-    session: Session | SparkSession,
+    session: Session | SparkSession | None = None,
     order_by: Sequence[str] | str | None = None,
     window: str | None = None,
     nulls: NullPolicy = "group",
@@ -357,13 +357,14 @@ def route(
     """``frame`` routed on the executors: every column, plus ``worker`` and ``source`` (int).
 
     Each partition is a source with its own grouper, all starting from ``grouper`` (or a
-    fresh grouper of that name, ``workers`` and ``seed``), in the partition's order; see
+    fresh grouper of that name, ``workers`` and ``seed``), in the partition's order, in
+    ``session`` (the DataFrame's own by default); see
     :func:`keysplit.spark.aggregate` for ``order_by``, ``window`` and ``nulls``. The result
     is lazy: Spark routes when it runs a query on it, and routes the same way every time.
     """
     if not is_spark_frame(frame):
         raise TypeError(f"frame must be a Spark DataFrame, got {type(frame).__name__}; route a Polars frame with keysplit.route")
-    handle, _ = as_session(session)
+    handle, _ = as_session(frame.sparkSession if session is None else session)
     order = [order_by] if isinstance(order_by, str) else order_by
     schema = handle.call("reading the schema", lambda: frame.schema)
     columns = [f.name for f in schema.fields]
