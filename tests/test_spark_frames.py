@@ -231,3 +231,18 @@ def test_null_keys_and_an_empty_frame(spark, frame):
     )
     assert empty.height == 0 and empty.columns == ["key", "count", "sum_value"]
     assert report.rows == 0 and report.keys == 0 and report.spark_partial_rows == 0
+
+
+def test_uint64_keys_from_parquet_route_as_the_client_routes_them(spark, tmp_path):
+    # Spark reads Parquet's uint64 as decimal(20, 0); the executors route the integers.
+    data = pl.concat(list(keysplit.datasets.zipf(keys=500, tuples=5_000, z=1.2, seed=4)))
+    assert data.schema["key"] == pl.UInt64
+    data = data.with_columns(pl.when(pl.int_range(data.height) % 97 == 0).then(2**64 - 1).otherwise("key").alias("key"))
+    data.write_parquet(tmp_path / "keys.parquet")
+    frame = spark.spark.read.parquet(str(tmp_path))
+    result, report = aggregate_with_report(frame, grouper="pkg", workers=4, session=spark, output="polars", timeout=TIMEOUT)
+    routed = keysplit.route(data, key="key", grouper=keysplit.Grouper("pkg", workers=4))
+    assert report.source_loads == [metrics.worker_loads(routed, workers=4).to_list()]
+    counts = data.group_by("key").len().sort("key")
+    assert result["count"].to_list() == counts["len"].to_list()
+    assert [int(k) for k in result["key"].to_list()] == counts["key"].to_list()

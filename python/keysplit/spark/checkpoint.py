@@ -7,7 +7,7 @@ renamed into place, so a crash leaves either the old manifest or the new one, ne
 one; a window counts as finished only once the manifest names it, after its file is in
 place. A re-run with the same arguments routes the whole stream again (the grouper's state
 must evolve as before), checks that each finished window gets the same rows and loads,
-skips shipping and aggregating it, and goes on from the first window not in the manifest.
+skips ingesting and aggregating it, and goes on from the first window not in the manifest.
 """
 
 from __future__ import annotations

@@ -46,6 +46,8 @@ WORKER_COLUMN = "worker"
 SOURCE_COLUMN = "__source"
 
 _KEY_TYPES = ("tinyint", "smallint", "int", "bigint", "string", "binary")
+# Whole-number decimals that fit 64 bits, such as Parquet's uint64 read by Spark as decimal(20, 0).
+_INTEGRAL_DECIMAL = re.compile(r"decimal\((?:[1-9]|1[0-9]|20),0\)")
 # A shuffle's output order changes between runs; a broadcast does not reorder the other side.
 _SHUFFLE = re.compile(r"(?<!Broadcast)Exchange |ShuffleQueryStage|AQEShuffleRead")
 _PROBE_TIMEOUT = 120.0
@@ -116,7 +118,12 @@ def _router(
                             )
                         grouper.end_window()
                     last = first
-                workers = pa.array(grouper.route(run.column(key), nulls=nulls)).cast(pa.int32())
+                keys = run.column(key)
+                if pa.types.is_decimal(keys.type):
+                    # Parquet's uint64 reads as decimal(20, 0): route it as the integers it holds.
+                    lowest = pc.min(keys).as_py()
+                    keys = keys.cast(pa.int64() if lowest is not None and lowest < 0 else pa.uint64())
+                workers = pa.array(grouper.route(keys, nulls=nulls)).cast(pa.int32())
                 yield run.append_column("worker", workers)
 
     route.__doc__ = f"keysplit {version} routing"
@@ -133,7 +140,7 @@ def require_key_type(schema: StructType, key: str) -> None:
     if key not in names:
         raise ValueError(f"key column {key!r} is not in the DataFrame; columns: {names}")
     kind = schema[key].dataType.simpleString()
-    if kind not in _KEY_TYPES:
+    if kind not in _KEY_TYPES and not _INTEGRAL_DECIMAL.fullmatch(kind):
         raise ValueError(
             f"key column {key!r} is {kind}; keysplit routes integer, string and binary keys: "
             f"cast it, e.g. frame.withColumn({key!r}, F.col({key!r}).cast('string'))"
