@@ -23,8 +23,26 @@ class ObservationMismatch(RuntimeError):
     """Spark's figures disagree with the client's routing: a tuple was lost or moved."""
 
 
+class _Balance:
+    """λ and γ of Spark's figures (over a run: Γ and keys summed over its windows)."""
+
+    spark_loads: list[int]
+    spark_partial_rows: int
+    keys: int
+
+    @property
+    def load_imbalance(self) -> float:
+        """λ = (max load − mean load) / mean load of Spark's loads."""
+        return metrics.load_imbalance(pl.Series(self.spark_loads, dtype=pl.UInt64))
+
+    @property
+    def replication_factor(self) -> float:
+        """γ = Γ / distinct keys, from Spark's partials."""
+        return self.spark_partial_rows / self.keys if self.keys else 0.0
+
+
 @dataclass
-class WindowReport:
+class WindowReport(_Balance):
     """One window (or the whole stream) of a run.
 
     ``spark_loads[w]`` are the tuples Spark aggregated for worker ``w``, and
@@ -48,16 +66,6 @@ class WindowReport:
     partition_workers: list[list[int]] | None = None
     seconds: dict[str, float] = field(default_factory=dict)
     resumed: bool = False
-
-    @property
-    def load_imbalance(self) -> float:
-        """λ of Spark's loads."""
-        return metrics.load_imbalance(pl.Series(self.spark_loads, dtype=pl.UInt64))
-
-    @property
-    def replication_factor(self) -> float:
-        """γ = Γ / distinct keys, from Spark's partials."""
-        return self.spark_partial_rows / self.keys if self.keys else 0.0
 
     def disagreements(self) -> list[str]:
         """Every way Spark's figures differ from each other or the client's; empty when none."""
@@ -84,7 +92,7 @@ class WindowReport:
 
 
 @dataclass
-class RunReport:
+class RunReport(_Balance):
     """A whole run: its windows, where routing ran, how the rows got to Spark, and times.
 
     ``routed_on`` is ``"client"`` (a client stream, routed here by one grouper) or
@@ -144,16 +152,6 @@ class RunReport:
     def keys(self) -> int:
         """Distinct keys summed over windows (a key in two windows counts twice)."""
         return sum(w.keys for w in self.windows)
-
-    @property
-    def load_imbalance(self) -> float:
-        """λ of Spark's loads over the whole run."""
-        return metrics.load_imbalance(pl.Series(self.spark_loads, dtype=pl.UInt64))
-
-    @property
-    def replication_factor(self) -> float:
-        """γ = Γ / keys, each summed over windows, from Spark's partials."""
-        return self.spark_partial_rows / self.keys if self.keys else 0.0
 
     @property
     def phase_seconds(self) -> dict[str, float]:
