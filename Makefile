@@ -9,7 +9,7 @@ BIN := $(VENV)/bin
 DEPS_STAMP := $(VENV)/.requirements-dev.stamp
 WHEEL_DIR := target/wheels
 
-.PHONY: run test wheel data java lint rust-test python-test fuzz-check fuzz-smoke bench spark-bench clean
+.PHONY: run test wheel data java lint rust-test python-test fuzz-check fuzz-smoke bench spark-vs-native spark-ingest clean
 
 # Debian packages of the real datasets (keysplit.datasets.kjv); the PyPI ones are in
 # requirements-dev.txt.
@@ -97,8 +97,15 @@ java:
 	    || { echo "error: java on PATH is still older than 17 after installing openjdk-17-jre-headless" >&2; exit 1; }; \
 	fi
 
-spark-bench: wheel java
-	$(BIN)/python benches/spark_e2e.py
+# keysplit's aggregate against Spark's own groupBy on 10^7 rows, local[2] and a two-worker
+# standalone cluster; writes benches/results/spark_vs_native.json (about an hour on 2 cores).
+spark-vs-native: wheel java
+	$(BIN)/python benches/spark_vs_native.py
+
+# Client-stream ingestion per path (files, upload, arrow) at 10^7 rows and 10^8 rows in
+# windows; writes benches/results/spark_ingest.json (a few minutes on 2 cores).
+spark-ingest: wheel java
+	$(BIN)/python benches/spark_ingest.py
 
 clean:
 	rm -rf $(VENV) target fuzz/target
