@@ -202,7 +202,7 @@ def test_an_executor_without_keysplit_says_how_to_ship_it(spark, frame, expected
     conf = spark.spark.conf
     conf.set("spark.sql.execution.pyspark.python", str(python))
     try:
-        # A session of its own, so that the executors are checked afresh.
+        # The same Spark session, as a user's SparkSession: checked afresh for this Python.
         bare = Session(spark.spark, url=spark.url, server=None, query_timeout=TIMEOUT)
         with pytest.raises(ExecutorSetupError, match=r"No module named 'keysplit'.*ship_keysplit\(session\)"):
             aggregate(frame, key="key", aggs=["count"], session=bare, timeout=TIMEOUT)

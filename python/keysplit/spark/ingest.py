@@ -38,6 +38,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
     from pyspark.sql.connect.dataframe import DataFrame
 
     from keysplit.spark.session import Session
@@ -297,8 +298,8 @@ class ArrowIngestion(Ingestion):
         return balanced_union(self._parts)
 
 
-# The path each session's server takes, found once per session.
-_probed: weakref.WeakKeyDictionary[Session, IngestPath] = weakref.WeakKeyDictionary()
+# The path each Spark session's server takes, found once per Spark session.
+_probed: weakref.WeakKeyDictionary[SparkSession, IngestPath] = weakref.WeakKeyDictionary()
 
 
 def _probe_table() -> pa.Table:
@@ -354,9 +355,9 @@ def choose_path(
         return ingest  # type: ignore[return-value]
     if session.server is not None and staging_dir is None:
         return "files"
-    if session not in _probed:
-        _probed[session] = _probe(session, staging_dir, upload_dir)
-    return _probed[session]
+    if session.spark not in _probed:
+        _probed[session.spark] = _probe(session, staging_dir, upload_dir)
+    return _probed[session.spark]
 
 
 def open_ingestion(

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Sequence
 
     import pyarrow as pa
+    from pyspark.sql import SparkSession
     from pyspark.sql.connect.dataframe import DataFrame
     from pyspark.sql.types import StructType
 
@@ -168,8 +169,11 @@ def in_repeatable_order(session: Session, frame: DataFrame, order_by: Sequence[s
     return frame
 
 
-# The executors' keysplit version, found once per session (until keysplit is shipped).
-_checked: weakref.WeakKeyDictionary[Session, str] = weakref.WeakKeyDictionary()
+#: The session setting that picks the executors' Python.
+PYTHON_SETTING = "spark.sql.execution.pyspark.python"
+# The executors' keysplit version per Spark session and executor Python, found once (and
+# again after keysplit is shipped).
+_checked: weakref.WeakKeyDictionary[SparkSession, dict[str | None, str]] = weakref.WeakKeyDictionary()
 
 
 def _executor_probe(archive_dir: str) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
@@ -200,10 +204,15 @@ def _executor_probe(archive_dir: str) -> Callable[[Iterator[pa.RecordBatch]], It
 def check_executors(session: Session) -> str:
     """The keysplit version the executors import; raises :class:`ExecutorSetupError` if none.
 
-    Runs one tiny task, once per session; a version other than the client's is refused too.
+    Runs one tiny task, once per Spark session and executor Python
+    (``spark.sql.execution.pyspark.python``); a version other than the client's is refused too.
     """
-    if session in _checked:
-        return _checked[session]
+    python_setting = session.call(
+        "reading the executors' Python", lambda: session.spark.conf.get(PYTHON_SETTING, None), timeout=_PROBE_TIMEOUT
+    )
+    known = _checked.setdefault(session.spark, {})
+    if python_setting in known:
+        return known[python_setting]
     version = _version()
     probe = session.spark.range(0, 1, 1, 1).mapInArrow(_executor_probe(ARCHIVE_DIR), "python string, found string")
     try:
@@ -222,7 +231,7 @@ def check_executors(session: Session) -> str:
         raise ExecutorSetupError(
             _missing_message(python, f"it has keysplit {theirs}, the client {version}", version)
         )
-    _checked[session] = theirs
+    known[python_setting] = theirs
     return theirs
 
 
@@ -274,7 +283,7 @@ def ship_keysplit(session: Session) -> None:
             "shipping keysplit to the executors",
             lambda: session.spark.addArtifacts(f"{archive}#{ARCHIVE_DIR}", archive=True),
         )
-    _checked.pop(session, None)
+    _checked.pop(session.spark, None)
     check_executors(session)
 
 
