@@ -31,6 +31,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 import polars as pl
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from keysplit._grouper import Grouper, NullPolicy
 from keysplit.spark.checkpoint import Checkpoint
@@ -234,7 +236,9 @@ class _Plan:
                         f"{agg.column!r} is {kind}: cast it, or pass distinct='exact'"
                     )
 
-    def run(self, routed: RoutedWindow) -> tuple[DataFrame, list[WindowReport]]:
+    def run(self, routed: RoutedWindow, *, fetch: bool) -> tuple[DataFrame | pa.Table, list[WindowReport]]:
+        """The window's result and reports: held on the server, or fetched when ``fetch``
+        (one query fewer: the keys and Γ are then counted here, from the fetched rows)."""
         from pyspark.sql import functions as F
 
         assert routed.rows is not None
@@ -265,17 +269,31 @@ class _Plan:
                 F.lit(routed.window).cast(self.window_type).alias(self.window_column), "*"
             )
         started = time.perf_counter()
-        merged = call("final merge", lambda: merged.localCheckpoint(eager=True), timeout=self.timeout)
-        counts = call(
-            "reading Γ",
-            lambda: merged.groupBy(*by_window)
-            .agg(F.count(F.lit(1)).alias("keys"), F.sum("__workers").alias("gamma"))
-            .collect(),
-            timeout=self.timeout,
-        )
+        result: DataFrame | pa.Table
+        if fetch:
+            table = call("final merge", merged.toArrow, timeout=self.timeout)
+            if by_window:
+                grouped = table.group_by(by_window).aggregate([("__workers", "count"), ("__workers", "sum")])
+                counts = [
+                    {**{c: row[c] for c in by_window}, "keys": row["__workers_count"], "gamma": row["__workers_sum"]}
+                    for row in grouped.to_pylist()
+                ]
+            else:
+                counts = [{"keys": table.num_rows, "gamma": pc.sum(table.column("__workers")).as_py()}]
+            result = table.drop_columns(["__workers"])
+        else:
+            held = call("final merge", lambda: merged.localCheckpoint(eager=True), timeout=self.timeout)
+            counts = call(
+                "reading Γ",
+                lambda: held.groupBy(*by_window)
+                .agg(F.count(F.lit(1)).alias("keys"), F.sum("__workers").alias("gamma"))
+                .collect(),
+                timeout=self.timeout,
+            )
+            result = held.drop("__workers")
         final_seconds = time.perf_counter() - started
         seconds = {**routed.seconds, "partial": partial_seconds, "final": final_seconds}
-        return merged.drop("__workers"), self._reports(routed, loads, counts, seconds)
+        return result, self._reports(routed, loads, counts, seconds)
 
     def _reports(
         self, routed: RoutedWindow, loads: list[Any], counts: list[Any], seconds: dict[str, float]
@@ -403,7 +421,9 @@ def aggregate_with_report(
             window_in_rows=spark_input, distinct=distinct, lg_k=sketch_lg_k, timeout=timeout,
         )
         reports: list[WindowReport] = []
-        finals: list[DataFrame] = []
+        finals: list[Any] = []
+        # Results the client keeps (or a checkpoint writes) are fetched, not held on the server.
+        fetch = output != "spark" or store is not None
         stack.enter_context(run_settings(handle))
         for routed in source.windows():
             if isinstance(source, ClientStream) and isinstance(window, str) and not reports and not finals:
@@ -414,20 +434,20 @@ def aggregate_with_report(
                 assert store is not None
                 window_reports = [_resumed(done, routed, store)]
             else:
-                final, window_reports = plan.run(routed)
+                final, window_reports = plan.run(routed, fetch=fetch)
                 problems = [p for r in window_reports for p in r.disagreements()]
                 if problems:
                     raise ObservationMismatch("; ".join(problems[:5]))
                 if store is not None:
-                    table = handle.call("fetching a window's result", final.toArrow, timeout=timeout)
-                    store.commit(routed.window, table, window_reports[0])
+                    assert isinstance(final, pa.Table)
+                    store.commit(routed.window, final, window_reports[0])
                 else:
                     finals.append(final)
             reports.extend(window_reports)
             if on_window is not None:
                 for report in window_reports:
                     on_window(report)
-        result = _result(handle, finals, store, output, key, window_column, path, timeout)
+        result = _result(handle, finals, store, output, key, window_column, path)
     except SparkConnectError as error:
         if store is not None:
             raise SparkConnectError(
@@ -465,13 +485,12 @@ def _fingerprint(
 
 def _result(
     session: Session,
-    finals: list[DataFrame],
+    finals: list[Any],
     store: Checkpoint | None,
     output: Output,
     key: str,
     window_column: str | None,
     path: str,
-    timeout: float | None,
 ) -> Any:
     order = [c for c in (window_column, key) if c is not None]
     if store is not None:
@@ -479,11 +498,10 @@ def _result(
         if output == "spark":
             return to_spark(session, table, path if path in INGEST_PATHS else "arrow")
         frame = pl.from_arrow(table)
+    elif output == "spark":
+        return balanced_union(finals)
     else:
-        combined = balanced_union(finals)
-        if output == "spark":
-            return combined
-        frame = pl.from_arrow(session.call("fetching the result", combined.toArrow, timeout=timeout))
+        frame = pl.from_arrow(pa.concat_tables(finals, promote_options="permissive"))
     assert isinstance(frame, pl.DataFrame)
     frame = frame.sort(order, nulls_last=False)
     return frame if output == "polars" else frame.to_arrow()
