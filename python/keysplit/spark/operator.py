@@ -159,10 +159,8 @@ def apply_operator(
     stack = contextlib.ExitStack()
     try:
         if spark_input:
-            schema = handle.call("reading the schema", lambda: stream.schema)  # type: ignore[union-attr]
-            columns = [f.name for f in schema.fields]
             source: ClientStream | SparkFrame = SparkFrame(
-                handle, stream, key=key, grouper=grouper, columns=columns, window=None,  # type: ignore[arg-type]
+                handle, stream, key=key, grouper=grouper, columns=None, window=None,  # type: ignore[arg-type]
                 nulls=nulls, order_by=order, sequence=True,
             )
             path = "none"

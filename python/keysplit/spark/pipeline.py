@@ -293,7 +293,10 @@ def _discard(state: dict[str, Any]) -> None:
 
 
 class SparkFrame:
-    """A Spark DataFrame routed on the executors: one window, one source per partition."""
+    """A Spark DataFrame routed on the executors: one window, one source per partition.
+
+    ``columns`` are the DataFrame's columns that are routed besides the key (None: all).
+    """
 
     routed_on = "executors"
     ingestion = "none"
@@ -305,15 +308,16 @@ class SparkFrame:
         *,
         key: str,
         grouper: Grouper,
-        columns: Sequence[str],
+        columns: Sequence[str] | None,
         window: str | None,
         nulls: NullPolicy,
         order_by: Sequence[str] | None,
         sequence: bool = False,
     ) -> None:
-        self.columns = _routed_columns(key, [*columns, *([window] if window else [])], sequence)
         self.schema = session.call("reading the schema", lambda: frame.schema)
         names = [f.name for f in self.schema.fields]
+        chosen = names if columns is None else [*columns, *([window] if window else [])]
+        self.columns = _routed_columns(key, chosen, sequence)
         missing = [c for c in self.columns if c not in names]
         if missing:
             raise ValueError(f"columns {missing} are not in the DataFrame; columns: {names}")
@@ -322,7 +326,6 @@ class SparkFrame:
         self.key = key
         self.grouper = grouper
         self.window = window
-        self.window_column = window
         self.nulls = nulls
         self.order_by = list(order_by) if order_by else None
         self.sequence = sequence
@@ -366,14 +369,12 @@ def route(
         raise TypeError(f"frame must be a Spark DataFrame, got {type(frame).__name__}; route a Polars frame with keysplit.route")
     handle, _ = as_session(frame.sparkSession if session is None else session)
     order = [order_by] if isinstance(order_by, str) else order_by
-    schema = handle.call("reading the schema", lambda: frame.schema)
-    columns = [f.name for f in schema.fields]
-    if "source" in columns:
-        raise ValueError("the DataFrame may not have a column 'source': the routing adds it; rename it")
     routed = SparkFrame(
-        handle, frame, key=key, grouper=make_grouper(grouper, workers, seed), columns=columns,
+        handle, frame, key=key, grouper=make_grouper(grouper, workers, seed), columns=None,
         window=window, nulls=nulls, order_by=order,
     )
+    if "source" in routed.columns:
+        raise ValueError("the DataFrame may not have a column 'source': the routing adds it; rename it")
     (window_rows,) = routed.windows()
     assert window_rows.rows is not None
     return window_rows.rows.withColumnRenamed(SOURCE_COLUMN, "source")
