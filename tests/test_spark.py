@@ -167,3 +167,18 @@ def test_observation_mismatch_is_an_error():
     problems = window.disagreements()
     assert len(problems) == 3 and issubclass(ObservationMismatch, RuntimeError)
     assert window.replication_factor == 1.0 and window.load_imbalance == pytest.approx(1 / 3)
+
+
+def test_reports_print_their_headline_figures_not_their_tables():
+    from keysplit.spark.report import RunReport, WindowReport
+
+    window = WindowReport(
+        window=3, rows=12_000, spark_loads=[5_000, 7_000], source_loads=[[5_000, 7_000]],
+        spark_partial_rows=150, keys=100,
+    )
+    run = RunReport(grouper="pkg", workers=2, windows=[window], routed_on="executors", ingestion="none", wall_seconds=1.5)
+    assert repr(window) == "WindowReport(window=3, rows=12,000, keys=100, λ=0.1667, γ=1.5000, Γ=150)"
+    assert repr(run) == (
+        "RunReport(grouper='pkg', workers=2, routed_on='executors', ingestion='none', sources=1, "
+        "windows=1, rows=12,000, λ=0.1667, γ=1.5000, Γ=150, wall=1.50 s)"
+    )

@@ -41,7 +41,7 @@ class _Balance:
         return self.spark_partial_rows / self.keys if self.keys else 0.0
 
 
-@dataclass
+@dataclass(repr=False)
 class WindowReport(_Balance):
     """One window (or the whole stream) of a run.
 
@@ -67,6 +67,13 @@ class WindowReport(_Balance):
     seconds: dict[str, float] = field(default_factory=dict)
     resumed: bool = False
 
+    def __repr__(self) -> str:
+        resumed = ", resumed" if self.resumed else ""
+        return (
+            f"WindowReport(window={self.window!r}, rows={self.rows:,}, keys={self.keys:,}, "
+            f"λ={self.load_imbalance:.4f}, γ={self.replication_factor:.4f}, Γ={self.spark_partial_rows:,}{resumed})"
+        )
+
     def disagreements(self) -> list[str]:
         """Every way Spark's figures differ from each other or the client's; empty when none."""
         problems = []
@@ -91,7 +98,7 @@ class WindowReport(_Balance):
         return problems
 
 
-@dataclass
+@dataclass(repr=False)
 class RunReport(_Balance):
     """A whole run: its windows, where routing ran, how the rows got to Spark, and times.
 
@@ -156,6 +163,14 @@ class RunReport(_Balance):
     @property
     def phase_seconds(self) -> dict[str, float]:
         return {phase: sum(w.seconds.get(phase, 0.0) for w in self.windows) for phase in PHASES}
+
+    def __repr__(self) -> str:
+        return (
+            f"RunReport(grouper={self.grouper!r}, workers={self.workers}, routed_on={self.routed_on!r}, "
+            f"ingestion={self.ingestion!r}, sources={self.sources}, windows={len(self.windows)}, "
+            f"rows={self.rows:,}, λ={self.load_imbalance:.4f}, γ={self.replication_factor:.4f}, "
+            f"Γ={self.spark_partial_rows:,}, wall={self.wall_seconds:.2f} s)"
+        )
 
     def disagreements(self) -> list[str]:
         return [problem for window in self.windows for problem in window.disagreements()]
