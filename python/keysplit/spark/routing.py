@@ -69,18 +69,33 @@ def _missing_message(python: str, problem: str, version: str) -> str:
     )
 
 
-def _router(
-    snapshot: bytes, key: str, nulls: NullPolicy, window: str | None, archive_dir: str, version: str
-) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
-    def route(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+def _keysplit_importer(archive_dir: str) -> Callable[[], Any]:
+    """A function that imports keysplit on an executor, from the shipped archive if there
+    is one; nested, so that it travels by value inside the functions that use it."""
+
+    def import_keysplit() -> Any:
+        import importlib
         import os
         import sys
 
         shipped = os.path.abspath(archive_dir)
         if os.path.isdir(shipped) and shipped not in sys.path:
             sys.path.insert(0, shipped)
+        return importlib.import_module("keysplit")
+
+    return import_keysplit
+
+
+def _router(
+    snapshot: bytes, key: str, nulls: NullPolicy, window: str | None, archive_dir: str
+) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    import_keysplit = _keysplit_importer(archive_dir)
+
+    def route(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        import sys
+
         try:
-            import keysplit
+            keysplit = import_keysplit()
         except ImportError as error:
             raise RuntimeError(
                 f"keysplit is not installed on this executor ({sys.executable}): {error}; "
@@ -127,7 +142,6 @@ def _router(
                 workers = pa.array(grouper.route(keys, nulls=nulls)).cast(pa.int32())
                 yield run.append_column("worker", workers)
 
-    route.__doc__ = f"keysplit {version} routing"
     return route
 
 
@@ -177,22 +191,18 @@ _checked: weakref.WeakKeyDictionary[SparkSession, dict[str | None, str]] = weakr
 
 
 def _executor_probe(archive_dir: str) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    import_keysplit = _keysplit_importer(archive_dir)
+
     def probe(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        import os
+        import importlib.metadata
         import sys
 
         import pyarrow as pa
 
         for _ in batches:
             pass
-        shipped = os.path.abspath(archive_dir)
-        if os.path.isdir(shipped) and shipped not in sys.path:
-            sys.path.insert(0, shipped)
         try:
-            import importlib.metadata
-
-            import keysplit  # noqa: F401
-
+            import_keysplit()
             found = "ok " + importlib.metadata.version("keysplit")
         except Exception as error:  # noqa: BLE001 - reported to the client
             found = f"error {type(error).__name__}: {error}"
@@ -314,5 +324,5 @@ def route_on_executors(
     routed_schema = StructType(
         [*[schema[name] for name in columns], StructField(WORKER_COLUMN, IntegerType(), False)]
     )
-    router = _router(grouper.snapshot(), key, nulls, window, ARCHIVE_DIR, _version())
+    router = _router(grouper.snapshot(), key, nulls, window, ARCHIVE_DIR)
     return ordered.select(*columns).mapInArrow(router, routed_schema).withColumn(SOURCE_COLUMN, F.spark_partition_id())
