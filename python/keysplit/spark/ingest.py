@@ -353,7 +353,7 @@ def choose_path(
         raise ValueError("ingest='upload' needs upload_dir, a directory on the server's filesystem")
     if ingest != "auto":
         return ingest  # type: ignore[return-value]
-    if session.server is not None and staging_dir is None:
+    if session.server is not None:
         return "files"
     if session.spark not in _probed:
         _probed[session.spark] = _probe(session, staging_dir, upload_dir)
