@@ -79,3 +79,26 @@ def test_an_empty_lazy_frame_routes_to_an_empty_frame_with_the_output_column() -
     routed = keysplit.route(empty, key="key", grouper=keysplit.Grouper("key", workers=2))
     assert routed.height == 0
     assert routed.schema == pl.Schema({"key": pl.String, "value": pl.Int64, "worker": pl.UInt32})
+
+
+@pytest.mark.parametrize("name", ["pkg", "pdstream", "d_choices"])
+def test_routing_a_frame_is_all_or_nothing(tmp_path, name: str) -> None:
+    # 300,000 keys then 5 nulls, read in batches: the refusal leaves the grouper untouched
+    # and counts the nulls of the whole frame, not of one batch.
+    keys = pl.Series("k", list(range(300_000)) + [None] * 5, dtype=pl.Int64)
+    path = tmp_path / "keys.parquet"
+    pl.DataFrame({"k": keys}).write_parquet(path)
+    grouper = keysplit.Grouper(name, workers=4, seed=2)
+    grouper.route(pl.Series([7, 8, 9]))
+    before = grouper.snapshot()
+    for frame in (pl.scan_parquet(path), pl.read_parquet(path)):
+        with pytest.raises(ValueError, match=r"hold 5 null\(s\) in the whole frame; nothing was routed"):
+            keysplit.route(frame, key="k", grouper=grouper, batch_rows=100_000)
+        assert grouper.snapshot() == before
+    assert sum(grouper.loads) == 3
+    # After the refusal it routes on as if the refused frame had never been seen.
+    fresh = keysplit.Grouper.restore(before)
+    clean = pl.DataFrame({"k": keys.drop_nulls()})
+    assert keysplit.route(clean, key="k", grouper=grouper, batch_rows=100_000)["worker"].equals(
+        keysplit.route(clean, key="k", grouper=fresh, batch_rows=100_000)["worker"]
+    )

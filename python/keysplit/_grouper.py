@@ -154,6 +154,10 @@ class Grouper:
         grouper._core = _core.GrouperCore.restore(bytes(snapshot))
         return grouper
 
+    def _rewind(self, snapshot: bytes) -> None:
+        """Puts this grouper back in the state :meth:`snapshot` saved (an all-or-nothing routing)."""
+        self._core = _core.GrouperCore.restore(snapshot)
+
     def __reduce__(self) -> tuple[Any, tuple[bytes]]:
         return (type(self).restore, (self.snapshot(),))
 

@@ -25,7 +25,9 @@ def route_batches(
 
     Batches come in row order and each is routed as soon as it is read, so a LazyFrame is
     processed in bounded memory: ``batch_rows`` rows at a time (Polars' choice when None).
-    A DataFrame is cut into slices of ``batch_rows`` rows, or routed whole.
+    A DataFrame is cut into slices of ``batch_rows`` rows, or routed whole. A batch that is
+    refused stops the iteration, and the batches already yielded stay routed: use
+    :func:`route` for all or nothing.
     """
     if not isinstance(grouper, Grouper):
         raise TypeError(f"grouper must be a keysplit.Grouper, got {type(grouper).__name__}")
@@ -64,10 +66,35 @@ def route(
     Rows keep their order. A LazyFrame is read and routed batch by batch (see
     :func:`route_batches`) and the result collected; routing advances the grouper's state,
     so the same frame routed twice need not land on the same workers the second time.
+
+    All or nothing: if any batch is refused (null keys under ``nulls="raise"``, a key type
+    the groupers do not take), the grouper is put back as it was before the first batch, and
+    a refusal for nulls counts the null keys of the whole frame.
     """
-    routed = list(
-        route_batches(frame, key=key, grouper=grouper, out=out, nulls=nulls, batch_rows=batch_rows)
-    )
+    if not isinstance(grouper, Grouper):
+        raise TypeError(f"grouper must be a keysplit.Grouper, got {type(grouper).__name__}")
+    # One batch is refused by the core before any key is routed; several need a way back.
+    before = grouper.snapshot() if isinstance(frame, pl.LazyFrame) or batch_rows is not None else None
+    try:
+        routed = list(
+            route_batches(frame, key=key, grouper=grouper, out=out, nulls=nulls, batch_rows=batch_rows)
+        )
+    except ValueError as error:
+        if before is None:
+            raise
+        grouper._rewind(before)
+        if nulls == "raise" and "null" in str(error):
+            lazy = frame.lazy() if isinstance(frame, pl.DataFrame) else frame
+            total = lazy.select(pl.col(key).null_count()).collect().item()
+            raise ValueError(
+                f"the keys hold {total} null(s) in the whole frame; nothing was routed (the grouper "
+                'is as it was). Nulls are refused by default: pass nulls="group" to route every null as one key'
+            ) from None
+        raise
+    except BaseException:
+        if before is not None:
+            grouper._rewind(before)
+        raise
     if not routed:
         schema = frame.collect_schema() if isinstance(frame, pl.LazyFrame) else frame.schema
         return pl.DataFrame(schema=schema).with_columns(pl.lit(None, pl.UInt32).alias(out))
