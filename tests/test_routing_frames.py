@@ -70,7 +70,7 @@ def test_bad_arguments_raise_clear_errors(kwargs: dict, error: type, message: st
 
 
 def test_frames_only() -> None:
-    with pytest.raises(TypeError, match="frame must be a Polars DataFrame or LazyFrame, got dict"):
+    with pytest.raises(TypeError, match="frame must be a Polars or pandas DataFrame or a LazyFrame, got dict"):
         keysplit.route({"key": [1]}, key="key", grouper=keysplit.Grouper("key", workers=2))  # type: ignore[arg-type]
 
 

@@ -182,3 +182,12 @@ def test_reports_print_their_headline_figures_not_their_tables():
         "RunReport(grouper='pkg', workers=2, routed_on='executors', ingestion='none', sources=1, "
         "windows=1, rows=12,000, λ=0.1667, γ=1.5000, Γ=150, wall=1.50 s)"
     )
+
+
+def test_a_pandas_frame_is_a_client_stream(spark, zipf_stream, zipf_reference):
+    frame = zipf_stream.to_pandas()
+    result = aggregate(
+        frame, key="key", grouper="pkg", workers=4, aggs=AGGS, distinct="exact", session=spark, output="polars",
+        timeout=TIMEOUT,
+    )
+    assert result.equals(zipf_reference)

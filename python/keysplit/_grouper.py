@@ -65,13 +65,19 @@ def _check_config(name: object, workers: object, seed: object) -> None:
 def _importable_keys(keys: Any) -> Any:
     """Keys in a form the core imports as they are.
 
-    Strided or byte-swapped NumPy arrays are copied to C-contiguous native-endian ones,
+    A pandas Series goes through Polars (and Arrow). Strided or byte-swapped NumPy arrays
+    are copied to C-contiguous native-endian ones,
     which the buffer protocol needs. A Polars column of dtype Null (all nulls) becomes an
     all-null String column: Polars exports Null arrays with a buffer the Arrow C data
     interface does not allow. Every other container is shared.
     """
     if isinstance(keys, pl.Series):
         return keys.cast(pl.String) if keys.dtype == pl.Null else keys
+    pandas = sys.modules.get("pandas")
+    if pandas is not None and isinstance(keys, pandas.Series):
+        # Through Arrow, without a copy where Arrow allows: object strings, string[pyarrow],
+        # categoricals and nullable integers all become Arrow arrays the core reads.
+        return _importable_keys(pl.from_pandas(keys))
     numpy = sys.modules.get("numpy")
     if numpy is None or not isinstance(keys, numpy.ndarray):
         return keys

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import sys
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
@@ -10,6 +11,14 @@ from keysplit._grouper import Grouper, NullPolicy
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
+
+
+def from_pandas(frame: Any) -> Any:
+    """A pandas DataFrame as a Polars one (through Arrow); anything else as it is."""
+    pandas = sys.modules.get("pandas")
+    if pandas is not None and isinstance(frame, pandas.DataFrame):
+        return pl.from_pandas(frame)
+    return frame
 
 
 def route_batches(
@@ -31,6 +40,7 @@ def route_batches(
     """
     if not isinstance(grouper, Grouper):
         raise TypeError(f"grouper must be a keysplit.Grouper, got {type(grouper).__name__}")
+    frame = from_pandas(frame)
     if batch_rows is not None and (isinstance(batch_rows, bool) or not isinstance(batch_rows, int) or batch_rows < 1):
         raise ValueError(f"batch_rows must be a positive int or None, got {batch_rows!r}")
     if isinstance(frame, pl.DataFrame):
@@ -42,7 +52,7 @@ def route_batches(
         schema = frame.collect_schema()
         batches = iter(frame.collect_batches(chunk_size=batch_rows, maintain_order=True))
     else:
-        raise TypeError(f"frame must be a Polars DataFrame or LazyFrame, got {type(frame).__name__}")
+        raise TypeError(f"frame must be a Polars or pandas DataFrame or a LazyFrame, got {type(frame).__name__}")
     if key not in schema:
         raise ValueError(f"key column {key!r} is not in the frame; columns: {list(schema)}")
     if out in schema:
@@ -73,6 +83,7 @@ def route(
     """
     if not isinstance(grouper, Grouper):
         raise TypeError(f"grouper must be a keysplit.Grouper, got {type(grouper).__name__}")
+    frame = from_pandas(frame)
     # One batch is refused by the core before any key is routed; several need a way back.
     before = grouper.snapshot() if isinstance(frame, pl.LazyFrame) or batch_rows is not None else None
     try:

@@ -37,6 +37,8 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from keysplit._routing import from_pandas
+
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
     from pyspark.sql.connect.dataframe import DataFrame
@@ -67,6 +69,7 @@ def require_batch_rows(batch_rows: object) -> int:
 
 
 def _as_frame(item: object) -> pl.DataFrame:
+    item = from_pandas(item)
     if isinstance(item, pl.DataFrame):
         return item
     if isinstance(item, (pa.Table, pa.RecordBatch)):
@@ -74,20 +77,21 @@ def _as_frame(item: object) -> pl.DataFrame:
         assert isinstance(frame, pl.DataFrame)
         return frame
     raise TypeError(
-        "a stream holds Polars DataFrames or Arrow tables/record batches, got "
+        "a stream holds Polars or pandas DataFrames or Arrow tables/record batches, got "
         f"{type(item).__name__}"
     )
 
 
 def frames(stream: Stream, batch_rows: int) -> Iterator[pl.DataFrame]:
     """``stream`` as Polars frames of at most ``batch_rows`` rows, in order."""
+    stream = from_pandas(stream)
     if isinstance(stream, pl.LazyFrame):
         items: Iterable[Any] = stream.collect_batches(chunk_size=batch_rows, maintain_order=True)
     elif isinstance(stream, (pl.DataFrame, pa.Table, pa.RecordBatch)):
         items = [stream]
     elif isinstance(stream, (str, bytes)) or not isinstance(stream, Iterable):
         raise TypeError(
-            "stream must be a Spark DataFrame, a Polars DataFrame or LazyFrame, an Arrow table, "
+            "stream must be a Spark DataFrame, a Polars or pandas DataFrame, a LazyFrame, an Arrow table, "
             f"or an iterable of DataFrames or Arrow batches; got {type(stream).__name__}"
         )
     else:
