@@ -134,3 +134,23 @@ def test_plot_writes_pngs_and_a_self_contained_report(tmp_path: Path) -> None:
 def test_plot_refuses_what_is_not_a_results_table(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="missing columns"):
         plots.plot(pl.DataFrame({"x": [1]}), tmp_path)
+
+
+def test_the_readme_python_snippets_run_in_a_fresh_interpreter() -> None:
+    # `import keysplit` alone gives keysplit.simulate, and the Datasets block's with_bursts
+    # line runs as written (on a small zipf stream instead of the KJV).
+    import subprocess
+    import sys
+
+    code = (
+        "import keysplit\n"
+        "from keysplit import datasets\n"
+        "table = keysplit.simulate.simulate(groupers=['key', 'pkg'], workers=[8, 16], "
+        "datasets=['zipf:z=1.5,keys=1000,tuples=20000'], windows=[None, 10_000])\n"
+        "assert table.height > 0\n"
+        "stream = datasets.with_bursts(datasets.zipf(keys=1_000, tuples=30_000, z=1.0), "
+        "[datasets.Burst(key=999, start=10_000, length=5_000, share=0.5)])\n"
+        "assert sum(batch.height for batch in stream) == 30_000\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr

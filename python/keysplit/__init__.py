@@ -4,7 +4,7 @@ The key groupers of the stream-partitioning literature, in Rust, routing Arrow a
 data without copying it. See ``keysplit.groupers()`` for what is available.
 """
 
-from keysplit import datasets, metrics, sketches, tables
+from keysplit import datasets, metrics, simulate, sketches, tables
 from keysplit._core import MAX_WORKERS, SnapshotError, WorkerIds, __version__, hash_key
 from keysplit._grouper import Grouper, GrouperInfo, NullPolicy, groupers
 from keysplit._routing import route, route_batches
@@ -26,6 +26,7 @@ __all__ = [
     "route",
     "route_batches",
     "route_sources",
+    "simulate",
     "sketches",
     "tables",
 ]
