@@ -179,11 +179,9 @@ def _python_without_keysplit(directory: Path) -> Path:
     """A real interpreter whose packages are this one's, but for keysplit and Polars."""
     import keysplit as installed
 
-    site = Path(installed.__file__).resolve().parent.parent
-    if not (site / "pyspark").exists():
-        site = Path(installed.__file__).parent.parent
     packages = directory / "site-packages"
     packages.mkdir()
+    # keysplit's own site-packages directory (not resolved: the package may be symlinked).
     for entry in Path(installed.__file__).parent.parent.iterdir():
         if not entry.name.startswith(("keysplit", "polars", "_polars")):
             (packages / entry.name).symlink_to(entry)
