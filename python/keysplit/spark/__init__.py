@@ -11,6 +11,8 @@ server allows). Needs ``pip install keysplit[spark]`` and Java 17.
 
 from __future__ import annotations
 
+from keysplit.spark.grouped import GroupedReport, apply_grouped, apply_grouped_with_report
+from keysplit.spark.hot_keys import hot_keys
 from keysplit.spark.aggregate import (
     DEFAULT_SKETCH_LG_K,
     FUNCTIONS,
@@ -34,6 +36,7 @@ __all__ = [
     "FUNCTIONS",
     "INGEST_PATHS",
     "Agg",
+    "GroupedReport",
     "EmbeddedServer",
     "ExecutorSetupError",
     "ObservationMismatch",
@@ -44,8 +47,11 @@ __all__ = [
     "WindowReport",
     "aggregate",
     "aggregate_with_report",
+    "apply_grouped",
+    "apply_grouped_with_report",
     "apply_operator",
     "check_executors",
+    "hot_keys",
     "package_archive",
     "parse_aggs",
     "redact",

@@ -377,16 +377,22 @@ def open_ingestion(
 
 
 
-def to_spark(session: Session, table: pa.Table, path: IngestPath) -> DataFrame:
-    """``table`` as a Spark DataFrame held on the server, sent by ``path``."""
-    if table.num_rows == 0:
-        return session.call("an empty result", lambda: session.spark.createDataFrame(table))
+def to_spark(session: Session, data: Stream, path: IngestPath) -> DataFrame:
+    """``data`` (a table or a client stream) as a Spark DataFrame held on the server, sent by
+    ``path``; its partitions keep the stream's order."""
+    first: pl.DataFrame | None = None
     sink = open_ingestion(session, path)
     try:
-        frame = pl.from_arrow(table)
-        assert isinstance(frame, pl.DataFrame)
-        for part in frame.iter_slices(DEFAULT_BATCH_ROWS):
-            sink.write(part)
+        for part in frames(data, DEFAULT_BATCH_ROWS):
+            if first is None or not first.height:
+                first = part
+            if part.height:
+                sink.write(part)
+        if first is None:
+            raise ValueError("the stream is empty")
+        if not first.height:
+            empty = to_arrow(first)
+            return session.call("an empty result", lambda: session.spark.createDataFrame(empty))
         rows = sink.finish()
         return session.call("holding a result", lambda: rows.localCheckpoint(eager=True))
     finally:

@@ -1,0 +1,494 @@
+"""Grouped maps with the hot keys split: ``apply_grouped``, ``applyInPandas`` without the straggler.
+
+``df.groupBy(key).applyInPandas(f)`` sends each key's whole group to one task and one
+Python call, so a hot key makes one task the straggler and one call hold most of the rows.
+Spark cannot split it (adaptive execution splits skewed partitions of joins only). Here:
+
+1. **Route.** Each row gets a worker on the executors (:mod:`.routing`). With the
+   default plan, a first pass finds the hot keys (:func:`.hot_keys.hot_keys`); a key of
+   share ``p`` goes round robin over ``⌈p·n⌉`` workers chosen least loaded first, every
+   other key stays whole on its hash worker (key grouping). That is the replication of the
+   offline bound γ*: no key is split that need not be. With ``grouper=`` an online
+   keysplit grouper routes instead, one per input partition.
+2. **Function stage.** ``repartitionById(n, worker)``: worker ``w``'s rows are partition
+   ``w``, so the task count is keysplit's and adaptive execution cannot coalesce the spread;
+   ``function`` runs once per (worker, key) group, as ``applyInPandas`` would run it.
+3. **Merge stage.** Only for the keys that ended up on more than one worker: their partial
+   results are grouped by key and ``merge`` runs once per such key. A key on one worker is
+   never merged; its result is ``function``'s.
+
+The function stage runs when :func:`apply_grouped` is called (the merge stage must know
+which keys were split); the merge stage runs when the result is used.
+
+What ``merge`` must satisfy: for any split of a key's rows into parts ``P1..Pk``,
+``merge(concat(function(P1), ..., function(Pk)))`` equals ``function(P1 ∪ ... ∪ Pk)``,
+in any order of the parts (Spark gives no order). Top-k, counts, sums, min/max, mergeable
+sketches and sufficient statistics of a model qualify; a running sum over the rows in order
+does not (see ``docs/spark.md``).
+"""
+
+from __future__ import annotations
+
+import inspect
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import polars as pl
+
+from keysplit import metrics
+from keysplit._grouper import Grouper, NullPolicy
+from keysplit.spark.hot_keys import DEFAULT_CAPACITY, hot_keys, offline_replication, placement
+from keysplit.spark.ingest import choose_path, to_spark
+from keysplit.spark.pipeline import is_spark_frame, make_grouper, run_settings
+from keysplit.spark.routing import route_on_executors
+from keysplit.spark.session import as_session
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+
+    import pandas as pd
+    from pyspark.sql import SparkSession
+    from pyspark.sql.connect.dataframe import DataFrame
+    from pyspark.sql.types import StructType
+
+    from keysplit.spark.ingest import Stream
+    from keysplit.spark.session import Session
+
+#: Every column apply_grouped adds starts with this; the input and the schema may not use it.
+PREFIX = "__keysplit_"
+_WORKER = PREFIX + "worker"
+_KEY = PREFIX + "key"
+_ROWS = PREFIX + "rows"
+_SECONDS = PREFIX + "seconds"
+_EMPTY = PREFIX + "empty"
+_TASK = PREFIX + "task"
+_SPLIT_KEY = PREFIX + "split_key"
+#: The two-pass plan places every key of at least this share (the rest go by hash).
+PLACED_SHARE = 1e-6
+#: Salts of the uniform salting the report compares with.
+SALTS = 32
+
+
+def _takes_key(function: Callable[..., Any]) -> bool:
+    """Whether ``function`` is ``f(key, pdf)`` rather than ``f(pdf)``, as ``applyInPandas`` decides."""
+    try:
+        parameters = inspect.signature(function).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    positional = [p for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    return len(positional) == 2
+
+
+def _caller(
+    function: Callable[..., Any], takes_key: bool, columns: list[str], stage: str
+) -> Callable[[tuple[Any, ...], pd.DataFrame], pd.DataFrame]:
+    """The ``applyInPandas`` function of a stage: ``function`` on one group, its output
+    conformed to the schema's ``columns``, plus the bookkeeping columns (``_KEY``,
+    ``_WORKER``, and on the first row the group's rows and the call's seconds)."""
+
+    def call(group: tuple[Any, ...], pdf: pd.DataFrame) -> pd.DataFrame:
+        import time
+
+        import pandas as pd
+
+        value = group[-1]
+        if stage == "function":
+            worker = int(group[0])
+            pdf.pop(_WORKER)
+        else:
+            worker = -1
+            pdf = pdf.loc[~pdf[_EMPTY].astype(bool), columns].reset_index(drop=True)
+        started = time.perf_counter()
+        out = function((value,), pdf) if takes_key else function(pdf)
+        seconds = time.perf_counter() - started
+        if not isinstance(out, pd.DataFrame):
+            raise TypeError(f"the {stage} must return a pandas DataFrame, got {type(out).__name__}")
+        empty = len(out) == 0
+        if empty:
+            out = pd.DataFrame({name: [None] for name in columns})
+        elif all(isinstance(label, str) for label in out.columns):
+            missing = [name for name in columns if name not in out.columns]
+            unexpected = [label for label in out.columns if label not in columns]
+            if missing or unexpected:
+                raise ValueError(
+                    f"the {stage}'s pandas DataFrame does not match the schema: missing {missing}, "
+                    f"unexpected {unexpected}"
+                )
+            out = out[columns]
+        else:
+            if len(out.columns) != len(columns):
+                raise ValueError(
+                    f"the {stage} returned {len(out.columns)} columns, the schema has {len(columns)}"
+                )
+            out = out.set_axis(columns, axis=1)
+        from pyspark import TaskContext
+
+        context = TaskContext.get()
+        height = len(out)
+        first = [True] + [False] * (height - 1)
+        return out.reset_index(drop=True).assign(**{
+            _KEY: pd.Series([value] * height, dtype=object),
+            _WORKER: worker,
+            _ROWS: pd.Series([len(pdf) if f else -1 for f in first], dtype="int64"),
+            _SECONDS: pd.Series([seconds if f else 0.0 for f in first], dtype="float64"),
+            _EMPTY: empty,
+            _TASK: context.partitionId() if context is not None else -1,
+        })
+
+    return call
+
+
+@dataclass(repr=False)
+class GroupedReport:
+    """What one :func:`apply_grouped_with_report` run did.
+
+    ``plan`` is ``"two-pass"`` or the grouper's name. ``split`` lists the keys held by more
+    than one worker and how many (``workers``), most first. ``calls`` has one row per
+    ``function`` call: its ``worker``, the ``rows`` it held and its ``seconds`` (measured in
+    the Python worker) and the ``task`` (partition) of the function stage that ran it, which
+is always its worker, and ``merge_calls`` one per ``merge`` call. ``worker_rows[w]`` and
+    ``worker_seconds[w]`` sum them per worker: worker ``w`` is task ``w`` of the function
+    stage, so ``worker_seconds`` are its tasks' Python times. Rows shuffled: ``rows`` to the
+    function stage (as ``applyInPandas``), ``merge_rows`` more to the merge stage; uniform
+    salting with :data:`SALTS` salts would make ``salting_calls`` calls (expected, computed
+    from the per-key counts) and shuffle ``salting_merge_rows`` partial rows (estimated from
+    this run's output rows per call). ``offline_replication`` is γ* of the per-key counts.
+    """
+
+    plan: str
+    workers: int
+    rows: int
+    keys: int
+    split: pl.DataFrame
+    calls: pl.DataFrame
+    merge_calls: pl.DataFrame
+    merge_rows: int
+    output_rows: int
+    salting_calls: float
+    salting_merge_rows: float
+    offline_replication: float
+    hot_keys: pl.DataFrame | None = None
+    seconds: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def worker_rows(self) -> list[int]:
+        return self._per_worker("rows")
+
+    @property
+    def worker_seconds(self) -> list[float]:
+        return self._per_worker("seconds")
+
+    def _per_worker(self, column: str) -> list[Any]:
+        sums = self.calls.group_by("worker").agg(pl.col(column).sum())
+        out: list[Any] = [0] * self.workers
+        for worker, value in sums.iter_rows():
+            out[worker] = value
+        return out
+
+    @property
+    def largest_call(self) -> int:
+        """The most rows one ``function`` call held."""
+        return int(self.calls["rows"].max() or 0)
+
+    @property
+    def median_call(self) -> float:
+        return float(self.calls["rows"].median() or 0.0)
+
+    @property
+    def load_imbalance(self) -> float:
+        """λ of the rows per worker."""
+        return metrics.load_imbalance(pl.Series(self.worker_rows, dtype=pl.UInt64))
+
+    @property
+    def replication_factor(self) -> float:
+        """γ: ``function`` calls per distinct key."""
+        return self.calls.height / self.keys if self.keys else 0.0
+
+    @property
+    def straggler(self) -> float:
+        """The slowest worker's Python seconds over the median worker's."""
+        seconds = pl.Series(self.worker_seconds)
+        median = seconds.median()
+        return float(seconds.max()) / float(median) if median else float("inf")  # type: ignore[arg-type]
+
+    def __repr__(self) -> str:
+        return (
+            f"GroupedReport(plan={self.plan!r}, workers={self.workers}, rows={self.rows:,}, keys={self.keys:,}, "
+            f"split={self.split.height}, calls={self.calls.height:,}, largest_call={self.largest_call:,}, "
+            f"λ={self.load_imbalance:.4f}, γ={self.replication_factor:.4f}, γ*={self.offline_replication:.4f}, "
+            f"merge_rows={self.merge_rows:,})"
+        )
+
+
+def _struct(session: Session, schema: StructType | str) -> StructType:
+    from pyspark.sql.types import StructType
+
+    if isinstance(schema, StructType):
+        return schema
+    if not isinstance(schema, str):
+        raise TypeError(f"schema must be a DDL string or a StructType, got {type(schema).__name__}")
+    parsed = session.call("reading the schema", lambda: session.spark.createDataFrame([], schema).schema)
+    assert isinstance(parsed, StructType)
+    return parsed
+
+
+def _require_callable(name: str, value: object) -> Callable[..., Any]:
+    if not callable(value):
+        raise TypeError(f"{name} must be a function of a pandas DataFrame, got {type(value).__name__}")
+    return value
+
+
+class _GroupedRun:
+    def __init__(
+        self,
+        frame: Stream | DataFrame,
+        *,
+        key: str,
+        function: Callable[..., Any],
+        merge: Callable[..., Any],
+        schema: StructType | str,
+        grouper: Grouper | str | None,
+        workers: int,
+        seed: int,
+        session: Session | SparkSession | None,
+        order_by: Sequence[str] | str | None,
+        capacity: int,
+        nulls: NullPolicy,
+    ) -> None:
+        self.function = _require_callable("function", function)
+        self.merge = _require_callable("merge", merge)
+        if is_spark_frame(frame):
+            self.session, _ = as_session(frame.sparkSession if session is None else session)  # type: ignore[union-attr]
+        elif session is None:
+            raise ValueError(
+                "a client stream needs session=: the result is a Spark DataFrame that lives in it "
+                "(e.g. session=keysplit.spark.session())"
+            )
+        else:
+            self.session, _ = as_session(session)
+            frame = to_spark(self.session, frame, choose_path(self.session, "auto"))
+        self.frame: DataFrame = frame  # type: ignore[assignment]
+        self.key = key
+        self.nulls = nulls
+        self.order_by = [order_by] if isinstance(order_by, str) else order_by
+        self.capacity = capacity
+        if grouper is None:
+            if isinstance(workers, bool) or not isinstance(workers, int) or not 1 <= workers <= 1 << 16:
+                raise ValueError(f"workers must be an int in [1, 65,536], got {workers!r}")
+            self.grouper = Grouper("key", workers=workers, seed=seed)
+            self.plan = "two-pass"
+        else:
+            self.grouper = make_grouper(grouper, workers, seed)
+            self.plan = self.grouper.name
+        self.workers = self.grouper.workers
+        self.input_schema = self.session.call("reading the schema", lambda: self.frame.schema)
+        names = [f.name for f in self.input_schema.fields]
+        self.output = _struct(self.session, schema)
+        self.columns = [f.name for f in self.output.fields]
+        clashes = [n for n in [*names, *self.columns] if n.startswith(PREFIX)]
+        if clashes:
+            raise ValueError(f"columns starting with {PREFIX!r} are keysplit's own; rename {clashes}")
+        if key not in names:
+            raise ValueError(f"key column {key!r} is not in the DataFrame; columns: {names}")
+        self.hot: pl.DataFrame | None = None
+        self.seconds: dict[str, float] = {}
+
+    def _intermediate(self) -> StructType:
+        from pyspark.sql.types import BooleanType, DoubleType, IntegerType, LongType, StructField, StructType
+
+        return StructType([
+            *[StructField(f.name, f.dataType, True) for f in self.output.fields],
+            StructField(_KEY, self.input_schema[self.key].dataType, True),
+            StructField(_WORKER, IntegerType(), False),
+            StructField(_ROWS, LongType(), False),
+            StructField(_SECONDS, DoubleType(), False),
+            StructField(_EMPTY, BooleanType(), False),
+            StructField(_TASK, IntegerType(), False),
+        ])
+
+    def partials(self) -> DataFrame:
+        """Routes, runs the function stage and holds its output on the executors."""
+        call = self.session.call
+        chosen = None
+        if self.plan == "two-pass":
+            started = time.perf_counter()
+            # Every tracked key is placed, not only the split ones: placing the warm keys
+            # least loaded first leaves only the light tail to the hash.
+            self.hot = hot_keys(
+                self.frame, key=self.key, workers=self.workers, capacity=self.capacity,
+                min_share=PLACED_SHARE, session=self.session,
+            )
+            chosen = placement(self.hot, key=self.key, workers=self.workers)
+            self.seconds["hot_keys"] = time.perf_counter() - started
+        started = time.perf_counter()
+        routed = route_on_executors(
+            self.session, self.frame, schema=self.input_schema, key=self.key, grouper=self.grouper,
+            columns=[f.name for f in self.input_schema.fields], nulls=self.nulls, order_by=self.order_by,
+            worker_column=_WORKER, source_column=None, placement=chosen,
+        )
+        stage = routed.repartitionById(self.workers, _WORKER).groupBy(_WORKER, self.key).applyInPandas(
+            _caller(self.function, _takes_key(self.function), self.columns, "function"), self._intermediate()
+        )
+        held = call("the function stage", lambda: stage.localCheckpoint(eager=True))
+        self.seconds["function"] = time.perf_counter() - started
+        return held
+
+    def split_keys(self, held: DataFrame) -> DataFrame:
+        from pyspark.sql import functions as F
+
+        return (
+            held.groupBy(_KEY).agg(F.count_distinct(_WORKER).alias("workers"))
+            .filter(F.col("workers") > 1).select(F.col(_KEY).alias(_SPLIT_KEY), "workers")
+        )
+
+    def stages(self, held: DataFrame, split: DataFrame, split_count: int) -> tuple[DataFrame, DataFrame | None]:
+        """The whole keys' results, and the merge stage's output (with bookkeeping) if a key was split."""
+        from pyspark.sql import functions as F
+
+        user = [F.col(name) for name in self.columns]
+        if not split_count:
+            return held.filter(~F.col(_EMPTY)).select(*user), None
+        on = held[_KEY].eqNullSafe(split[_SPLIT_KEY])
+        whole = held.join(F.broadcast(split), on, "left_anti").filter(~F.col(_EMPTY)).select(*user)
+        parts = held.join(F.broadcast(split), on, "left_semi").select(*user, _KEY, _EMPTY)
+        merged = parts.repartition(min(split_count, self.workers), _KEY).groupBy(_KEY).applyInPandas(
+            _caller(self.merge, _takes_key(self.merge), self.columns, "merge"), self._intermediate()
+        )
+        return whole, merged
+
+
+def _table(session: Session, what: str, frame: DataFrame) -> pl.DataFrame:
+    table = pl.from_arrow(session.call(what, frame.toArrow))
+    assert isinstance(table, pl.DataFrame)
+    return table
+
+
+def _run(run: _GroupedRun, report: bool) -> tuple[DataFrame, GroupedReport | None]:
+    from pyspark.sql import functions as F
+
+    call = run.session.call
+    with run_settings(run.session):
+        held = run.partials()
+        split = run.split_keys(held)
+        split_table = _table(run.session, "finding the split keys", split)
+        whole, merged = run.stages(held, split, split_table.height)
+        if report and merged is not None:
+            started = time.perf_counter()
+            stage = merged
+            merged = call("the merge stage", lambda: stage.localCheckpoint(eager=True))
+            run.seconds["merge"] = time.perf_counter() - started
+        result = whole if merged is None else whole.unionByName(merged.filter(~F.col(_EMPTY)).select(*run.columns))
+        if not report:
+            return result, None
+        firsts = held.filter(F.col(_ROWS) >= 0)
+        calls = _table(run.session, "reading the function calls", firsts.select(
+            F.col(_WORKER).alias("worker"), F.col(_TASK).alias("task"), F.col(_ROWS).alias("rows"),
+            F.col(_SECONDS).alias("seconds")))
+        merge_calls = pl.DataFrame(schema={"rows": pl.Int64, "seconds": pl.Float64})
+        if merged is not None:
+            merge_calls = _table(run.session, "reading the merge calls", merged.filter(F.col(_ROWS) >= 0).select(
+                F.col(_ROWS).alias("rows"), F.col(_SECONDS).alias("seconds")))
+        counts = _table(run.session, "counting rows per key", firsts.groupBy(_KEY).agg(F.sum(_ROWS).alias("rows")).select("rows"))
+        output_rows = int(call("counting output rows", held.filter(~F.col(_EMPTY)).count))
+        merge_rows = 0
+        if split_table.height:
+            on = held[_KEY].eqNullSafe(split[_SPLIT_KEY])
+            merge_rows = int(call("counting the merge stage's rows", held.join(F.broadcast(split), on, "left_semi").count))
+    key_rows = counts["rows"].cast(pl.Float64)
+    salting_calls = float((SALTS * (1 - (1 - 1 / SALTS) ** key_rows)).sum()) if counts.height else 0.0
+    return result, GroupedReport(
+        plan=run.plan, workers=run.workers, rows=int(calls["rows"].sum()), keys=counts.height,
+        split=split_table.rename({_SPLIT_KEY: run.key}).sort(["workers", run.key], descending=[True, False]),
+        calls=calls, merge_calls=merge_calls, merge_rows=merge_rows, output_rows=output_rows,
+        salting_calls=salting_calls, salting_merge_rows=salting_calls * output_rows / max(calls.height, 1),
+        offline_replication=offline_replication(counts["rows"], run.workers), hot_keys=run.hot, seconds=run.seconds,
+    )
+
+
+def apply_grouped(
+    frame: DataFrame | Stream,
+    *,
+    key: str = "key",
+    function: Callable[..., Any],
+    merge: Callable[..., Any],
+    schema: StructType | str,
+    grouper: Grouper | str | None = None,
+    workers: int = 32,
+    seed: int = 0,
+    session: Session | SparkSession | None = None,
+    order_by: Sequence[str] | str | None = None,
+    capacity: int = DEFAULT_CAPACITY,
+    nulls: NullPolicy = "group",
+) -> DataFrame:
+    """``frame.groupBy(key).applyInPandas(function, schema)``, with the hot keys split.
+
+    Parameters (all keyword-only but ``frame``)
+    -------------------------------------------
+    frame
+        A Spark DataFrame, or a client stream (Polars, pandas, Arrow, an iterable of them),
+        which is first written to Spark in ``session``.
+    key
+        The grouping column: integers, strings or binary (a whole-number decimal too).
+    function
+        ``function(pdf)`` or ``function(key, pdf)`` with ``key`` a one-element tuple, as in
+        ``applyInPandas``: called once per (worker, key) group with all of the frame's
+        columns, returning a pandas DataFrame of ``schema``.
+    merge
+        Called once per split key on the concatenated outputs of ``function`` for that key
+        (columns of ``schema``, in no particular order), returning the key's result in
+        ``schema``. It must satisfy the contract in this module's notes.
+    schema
+        The output schema, a DDL string or a ``StructType``, as in ``applyInPandas``.
+    grouper, workers, seed
+        None (default): the two-pass plan, ``workers`` workers (the function stage's tasks);
+        a key of share ``p`` goes over ``⌈p·n⌉`` of them (found by
+        :func:`keysplit.spark.hot_keys` with ``capacity`` counters per partition), every
+        other key stays whole. A grouper name or :class:`keysplit.Grouper`: that online
+        grouper routes each input partition instead (its own ``workers``).
+    session
+        A :class:`keysplit.spark.Session` or a ``SparkSession``; None for a DataFrame's own.
+    order_by
+        Columns to sort each partition by before routing (see :func:`keysplit.spark.aggregate`);
+        needed when the DataFrame comes out of a shuffle and the plan routes online.
+    nulls
+        ``"group"`` (default): null keys are one group, as in ``groupBy``; ``"raise"``
+        refuses them.
+
+    The function stage runs now; the result is a Spark DataFrame of ``schema`` whose merge
+    stage runs when it is used. No column of ``frame`` is changed and the routing column
+    is not in the result.
+    """
+    result, _ = _run(_GroupedRun(
+        frame, key=key, function=function, merge=merge, schema=schema, grouper=grouper, workers=workers,
+        seed=seed, session=session, order_by=order_by, capacity=capacity, nulls=nulls,
+    ), report=False)
+    return result
+
+
+def apply_grouped_with_report(
+    frame: DataFrame | Stream,
+    *,
+    key: str = "key",
+    function: Callable[..., Any],
+    merge: Callable[..., Any],
+    schema: StructType | str,
+    grouper: Grouper | str | None = None,
+    workers: int = 32,
+    seed: int = 0,
+    session: Session | SparkSession | None = None,
+    order_by: Sequence[str] | str | None = None,
+    capacity: int = DEFAULT_CAPACITY,
+    nulls: NullPolicy = "group",
+) -> tuple[DataFrame, GroupedReport]:
+    """:func:`apply_grouped`, run to the end, and a :class:`GroupedReport` of what it did.
+
+    Both stages run now (the result is held on the executors); the report's figures cost
+    a few small queries over the function stage's output.
+    """
+    result, report = _run(_GroupedRun(
+        frame, key=key, function=function, merge=merge, schema=schema, grouper=grouper, workers=workers,
+        seed=seed, session=session, order_by=order_by, capacity=capacity, nulls=nulls,
+    ), report=True)
+    assert report is not None
+    return result, report

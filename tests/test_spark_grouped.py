@@ -1,0 +1,392 @@
+"""Grouped maps with the hot keys split (``apply_grouped``) and the heavy hitters of a
+DataFrame (``hot_keys``), against the real embedded server (the ``spark`` fixture).
+
+Results are compared with Spark's own ``groupBy(key).applyInPandas`` and with Polars on the
+same rows; the DataFrames are read from Parquet files the tests write, one input partition
+per file.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+import pandas as pd
+import polars as pl
+import pytest
+from pyspark import cloudpickle
+
+from keysplit.spark import GroupedReport, apply_grouped, apply_grouped_with_report, hot_keys
+from keysplit.spark.hot_keys import offline_replication, placement
+from keysplit.spark.routing import _placer_maker
+
+# The executors cannot import this test module: its functions travel by value, as a
+# notebook's would.
+cloudpickle.register_pickle_by_value(sys.modules[__name__])
+
+FILES = 4
+TOP3 = "key long, rank int, value long, n long"
+
+
+def top3(pdf: pd.DataFrame) -> pd.DataFrame:
+    """The three largest values of a key, and how many rows the call held."""
+    best = pdf.nlargest(3, "value")
+    return pd.DataFrame({"key": best["key"], "rank": range(1, len(best) + 1), "value": best["value"], "n": len(pdf)})
+
+
+def top3_merge(pdf: pd.DataFrame) -> pd.DataFrame:
+    """The three largest of the partial top-3s; ``n`` keeps the largest call."""
+    best = pdf.nlargest(3, "value")
+    return pd.DataFrame({
+        "key": best["key"], "rank": range(1, len(best) + 1), "value": best["value"], "n": pdf["n"].max(),
+    })
+
+
+def _skewed(rows: int, *, z: float, keys: int, seed: int) -> pl.DataFrame:
+    rng = np.random.default_rng(seed)
+    drawn = np.clip(rng.zipf(z, rows), 1, keys)
+    permuted = rng.permutation(keys + 1)[drawn].astype(np.int64)
+    # Distinct values, so that each key's top 3 is one answer whatever the order.
+    return pl.DataFrame({"key": permuted, "value": rng.permutation(rows).astype(np.int64) * 3 + 1})
+
+
+def _write(directory, data: pl.DataFrame, files: int = FILES):
+    directory.mkdir(parents=True, exist_ok=True)
+    for index, part in enumerate(data.iter_slices(-(-data.height // files))):
+        part.write_parquet(directory / f"part-{index}.parquet")
+    return directory
+
+
+def _expected_top3(data: pl.DataFrame) -> pl.DataFrame:
+    return (
+        data.sort("value", descending=True).group_by("key", maintain_order=True).head(3)
+        .with_columns(rank=pl.int_range(1, pl.len() + 1).over("key").cast(pl.Int32))
+        .select("key", "rank", "value").sort("key", "rank")
+    )
+
+
+def _collect(frame) -> pl.DataFrame:
+    result = pl.from_arrow(frame.toArrow())
+    assert isinstance(result, pl.DataFrame)
+    return result
+
+
+@pytest.fixture(scope="module")
+def zipf_data() -> pl.DataFrame:
+    return _skewed(240_000, z=2.0, keys=5_000, seed=3)
+
+
+@pytest.fixture(scope="module")
+def zipf_frame(spark, tmp_path_factory, zipf_data):
+    directory = _write(tmp_path_factory.mktemp("grouped") / "zipf", zipf_data)
+    return spark.spark.read.parquet(str(directory))
+
+
+@pytest.fixture(scope="module")
+def two_pass(spark, zipf_frame) -> tuple[pl.DataFrame, GroupedReport]:
+    result, report = apply_grouped_with_report(
+        zipf_frame, key="key", function=top3, merge=top3_merge, schema=TOP3, workers=32, session=spark,
+    )
+    return _collect(result), report
+
+
+def test_two_pass_equals_apply_in_pandas_and_polars(spark, zipf_frame, zipf_data, two_pass):
+    result, report = two_pass
+    native = _collect(zipf_frame.groupBy("key").applyInPandas(top3, TOP3))
+    assert result.select("key", "rank", "value").sort("key", "rank").equals(_expected_top3(zipf_data))
+    assert result.drop("n").sort("key", "rank").equals(native.drop("n").sort("key", "rank"))
+    hottest = int(zipf_data["key"].value_counts()["count"].max())
+    assert native["n"].max() == hottest
+    # The largest call, as the function itself reported it, is the report's.
+    assert result["n"].max() == report.largest_call
+    assert report.largest_call * 10 <= hottest
+
+
+def test_two_pass_splits_only_the_keys_that_need_it(zipf_data, two_pass):
+    _, report = two_pass
+    counts = zipf_data["key"].value_counts()
+    need = counts.with_columns(
+        workers=(pl.col("count") * report.workers / zipf_data.height - 1e-9).ceil().cast(pl.Int64).clip(lower_bound=1)
+    )
+    expected = need.filter(pl.col("workers") > 1).select("key", "workers").sort("key")
+    assert report.split.sort("key").equals(expected)
+    assert report.merge_calls.height == expected.height
+    assert report.keys == counts.height and report.rows == zipf_data.height
+    assert report.replication_factor == pytest.approx(offline_replication(counts["count"], report.workers))
+    assert report.offline_replication == pytest.approx(report.replication_factor)
+    assert report.load_imbalance < 0.05
+    assert sum(report.worker_rows) == zipf_data.height
+    # Every call ran in the function stage's task of its worker: Spark kept the spread.
+    assert report.calls["task"].equals(report.calls["worker"].cast(pl.Int32), check_names=False)
+    # Each piece of a split key holds thousands of rows, so its partial is a full top 3.
+    assert report.merge_rows == 3 * int(expected["workers"].sum())
+    assert report.output_rows == report.merge_rows + 3 * (report.keys - expected.height) - int(
+        (3 - counts.filter(pl.col("count") < 3)["count"]).sum()
+    )
+
+
+def test_online_grouper_equals_apply_in_pandas(spark, zipf_frame, zipf_data):
+    result, report = apply_grouped_with_report(
+        zipf_frame, key="key", function=top3, merge=top3_merge, schema=TOP3, grouper="d_choices",
+        workers=16, session=spark,
+    )
+    assert _collect(result).select("key", "rank", "value").sort("key", "rank").equals(_expected_top3(zipf_data))
+    assert report.plan == "d_choices"
+    # A key merged is a key held by more than one worker, and no other.
+    assert report.merge_calls.height == report.split.height > 0
+    assert report.split["workers"].min() >= 2
+
+
+def test_uniform_keys_split_nothing_and_merge_nothing(spark, tmp_path):
+    rng = np.random.default_rng(9)
+    data = pl.DataFrame({"key": rng.integers(0, 2_000, 60_000), "value": rng.permutation(60_000).astype(np.int64)})
+    frame = spark.spark.read.parquet(str(_write(tmp_path / "uniform", data)))
+    result, report = apply_grouped_with_report(
+        frame, key="key", function=top3, merge=top3_merge, schema=TOP3, workers=16, session=spark,
+    )
+    assert _collect(result).select("key", "rank", "value").sort("key", "rank").equals(_expected_top3(data))
+    assert report.split.height == 0 and report.merge_calls.height == 0 and report.merge_rows == 0
+    assert report.calls.height == report.keys == 2_000
+    assert report.replication_factor == 1.0
+
+
+def test_aqe_coalescing_cannot_undo_the_spread(spark, zipf_frame):
+    conf = spark.spark.conf
+    before = {name: conf.get(name, None) for name in ("spark.sql.adaptive.enabled", "spark.sql.adaptive.coalescePartitions.enabled")}
+    conf.set("spark.sql.adaptive.enabled", "true")
+    conf.set("spark.sql.adaptive.coalescePartitions.enabled", "true")
+    try:
+        _, report = apply_grouped_with_report(
+            zipf_frame, key="key", function=top3, merge=top3_merge, schema=TOP3, workers=24, session=spark,
+        )
+    finally:
+        for name, value in before.items():
+            conf.unset(name) if value is None else conf.set(name, value)
+    assert report.calls["task"].equals(report.calls["worker"].cast(pl.Int32), check_names=False)
+    assert report.calls["worker"].n_unique() == 24
+
+
+def test_no_column_is_clobbered_and_the_function_sees_the_frame_as_it_is(spark, tmp_path):
+    """Input columns named like the routing's (``worker``, ``source``, ``__source``) pass
+    through untouched; the function sees exactly the frame's columns; ``f(key, pdf)`` gets
+    the key as a one-element tuple, as in ``applyInPandas``; a positional output works."""
+    rng = np.random.default_rng(4)
+    rows = 30_000
+    keys = np.where(rng.random(rows) < 0.5, "hot", np.char.add("k", rng.integers(0, 300, rows).astype(str)))
+    data = pl.DataFrame({
+        "worker": rng.integers(0, 5, rows), "source": np.full(rows, 7), "__source": np.arange(rows),
+        "name": keys, "value": rng.permutation(rows).astype(np.int64),
+    })
+    frame = spark.spark.read.parquet(str(_write(tmp_path / "clobber", data)))
+
+    def describe(key, pdf):
+        assert list(pdf.columns) == ["worker", "source", "__source", "name", "value"], list(pdf.columns)
+        return pd.DataFrame([[key[0], int(pdf["worker"].sum()), int(pdf["source"].sum()), len(pdf)]])
+
+    def add(key, pdf):
+        return pd.DataFrame({"name": [key[0]], "worker": [pdf["worker"].sum()], "source": [pdf["source"].sum()],
+                             "rows": [pdf["rows"].sum()]})
+
+    schema = "name string, worker long, source long, rows long"
+    result, report = apply_grouped_with_report(
+        frame, key="name", function=describe, merge=add, schema=schema, workers=8, session=spark,
+    )
+    got = _collect(result).sort("name")
+    assert got.columns == ["name", "worker", "source", "rows"]
+    expected = data.group_by("name").agg(
+        pl.col("worker").sum(), pl.col("source").sum(), pl.len().cast(pl.Int64).alias("rows")
+    ).sort("name")
+    assert got.equals(expected)
+    share = (data["name"] == "hot").sum() / rows
+    assert report.split["name"].to_list() == ["hot"] and report.split["workers"][0] == int(np.ceil(share * 8))
+
+
+def test_null_and_string_keys_group_as_apply_in_pandas_does(spark, tmp_path):
+    rng = np.random.default_rng(6)
+    rows = 40_000
+    names = pl.Series(np.char.add("user-", rng.integers(0, 500, rows).astype(str)))
+    data = pl.DataFrame({"key": names, "value": rng.permutation(rows).astype(np.int64)}).with_columns(
+        key=pl.when(pl.int_range(rows) % 3 == 0).then(None).otherwise(pl.col("key"))
+    )
+    frame = spark.spark.read.parquet(str(_write(tmp_path / "nulls", data)))
+    schema = "key string, rank int, value long, n long"
+    result, report = apply_grouped_with_report(
+        frame, key="key", function=top3, merge=top3_merge, schema=schema, workers=8, session=spark,
+    )
+    native = _collect(frame.groupBy("key").applyInPandas(top3, schema))
+    got = _collect(result)
+    assert got.drop("n").sort("key", "rank", nulls_last=True).equals(native.drop("n").sort("key", "rank", nulls_last=True))
+    assert report.split["key"].to_list() == [None] and report.split["workers"][0] == 3
+    with pytest.raises(Exception, match="null"):
+        apply_grouped(frame, key="key", function=top3, merge=top3_merge, schema=schema, workers=8, nulls="raise").collect()
+
+
+def test_empty_outputs_and_the_merge_of_a_split_key(spark, zipf_frame, zipf_data):
+    """A function that returns no rows for some calls: the key's result is the merge of
+    the others' (the merge gets what the calls returned, nothing for the empty ones)."""
+    def big_values(pdf):
+        kept = pdf[pdf["value"] > 600_000]
+        return pd.DataFrame({"key": kept["key"].head(1), "total": [kept["value"].sum()] * min(1, len(kept))})
+
+    def add(pdf):
+        return pd.DataFrame({"key": pdf["key"].head(1), "total": [pdf["total"].sum()] * min(1, len(pdf))})
+
+    result = _collect(apply_grouped(
+        zipf_frame, key="key", function=big_values, merge=add, schema="key long, total long", workers=16,
+    ))
+    expected = zipf_data.filter(pl.col("value") > 600_000).group_by("key").agg(total=pl.col("value").sum())
+    assert result.sort("key").equals(expected.sort("key"))
+
+
+def test_a_client_stream_needs_a_session_and_then_runs(spark, zipf_data):
+    with pytest.raises(ValueError, match="session="):
+        apply_grouped(zipf_data, key="key", function=top3, merge=top3_merge, schema=TOP3)
+    result = apply_grouped(
+        zipf_data.head(50_000), key="key", function=top3, merge=top3_merge, schema=TOP3, workers=8, session=spark,
+    )
+    assert _collect(result).select("key", "rank", "value").sort("key", "rank").equals(_expected_top3(zipf_data.head(50_000)))
+
+
+def test_bad_arguments_are_refused_before_any_work(spark, zipf_frame):
+    def run(**changes):
+        arguments = {"key": "key", "function": top3, "merge": top3_merge, "schema": TOP3, "workers": 8, **changes}
+        return apply_grouped(zipf_frame, **arguments)
+
+    with pytest.raises(TypeError, match="function must be a function"):
+        run(function="top3")
+    with pytest.raises(TypeError, match="merge must be a function"):
+        run(merge=None)
+    with pytest.raises(TypeError, match="schema must be a DDL string"):
+        run(schema=42)
+    with pytest.raises(ValueError, match="'nope' is not in the DataFrame"):
+        run(key="nope")
+    with pytest.raises(ValueError, match="workers must be an int"):
+        run(workers=0)
+    with pytest.raises(ValueError, match="keysplit's own"):
+        run(schema="__keysplit_worker long")
+
+
+def test_a_function_that_breaks_its_contract_is_named(spark, zipf_frame):
+    """The function stage runs inside apply_grouped, so its errors surface there."""
+    def run(function, schema):
+        return apply_grouped(zipf_frame, key="key", function=function, merge=top3_merge, schema=schema, workers=8)
+
+    with pytest.raises(Exception, match=r"function's pandas DataFrame does not match the schema: missing \['right'\]"):
+        run(lambda pdf: pd.DataFrame({"wrong": [1]}), "right long")
+    with pytest.raises(Exception, match="the function must return a pandas DataFrame, got int"):
+        run(lambda pdf: len(pdf), "n long")
+    with pytest.raises(Exception, match="the function returned 2 columns, the schema has 1"):
+        run(lambda pdf: pd.DataFrame([[1, 2]]), "n long")
+
+
+def test_hot_keys_bounds_hold_against_exact_counts(spark, tmp_path):
+    """A small summary over many partitions: every exact count lies in [count, count + error],
+    the error is within N / (capacity + 1), every key of share ≥ min_share is listed, hottest first."""
+    data = _skewed(300_000, z=1.3, keys=50_000, seed=12)
+    data = data.with_columns(key=pl.col("key").cast(pl.String))
+    frame = spark.spark.read.parquet(str(_write(tmp_path / "hot", data, files=12)))
+    capacity, workers = 64, 32
+    table = hot_keys(frame, key="key", workers=workers, capacity=capacity, min_share=0.002)
+    exact = data["key"].value_counts().rename({"count": "exact"})
+    joined = table.join(exact, on="key", how="left")
+    assert table.columns == ["key", "count", "error", "share", "share_max", "workers", "rows"]
+    assert (joined["count"] <= joined["exact"]).all() and (joined["exact"] <= joined["count"] + joined["error"]).all()
+    error = int(table["error"][0])
+    assert 0 < error <= data.height / (capacity + 1)
+    assert set(exact.filter(pl.col("exact") >= 0.002 * data.height)["key"]) <= set(table["key"])
+    assert table["count"].is_sorted(descending=True)
+    assert (table["workers"] == (table["share_max"] * workers - 1e-9).ceil().clip(lower_bound=1).cast(pl.Int64)).all()
+    assert int(table["rows"][0]) == data.height
+
+
+def test_hot_keys_exact_with_room_and_decimal_keys(spark, tmp_path):
+    """With capacity above the distinct keys the counts are exact; Parquet's uint64
+    (decimal(20,0) in Spark) reports the integers; an empty frame reports nothing."""
+    data = pl.DataFrame({"key": pl.Series([2**63 + 5] * 700 + [3] * 200 + [2**64 - 1] * 100, dtype=pl.UInt64)})
+    frame = spark.spark.read.parquet(str(_write(tmp_path / "u64", data, files=2)))
+    assert frame.schema["key"].dataType.simpleString() == "decimal(20,0)"
+    table = hot_keys(frame, key="key", workers=4, min_share=0.01)
+    assert [int(k) for k in table["key"]] == [2**63 + 5, 3, 2**64 - 1]
+    assert table["count"].to_list() == [700, 200, 100] and table["error"].to_list() == [0, 0, 0]
+    assert table["workers"].to_list() == [3, 1, 1]
+    chosen = placement(table, key="key", workers=4)
+    assert chosen.keys == [2**63 + 5, 3, 2**64 - 1] and [len(s) for s in chosen.slices] == [3, 1, 1]
+    empty = hot_keys(frame.limit(0), key="key", workers=4)
+    assert empty.height == 0
+    with pytest.raises(ValueError, match="capacity must be"):
+        hot_keys(frame, key="key", capacity=0)
+    with pytest.raises(ValueError, match="min_share must be"):
+        hot_keys(frame, key="key", min_share=2)
+
+
+def test_placement_gives_each_key_its_share_of_workers():
+    table = pl.DataFrame({
+        "key": [10, 11, 12, 13], "count": [600, 250, 100, 50], "workers": [5, 2, 1, 1], "rows": [1000] * 4,
+    })
+    chosen = placement(table, key="key", workers=8)
+    # Hottest first, each to its least-loaded workers (lowest index on a tie): 120 rows on
+    # each of workers 0-4, 125 on 5 and 6, then the whole keys where the load is least.
+    assert chosen.keys == [10, 11, 12, 13]
+    assert chosen.slices == [[0, 1, 2, 3, 4], [5, 6], [7], [7]]
+    # Rows of keys not listed count as spread evenly before the listed ones are placed.
+    spread = placement(table.with_columns(rows=pl.lit(1800)), key="key", workers=8)
+    assert spread.slices == [[0, 1, 2, 3, 4], [5, 6], [7], [7]]
+    assert placement(table.head(0), key="key", workers=8).keys == []
+
+
+def test_placer_round_robins_the_placed_keys_and_leaves_the_rest():
+    import pyarrow as pa
+
+    keys = pa.array([1, 2, 1, 1, 3, 1, 2, 1, 5], pa.int64())
+    hashed = pa.array([0, 0, 0, 0, 0, 0, 0, 0, 0], pa.int32())
+    place = _placer_maker()([1, 2], [[4, 5, 6], [7]])
+    first = place(keys, hashed).to_pylist()
+    assert first == [4, 7, 5, 6, 0, 4, 7, 5, 0]
+    # The round robin goes on in the next batch of the same source.
+    assert place(pa.array([1, 1], pa.int64()), pa.array([0, 0], pa.int32())).to_pylist() == [6, 4]
+    nulls = _placer_maker()([None], [[2, 3]])
+    assert nulls(pa.array([None, 1, None], pa.int64()), pa.array([9, 9, 9], pa.int32())).to_pylist() == [2, 9, 3]
+
+
+def test_offline_replication_is_the_bound_of_the_key_shares():
+    assert offline_replication(pl.Series([60, 20, 10, 10]), 10) == pytest.approx((6 + 2 + 1 + 1) / 4)
+    assert offline_replication(pl.Series([1] * 100), 10) == 1.0
+    assert offline_replication(pl.Series([], dtype=pl.Int64), 10) == 0.0
+
+
+@pytest.fixture(scope="module")
+def memory_limited(tmp_path_factory):
+    """A server whose Python workers may use 2 GB of address space each
+    (``spark.executor.pyspark.memory``, enforced by Spark with ``RLIMIT_AS``)."""
+    from keysplit.spark import session
+
+    with session(query_timeout=600.0, **{"spark.executor.pyspark.memory": "2g"}) as handle:
+        yield handle
+
+
+def test_a_hot_group_too_big_for_a_python_worker_completes_when_split(memory_limited, tmp_path):
+    """applyInPandas must hold the hot key's 5 M rows (130-byte strings) in one pandas frame
+    and fails under the limit; apply_grouped's calls hold about 160 k rows each and finish
+    with the right result."""
+    rng = np.random.default_rng(1)
+    hot, tail = 5_000_000, 200_000
+    keys = np.concatenate([np.zeros(hot, np.int64), rng.integers(1, 5_000, tail)])
+    rng.shuffle(keys)
+    data = pl.DataFrame({"key": keys, "value": rng.integers(0, 10**9, hot + tail)}).with_columns(
+        payload=pl.format("{}-{}", pl.lit("x" * 120), pl.col("value"))
+    )
+    frame = memory_limited.spark.read.parquet(str(_write(tmp_path / "fat", data)))
+    schema = "key long, value long, n long"
+
+    def largest(pdf):
+        return pd.DataFrame({"key": [pdf["key"].iloc[0]], "value": [pdf["value"].max()], "n": [len(pdf)]})
+
+    def largest_of(pdf):
+        return pd.DataFrame({"key": [pdf["key"].iloc[0]], "value": [pdf["value"].max()], "n": [pdf["n"].max()]})
+
+    with pytest.raises(Exception, match="Python worker exited unexpectedly|MemoryError|malloc"):
+        frame.groupBy("key").applyInPandas(largest, schema).collect()
+    result = _collect(apply_grouped(frame, key="key", function=largest, merge=largest_of, schema=schema, workers=32))
+    expected = data.group_by("key").agg(pl.col("value").max())
+    assert result.select("key", "value").sort("key").equals(expected.sort("key"))
+    assert result["n"].max() * 20 < hot
