@@ -325,6 +325,7 @@ def stage_figures(
         "input_bytes": stage["inputBytes"],
         "shuffle_read_bytes": stage["shuffleReadBytes"],
         "shuffle_write_bytes": stage["shuffleWriteBytes"],
+        "shuffle_write_records": stage["shuffleWriteRecords"],
         "task_seconds": seconds,  # by task index
         "task_shuffle_records_read": records,
         "max_task_s": max(seconds, default=0.0),
@@ -546,7 +547,10 @@ class Report:
     """The JSON document, rewritten after every measured row so that a long run that stops
     keeps what it measured."""
 
-    def __init__(self, path: Path, document: dict[str, Any], *, started: float) -> None:
+    def __init__(
+        self, path: Path, document: dict[str, Any], *, started: float, table: Any = None
+    ) -> None:
+        self.table = table or markdown_table
         self.path = path
         self.document = {**document, "setups": {}, "results": [], "complete": False}
         self.started = started
@@ -556,7 +560,7 @@ class Report:
         self.write()
 
     def write(self, *, complete: bool = False) -> None:
-        self.document["table_markdown"] = markdown_table(self.document["results"])
+        self.document["table_markdown"] = self.table(self.document["results"])
         self.document["total_s"] = time.perf_counter() - self.started
         self.document["complete"] = complete
         self.path.parent.mkdir(parents=True, exist_ok=True)

@@ -18,7 +18,6 @@ from pyspark import cloudpickle
 
 from keysplit.spark import GroupedReport, apply_grouped, apply_grouped_with_report, hot_keys
 from keysplit.spark.hot_keys import offline_replication, placement
-from keysplit.spark.routing import _placer_maker
 
 # The executors cannot import this test module: its functions travel by value, as a
 # notebook's would.
@@ -332,20 +331,6 @@ def test_placement_gives_each_key_its_share_of_workers():
     spread = placement(table.with_columns(rows=pl.lit(1800)), key="key", workers=8)
     assert spread.slices == [[0, 1, 2, 3, 4], [5, 6], [7], [7]]
     assert placement(table.head(0), key="key", workers=8).keys == []
-
-
-def test_placer_round_robins_the_placed_keys_and_leaves_the_rest():
-    import pyarrow as pa
-
-    keys = pa.array([1, 2, 1, 1, 3, 1, 2, 1, 5], pa.int64())
-    hashed = pa.array([0, 0, 0, 0, 0, 0, 0, 0, 0], pa.int32())
-    place = _placer_maker()([1, 2], [[4, 5, 6], [7]])
-    first = place(keys, hashed).to_pylist()
-    assert first == [4, 7, 5, 6, 0, 4, 7, 5, 0]
-    # The round robin goes on in the next batch of the same source.
-    assert place(pa.array([1, 1], pa.int64()), pa.array([0, 0], pa.int32())).to_pylist() == [6, 4]
-    nulls = _placer_maker()([None], [[2, 3]])
-    assert nulls(pa.array([None, 1, None], pa.int64()), pa.array([9, 9, 9], pa.int32())).to_pylist() == [2, 9, 3]
 
 
 def test_offline_replication_is_the_bound_of_the_key_shares():

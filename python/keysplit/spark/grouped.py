@@ -4,12 +4,14 @@
 Python call, so a hot key makes one task the straggler and one call hold most of the rows.
 Spark cannot split it (adaptive execution splits skewed partitions of joins only). Here:
 
-1. **Route.** Each row gets a worker on the executors (:mod:`.routing`). With the
-   default plan, a first pass finds the hot keys (:func:`.hot_keys.hot_keys`); a key of
-   share ``p`` goes round robin over ``⌈p·n⌉`` workers chosen least loaded first, every
-   other key stays whole on its hash worker (key grouping). That is the replication of the
-   offline bound γ*: no key is split that need not be. With ``grouper=`` an online
-   keysplit grouper routes instead, one per input partition.
+1. **Route.** Each row gets a worker on the executors. With the default plan, a first
+   pass finds the hot keys (:func:`.hot_keys.hot_keys`); a key of share ``p`` is spread
+   over ``⌈p·n⌉`` workers chosen least loaded first, every other tracked key stays
+   whole on a least-loaded worker and the rest whole on a hash worker. That is the
+   replication of the offline bound γ*: no key is split that need not be. This routing is
+   Spark expressions (a broadcast join and a hash), so it adds no Python pass and needs no
+   keysplit on the executors. With ``grouper=`` an online keysplit grouper routes instead,
+   one per input partition (:mod:`.routing`; the executors need keysplit).
 2. **Function stage.** ``repartitionById(n, worker)``: worker ``w``'s rows are partition
    ``w``, so the task count is keysplit's and adaptive execution cannot coalesce the spread;
    ``function`` runs once per (worker, key) group, as ``applyInPandas`` would run it.
@@ -38,7 +40,7 @@ import polars as pl
 
 from keysplit import metrics
 from keysplit._grouper import Grouper, NullPolicy
-from keysplit.spark.hot_keys import DEFAULT_CAPACITY, hot_keys, offline_replication, placement
+from keysplit.spark.hot_keys import DEFAULT_CAPACITY, Placement, hot_keys, offline_replication, placement
 from keysplit.spark.ingest import choose_path, to_spark
 from keysplit.spark.pipeline import is_spark_frame, make_grouper, run_settings
 from keysplit.spark.routing import route_on_executors
@@ -64,6 +66,9 @@ _SECONDS = PREFIX + "seconds"
 _EMPTY = PREFIX + "empty"
 _TASK = PREFIX + "task"
 _SPLIT_KEY = PREFIX + "split_key"
+_PLACED_KEY = PREFIX + "placed_key"
+_SLICE = PREFIX + "slice"
+_ROW = PREFIX + "row"
 #: The two-pass plan places every key of at least this share (the rest go by hash).
 PLACED_SHARE = 1e-6
 #: Salts of the uniform salting the report compares with.
@@ -81,24 +86,29 @@ def _takes_key(function: Callable[..., Any]) -> bool:
 
 
 def _caller(
-    function: Callable[..., Any], takes_key: bool, columns: list[str], stage: str
+    function: Callable[..., Any], takes_key: bool, columns: list[str], stage: str, *, worker: bool, bookkeeping: bool
 ) -> Callable[[tuple[Any, ...], pd.DataFrame], pd.DataFrame]:
     """The ``applyInPandas`` function of a stage: ``function`` on one group, its output
-    conformed to the schema's ``columns``, plus the bookkeeping columns (``_KEY``,
-    ``_WORKER``, and on the first row the group's rows and the call's seconds)."""
+    conformed to the schema's ``columns``, plus ``_KEY``, ``_WORKER`` if ``worker``, and
+    with ``bookkeeping`` the report's columns: on the first row the group's rows, the
+    call's seconds and its task, and a placeholder row for an empty output. Each extra
+    column costs every call a conversion, so the plain run carries only what it needs."""
 
     def call(group: tuple[Any, ...], pdf: pd.DataFrame) -> pd.DataFrame:
         import time
 
+        import numpy as np
         import pandas as pd
 
         value = group[-1]
         if stage == "function":
-            worker = int(group[0])
+            routed_to = int(group[0])
             pdf.pop(_WORKER)
         else:
-            worker = -1
-            pdf = pdf.loc[~pdf[_EMPTY].astype(bool), columns].reset_index(drop=True)
+            routed_to = -1
+            if bookkeeping:
+                pdf = pdf.loc[~pdf[_EMPTY].astype(bool)]
+            pdf = pdf[columns].reset_index(drop=True)
         started = time.perf_counter()
         out = function((value,), pdf) if takes_key else function(pdf)
         seconds = time.perf_counter() - started
@@ -106,6 +116,8 @@ def _caller(
             raise TypeError(f"the {stage} must return a pandas DataFrame, got {type(out).__name__}")
         empty = len(out) == 0
         if empty:
+            if not bookkeeping:
+                return pd.DataFrame({name: [] for name in [*columns, _KEY, *([_WORKER] if worker else [])]})
             out = pd.DataFrame({name: [None] for name in columns})
         elif all(isinstance(label, str) for label in out.columns):
             missing = [name for name in columns if name not in out.columns]
@@ -115,26 +127,33 @@ def _caller(
                     f"the {stage}'s pandas DataFrame does not match the schema: missing {missing}, "
                     f"unexpected {unexpected}"
                 )
-            out = out[columns]
         else:
             if len(out.columns) != len(columns):
                 raise ValueError(
                     f"the {stage} returned {len(out.columns)} columns, the schema has {len(columns)}"
                 )
             out = out.set_axis(columns, axis=1)
-        from pyspark import TaskContext
-
-        context = TaskContext.get()
         height = len(out)
-        first = [True] + [False] * (height - 1)
-        return out.reset_index(drop=True).assign(**{
-            _KEY: pd.Series([value] * height, dtype=object),
-            _WORKER: worker,
-            _ROWS: pd.Series([len(pdf) if f else -1 for f in first], dtype="int64"),
-            _SECONDS: pd.Series([seconds if f else 0.0 for f in first], dtype="float64"),
-            _EMPTY: empty,
-            _TASK: context.partitionId() if context is not None else -1,
-        })
+        # One frame from the columns and arrays: a third of what assigning each costs per call.
+        data: dict[str, Any] = {name: out[name] for name in columns}
+        key_values = np.empty(height, dtype=object)
+        key_values[:] = [value] * height
+        data[_KEY] = key_values
+        if worker:
+            data[_WORKER] = np.full(height, routed_to, dtype=np.int32)
+        if bookkeeping:
+            from pyspark import TaskContext
+
+            context = TaskContext.get()
+            rows = np.full(height, -1, dtype=np.int64)
+            rows[0] = len(pdf)
+            spent = np.zeros(height)
+            spent[0] = seconds
+            data.update({
+                _ROWS: rows, _SECONDS: spent, _EMPTY: np.full(height, empty),
+                _TASK: np.full(height, context.partitionId() if context else -1, np.int32),
+            })
+        return pd.DataFrame(data, copy=False)
 
     return call
 
@@ -255,7 +274,10 @@ class _GroupedRun:
         order_by: Sequence[str] | str | None,
         capacity: int,
         nulls: NullPolicy,
+        bookkeeping: bool,
     ) -> None:
+        self.bookkeeping = bookkeeping
+        self.chosen: Placement | None = None
         self.function = _require_callable("function", function)
         self.merge = _require_callable("merge", merge)
         if is_spark_frame(frame):
@@ -273,15 +295,21 @@ class _GroupedRun:
         self.nulls = nulls
         self.order_by = [order_by] if isinstance(order_by, str) else order_by
         self.capacity = capacity
+        self.seed = seed
+        self.grouper: Grouper | None = None
         if grouper is None:
             if isinstance(workers, bool) or not isinstance(workers, int) or not 1 <= workers <= 1 << 16:
                 raise ValueError(f"workers must be an int in [1, 65,536], got {workers!r}")
-            self.grouper = Grouper("key", workers=workers, seed=seed)
+            if isinstance(seed, bool) or not isinstance(seed, int):
+                raise TypeError(f"seed must be an int, got {type(seed).__name__}")
+            self.workers = workers
             self.plan = "two-pass"
         else:
             self.grouper = make_grouper(grouper, workers, seed)
+            self.workers = self.grouper.workers
             self.plan = self.grouper.name
-        self.workers = self.grouper.workers
+        # The online plan finds its split keys from the workers in the function's output.
+        self.keeps_worker = self.grouper is not None or bookkeeping
         self.input_schema = self.session.call("reading the schema", lambda: self.frame.schema)
         names = [f.name for f in self.input_schema.fields]
         self.output = _struct(self.session, schema)
@@ -294,68 +322,130 @@ class _GroupedRun:
         self.hot: pl.DataFrame | None = None
         self.seconds: dict[str, float] = {}
 
-    def _intermediate(self) -> StructType:
+    def _intermediate(self, *, worker: bool) -> StructType:
+        """The schema of a stage's output: the user's columns, then :func:`_caller`'s."""
         from pyspark.sql.types import BooleanType, DoubleType, IntegerType, LongType, StructField, StructType
 
-        return StructType([
+        fields = [
             *[StructField(f.name, f.dataType, True) for f in self.output.fields],
             StructField(_KEY, self.input_schema[self.key].dataType, True),
-            StructField(_WORKER, IntegerType(), False),
-            StructField(_ROWS, LongType(), False),
-            StructField(_SECONDS, DoubleType(), False),
-            StructField(_EMPTY, BooleanType(), False),
-            StructField(_TASK, IntegerType(), False),
-        ])
+        ]
+        if worker:
+            fields.append(StructField(_WORKER, IntegerType(), False))
+        if self.bookkeeping:
+            fields += [
+                StructField(_ROWS, LongType(), False), StructField(_SECONDS, DoubleType(), False),
+                StructField(_EMPTY, BooleanType(), False), StructField(_TASK, IntegerType(), False),
+            ]
+        return StructType(fields)
+
+    def _stage_function(self, stage: str) -> Callable[[tuple[Any, ...], pd.DataFrame], pd.DataFrame]:
+        function = self.function if stage == "function" else self.merge
+        return _caller(
+            function, _takes_key(function), self.columns, stage, worker=self.keeps_worker and stage == "function",
+            bookkeeping=self.bookkeeping,
+        )
 
     def partials(self) -> DataFrame:
         """Routes, runs the function stage and holds its output on the executors."""
-        call = self.session.call
-        chosen = None
-        if self.plan == "two-pass":
-            started = time.perf_counter()
+        started = time.perf_counter()
+        if self.grouper is None:
             # Every tracked key is placed, not only the split ones: placing the warm keys
             # least loaded first leaves only the light tail to the hash.
             self.hot = hot_keys(
                 self.frame, key=self.key, workers=self.workers, capacity=self.capacity,
                 min_share=PLACED_SHARE, session=self.session,
             )
-            chosen = placement(self.hot, key=self.key, workers=self.workers)
             self.seconds["hot_keys"] = time.perf_counter() - started
-        started = time.perf_counter()
-        routed = route_on_executors(
-            self.session, self.frame, schema=self.input_schema, key=self.key, grouper=self.grouper,
-            columns=[f.name for f in self.input_schema.fields], nulls=self.nulls, order_by=self.order_by,
-            worker_column=_WORKER, source_column=None, placement=chosen,
-        )
+            started = time.perf_counter()
+            self.chosen = placement(self.hot, key=self.key, workers=self.workers)
+            routed = self._placed(self.chosen)
+        else:
+            routed = route_on_executors(
+                self.session, self.frame, schema=self.input_schema, key=self.key, grouper=self.grouper,
+                columns=[f.name for f in self.input_schema.fields], nulls=self.nulls, order_by=self.order_by,
+                worker_column=_WORKER, source_column=None,
+            )
         stage = routed.repartitionById(self.workers, _WORKER).groupBy(_WORKER, self.key).applyInPandas(
-            _caller(self.function, _takes_key(self.function), self.columns, "function"), self._intermediate()
+            self._stage_function("function"), self._intermediate(worker=self.keeps_worker)
         )
-        held = call("the function stage", lambda: stage.localCheckpoint(eager=True))
+        held = self.session.call("the function stage", lambda: stage.localCheckpoint(eager=True))
         self.seconds["function"] = time.perf_counter() - started
         return held
 
-    def split_keys(self, held: DataFrame) -> DataFrame:
+    def _placed(self, chosen: Placement) -> DataFrame:
+        """The two-pass plan's routing, in Spark's own expressions: a placed key's rows spread
+        over its workers (by a hash of their position in the partition), every other key
+        to ``pmod(xxhash64(seed, key), n)``. Nothing runs in Python, so the executors need
+        no keysplit, and no row crosses into Python before the function stage."""
         from pyspark.sql import functions as F
+        from pyspark.sql.types import ArrayType, IntegerType, StructField, StructType
 
+        if self.nulls == "raise":
+            nulls = self.session.call(
+                "looking for null keys", lambda: self.frame.filter(F.col(self.key).isNull()).limit(1).count()
+            )
+            if nulls:
+                raise ValueError(
+                    f"the key column {self.key!r} holds null keys; pass nulls='group' to group them as "
+                    "applyInPandas does, or filter them out"
+                )
+        hashed = F.pmod(F.xxhash64(F.lit(self.seed), F.col(self.key)), F.lit(self.workers)).cast("int")
+        if not chosen.keys:
+            return self.frame.withColumn(_WORKER, hashed)
+        table = StructType([
+            StructField(_PLACED_KEY, self.input_schema[self.key].dataType, True),
+            StructField(_SLICE, ArrayType(IntegerType(), False), False),
+        ])
+        rows = list(zip(chosen.keys, chosen.slices))
+        placed = self.session.call("placing the hot keys", lambda: self.session.spark.createDataFrame(rows, table))
+        numbered = self.frame.withColumn(_ROW, F.monotonically_increasing_id())
+        joined = numbered.join(F.broadcast(placed), numbered[self.key].eqNullSafe(placed[_PLACED_KEY]), "left")
+        # A hash of the row's position, not the position: a key that recurs every k rows
+        # would otherwise meet the same few workers of its slice.
+        turn = (F.pmod(F.xxhash64(F.lit(self.seed), F.col(_ROW)), F.size(_SLICE)) + 1).cast("int")
+        worker = F.when(F.col(_SLICE).isNull(), hashed).otherwise(F.element_at(F.col(_SLICE), turn))
+        return joined.withColumn(_WORKER, worker).drop(_ROW, _SLICE, _PLACED_KEY)
+
+    def split_keys(self, held: DataFrame) -> DataFrame:
+        """The keys to merge (``_SPLIT_KEY``) and their ``workers``: the two-pass plan's keys
+        of more than one worker, or the keys an online grouper's rows reached more than one
+        worker with. Merging a split key whose rows all met one worker is still right: the
+        merge of one partial result is that result."""
+        from pyspark.sql import functions as F
+        from pyspark.sql.types import IntegerType, StructField, StructType
+
+        if self.chosen is not None:
+            rows = [(k, len(s)) for k, s in zip(self.chosen.keys, self.chosen.slices) if len(s) > 1]
+            table = StructType([
+                StructField(_SPLIT_KEY, self.input_schema[self.key].dataType, True),
+                StructField("workers", IntegerType(), False),
+            ])
+            return self.session.call("listing the split keys", lambda: self.session.spark.createDataFrame(rows, table))
         return (
             held.groupBy(_KEY).agg(F.count_distinct(_WORKER).alias("workers"))
             .filter(F.col("workers") > 1).select(F.col(_KEY).alias(_SPLIT_KEY), "workers")
         )
 
     def stages(self, held: DataFrame, split: DataFrame, split_count: int) -> tuple[DataFrame, DataFrame | None]:
-        """The whole keys' results, and the merge stage's output (with bookkeeping) if a key was split."""
+        """The whole keys' results, and the merge stage's output if a key was split."""
         from pyspark.sql import functions as F
 
         user = [F.col(name) for name in self.columns]
         if not split_count:
-            return held.filter(~F.col(_EMPTY)).select(*user), None
+            kept = held.filter(~F.col(_EMPTY)) if self.bookkeeping else held
+            return kept.select(*user), None
         on = held[_KEY].eqNullSafe(split[_SPLIT_KEY])
-        whole = held.join(F.broadcast(split), on, "left_anti").filter(~F.col(_EMPTY)).select(*user)
-        parts = held.join(F.broadcast(split), on, "left_semi").select(*user, _KEY, _EMPTY)
-        merged = parts.repartition(min(split_count, self.workers), _KEY).groupBy(_KEY).applyInPandas(
-            _caller(self.merge, _takes_key(self.merge), self.columns, "merge"), self._intermediate()
+        whole = held.join(F.broadcast(split), on, "left_anti")
+        if self.bookkeeping:
+            whole = whole.filter(~F.col(_EMPTY))
+        parts = held.join(F.broadcast(split), on, "left_semi").select(
+            *user, _KEY, *([_EMPTY] if self.bookkeeping else [])
         )
-        return whole, merged
+        merged = parts.repartition(min(split_count, self.workers), _KEY).groupBy(_KEY).applyInPandas(
+            self._stage_function("merge"), self._intermediate(worker=False)
+        )
+        return whole.select(*user), merged
 
 
 def _table(session: Session, what: str, frame: DataFrame) -> pl.DataFrame:
@@ -364,22 +454,26 @@ def _table(session: Session, what: str, frame: DataFrame) -> pl.DataFrame:
     return table
 
 
-def _run(run: _GroupedRun, report: bool) -> tuple[DataFrame, GroupedReport | None]:
+def _run(run: _GroupedRun) -> tuple[DataFrame, GroupedReport | None]:
     from pyspark.sql import functions as F
 
     call = run.session.call
     with run_settings(run.session):
         held = run.partials()
         split = run.split_keys(held)
-        split_table = _table(run.session, "finding the split keys", split)
-        whole, merged = run.stages(held, split, split_table.height)
-        if report and merged is not None:
+        split_count = int(call("counting the split keys", split.count))
+        whole, merged = run.stages(held, split, split_count)
+        if merged is not None and run.bookkeeping:
             started = time.perf_counter()
             stage = merged
             merged = call("the merge stage", lambda: stage.localCheckpoint(eager=True))
             run.seconds["merge"] = time.perf_counter() - started
-        result = whole if merged is None else whole.unionByName(merged.filter(~F.col(_EMPTY)).select(*run.columns))
-        if not report:
+        if merged is None:
+            result = whole
+        else:
+            kept = merged.filter(~F.col(_EMPTY)) if run.bookkeeping else merged
+            result = whole.unionByName(kept.select(*run.columns))
+        if not run.bookkeeping:
             return result, None
         firsts = held.filter(F.col(_ROWS) >= 0)
         calls = _table(run.session, "reading the function calls", firsts.select(
@@ -389,20 +483,23 @@ def _run(run: _GroupedRun, report: bool) -> tuple[DataFrame, GroupedReport | Non
         if merged is not None:
             merge_calls = _table(run.session, "reading the merge calls", merged.filter(F.col(_ROWS) >= 0).select(
                 F.col(_ROWS).alias("rows"), F.col(_SECONDS).alias("seconds")))
-        counts = _table(run.session, "counting rows per key", firsts.groupBy(_KEY).agg(F.sum(_ROWS).alias("rows")).select("rows"))
+        per_key = firsts.groupBy(_KEY).agg(F.sum(_ROWS).alias("rows"), F.count_distinct(_WORKER).alias("workers"))
+        keys = _table(run.session, "counting rows per key", per_key)
         output_rows = int(call("counting output rows", held.filter(~F.col(_EMPTY)).count))
         merge_rows = 0
-        if split_table.height:
+        if split_count:
             on = held[_KEY].eqNullSafe(split[_SPLIT_KEY])
-            merge_rows = int(call("counting the merge stage's rows", held.join(F.broadcast(split), on, "left_semi").count))
-    key_rows = counts["rows"].cast(pl.Float64)
-    salting_calls = float((SALTS * (1 - (1 - 1 / SALTS) ** key_rows)).sum()) if counts.height else 0.0
+            merge_rows = int(call("counting the merge stage's rows", held.join(F.broadcast(split), on, "left_semi").filter(
+                ~F.col(_EMPTY)).count))
+    key_rows = keys["rows"].cast(pl.Float64)
+    salting_calls = float((SALTS * (1 - (1 - 1 / SALTS) ** key_rows)).sum()) if keys.height else 0.0
     return result, GroupedReport(
-        plan=run.plan, workers=run.workers, rows=int(calls["rows"].sum()), keys=counts.height,
-        split=split_table.rename({_SPLIT_KEY: run.key}).sort(["workers", run.key], descending=[True, False]),
+        plan=run.plan, workers=run.workers, rows=int(calls["rows"].sum()), keys=keys.height,
+        split=keys.filter(pl.col("workers") > 1).select(pl.col(_KEY).alias(run.key), pl.col("workers").cast(pl.Int64))
+        .sort(["workers", run.key], descending=[True, False]),
         calls=calls, merge_calls=merge_calls, merge_rows=merge_rows, output_rows=output_rows,
         salting_calls=salting_calls, salting_merge_rows=salting_calls * output_rows / max(calls.height, 1),
-        offline_replication=offline_replication(counts["rows"], run.workers), hot_keys=run.hot, seconds=run.seconds,
+        offline_replication=offline_replication(keys["rows"], run.workers), hot_keys=run.hot, seconds=run.seconds,
     )
 
 
@@ -461,8 +558,8 @@ def apply_grouped(
     """
     result, _ = _run(_GroupedRun(
         frame, key=key, function=function, merge=merge, schema=schema, grouper=grouper, workers=workers,
-        seed=seed, session=session, order_by=order_by, capacity=capacity, nulls=nulls,
-    ), report=False)
+        seed=seed, session=session, order_by=order_by, capacity=capacity, nulls=nulls, bookkeeping=False,
+    ))
     return result
 
 
@@ -488,7 +585,7 @@ def apply_grouped_with_report(
     """
     result, report = _run(_GroupedRun(
         frame, key=key, function=function, merge=merge, schema=schema, grouper=grouper, workers=workers,
-        seed=seed, session=session, order_by=order_by, capacity=capacity, nulls=nulls,
-    ), report=True)
+        seed=seed, session=session, order_by=order_by, capacity=capacity, nulls=nulls, bookkeeping=True,
+    ))
     assert report is not None
     return result, report

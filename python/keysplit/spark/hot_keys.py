@@ -19,19 +19,13 @@ offline bound γ*; every other key stays whole.
 
 from __future__ import annotations
 
-import decimal
 import heapq
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
-from keysplit.spark.routing import (
-    ARCHIVE_DIR,
-    Placement,
-    _keysplit_importer,
-    check_executors,
-    require_key_type,
-)
+from keysplit.spark.routing import require_key_type
 from keysplit.spark.session import as_session
 
 if TYPE_CHECKING:
@@ -48,11 +42,11 @@ DEFAULT_CAPACITY = 4096
 _MARKER = "__keysplit_totals"
 
 
-def _summariser(key: str, capacity: int, archive_dir: str) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
-    import_keysplit = _keysplit_importer(archive_dir)
+def _summariser(key: str, capacity: int) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """The per-partition summary; it needs only PyArrow and NumPy, which PySpark's Arrow
+    functions need anyway, so executors without keysplit run it."""
 
     def summarise(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        import_keysplit()
         import numpy as np
         import pyarrow as pa
         import pyarrow.compute as pc
@@ -143,14 +137,13 @@ def hot_keys(
     handle, _ = as_session(frame.sparkSession if session is None else session)
     schema = handle.call("reading the schema", lambda: frame.schema)
     require_key_type(schema, key)
-    check_executors(handle)
     key_field = schema[key]
     summaries_schema = StructType([
         StructField(key, key_field.dataType, True), StructField("count", LongType(), False),
         StructField("subtracted", LongType(), False), StructField("rows", LongType(), False),
         StructField(_MARKER, BooleanType(), False),
     ])
-    summaries = frame.select(key).mapInArrow(_summariser(key, capacity, ARCHIVE_DIR), summaries_schema)
+    summaries = frame.select(key).mapInArrow(_summariser(key, capacity), summaries_schema)
     held = handle.call("summarising the key column", lambda: summaries.localCheckpoint(eager=True))
     totals = handle.call(
         "reading the summaries' totals",
@@ -182,6 +175,15 @@ def hot_keys(
     )
 
 
+@dataclass(frozen=True)
+class Placement:
+    """The two-pass plan's workers: ``slices[i]`` for ``keys[i]`` (Python values of the key
+    column), whose rows spread evenly over them; every other key goes by hash."""
+
+    keys: list[Any]
+    slices: list[list[int]]
+
+
 def placement(hot: pl.DataFrame, *, key: str, workers: int) -> Placement:
     """The two-pass plan's workers for the keys of :func:`hot_keys`'s table.
 
@@ -204,8 +206,7 @@ def placement(hot: pl.DataFrame, *, key: str, workers: int) -> Placement:
         share = count / need
         for load, worker in chosen:
             heapq.heappush(heap, (load + share, worker))
-        # A whole-number decimal key routes as the integer it holds.
-        keys.append(int(value) if isinstance(value, decimal.Decimal) else value)
+        keys.append(value)
         slices.append(sorted(worker for _, worker in chosen))
     return Placement(keys=keys, slices=slices)
 

@@ -25,7 +25,6 @@ import re
 import tarfile
 import tempfile
 import weakref
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -94,12 +93,9 @@ def _router(
     window: str | None,
     archive_dir: str,
     worker_column: str = WORKER_COLUMN,
-    placement: Placement | None = None,
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     import_keysplit = _keysplit_importer(archive_dir)
     routable = _routable_keys()
-    placer = _placer_maker()
-    overrides = None if placement is None else (list(placement.keys), [list(s) for s in placement.slices])
 
     def route(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         import sys
@@ -115,7 +111,6 @@ def _router(
         import pyarrow.compute as pc
 
         grouper = keysplit.Grouper.restore(snapshot)
-        place = None if overrides is None else placer(*overrides)
         last = None
         for batch in batches:
             if window is None:
@@ -147,8 +142,6 @@ def _router(
                     last = first
                 keys = routable(run.column(key))
                 workers = pa.array(grouper.route(keys, nulls=nulls)).cast(pa.int32())
-                if place is not None:
-                    workers = place(keys, workers)
                 yield run.append_column(worker_column, workers)
 
     return route
@@ -170,67 +163,6 @@ def _routable_keys() -> Callable[[pa.Array], pa.Array]:
         return keys
 
     return routable
-
-
-@dataclass(frozen=True)
-class Placement:
-    """Workers chosen in advance for some keys, overriding the grouper's choice.
-
-    ``slices[i]`` are the workers of ``keys[i]``; the rows of that key in one source go
-    round robin over its slice, starting at the source's partition id (so that the
-    remainders of several sources fall on different workers). Keys are Python values of the
-    routed key column (ints, strings, bytes or None).
-    """
-
-    keys: list[Any]
-    slices: list[list[int]]
-
-
-def _placer_maker() -> Callable[[list[Any], list[list[int]]], Callable[[pa.Array, pa.Array], pa.Array]]:
-    """A function that builds a :class:`Placement`'s override; nested, to travel by value."""
-
-    def placer(keys: list[Any], slices: list[list[int]]) -> Callable[[pa.Array, pa.Array], pa.Array]:
-        import numpy as np
-        import pyarrow as pa
-        import pyarrow.compute as pc
-
-        sizes = np.array([len(s) for s in slices], dtype=np.int64)
-        offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
-        flat = np.array([w for s in slices for w in s], dtype=np.int32)
-        seen = np.zeros(len(keys), dtype=np.int64)
-        try:
-            from pyspark import TaskContext
-
-            context = TaskContext.get()
-            start = context.partitionId() if context is not None else 0
-        except ImportError:
-            start = 0
-        values: list[pa.Array] = []
-
-        def place(column: pa.Array, workers: pa.Array) -> pa.Array:
-            if not values:
-                values.append(pa.array(keys, type=column.type))
-            index = pc.index_in(column, value_set=values[0], skip_nulls=False)
-            if index.null_count == len(index):
-                return workers
-            valid = index.is_valid()
-            rows = np.flatnonzero(valid.to_numpy(zero_copy_only=False))
-            hot = index.filter(valid).to_numpy().astype(np.int64)
-            order = np.argsort(hot, kind="stable")
-            ordered = hot[order]
-            firsts = np.concatenate([[0], np.flatnonzero(np.diff(ordered)) + 1])
-            lengths = np.diff(np.concatenate([firsts, [len(ordered)]]))
-            rank = np.empty(len(hot), dtype=np.int64)
-            rank[order] = np.arange(len(hot)) - np.repeat(firsts, lengths)
-            turn = seen[hot] + rank + start
-            chosen = workers.to_numpy(zero_copy_only=False).copy()
-            chosen[rows] = flat[offsets[hot] + turn % sizes[hot]]
-            seen[:] += np.bincount(hot, minlength=len(seen))
-            return pa.array(chosen, type=pa.int32())
-
-        return place
-
-    return placer
 
 
 def _version() -> str:
@@ -398,13 +330,12 @@ def route_on_executors(
     order_by: Sequence[str] | None = None,
     worker_column: str = WORKER_COLUMN,
     source_column: str | None = SOURCE_COLUMN,
-    placement: Placement | None = None,
 ) -> DataFrame:
     """``frame``'s ``columns`` routed partition by partition on the executors.
 
     ``schema`` is ``frame``'s. Adds ``worker_column`` (int) and, unless it is None,
     ``source_column`` (the input partition, one source each). Every source starts from ``grouper``'s state; ``grouper``
-    itself does not move. A ``placement`` overrides the grouper for the keys it names.
+    itself does not move.
     """
     from pyspark.sql import functions as F
     from pyspark.sql.types import IntegerType, StructField, StructType
@@ -415,6 +346,6 @@ def route_on_executors(
     routed_schema = StructType(
         [*[schema[name] for name in columns], StructField(worker_column, IntegerType(), False)]
     )
-    router = _router(grouper.snapshot(), key, nulls, window, ARCHIVE_DIR, worker_column, placement)
+    router = _router(grouper.snapshot(), key, nulls, window, ARCHIVE_DIR, worker_column)
     routed = ordered.select(*columns).mapInArrow(router, routed_schema)
     return routed if source_column is None else routed.withColumn(source_column, F.spark_partition_id())
