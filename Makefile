@@ -9,7 +9,7 @@ BIN := $(VENV)/bin
 DEPS_STAMP := $(VENV)/.requirements-dev.stamp
 WHEEL_DIR := target/wheels
 
-.PHONY: run test wheel data java lint rust-test python-test fuzz-check fuzz-smoke bench spark-vs-native spark-ingest clean
+.PHONY: run test wheel data java lint rust-test python-test fuzz-check fuzz-smoke bench spark-vs-native spark-ingest spark-grouped-map spark-skew-join clean
 
 # Debian packages of the real datasets (keysplit.datasets.kjv); the PyPI ones are in
 # requirements-dev.txt.
@@ -106,6 +106,16 @@ spark-vs-native: wheel java
 # windows; writes benches/results/spark_ingest.json (a few minutes on 2 cores).
 spark-ingest: wheel java
 	$(BIN)/python benches/spark_ingest.py
+
+# keysplit's apply_grouped against applyInPandas and uniform salting on 10^7 rows, local[2]
+# and a two-worker standalone cluster; writes benches/results/spark_grouped_map.json.
+spark-grouped-map: wheel java
+	cd benches && ../$(BIN)/python spark_grouped_map.py
+
+# A skewed join with and without adaptive execution's skew-join split (the "joins" row of
+# docs/spark.md's plan table); writes benches/results/spark_skew_join.json.
+spark-skew-join: wheel java
+	cd benches && ../$(BIN)/python spark_skew_join.py
 
 clean:
 	rm -rf $(VENV) target fuzz/target

@@ -265,6 +265,14 @@ def test_bad_arguments_are_refused_before_any_work(spark, zipf_frame):
         run(schema="__keysplit_worker long")
 
 
+def test_an_empty_frame_gives_an_empty_result_and_a_float_key_is_refused(spark, zipf_frame):
+    empty = apply_grouped(zipf_frame.limit(0), key="key", function=top3, merge=top3_merge, schema=TOP3, workers=8)
+    assert _collect(empty).height == 0
+    with pytest.raises(ValueError, match="key column 'ratio' is double"):
+        apply_grouped(zipf_frame.withColumn("ratio", zipf_frame["value"] / 3), key="ratio", function=top3,
+                      merge=top3_merge, schema=TOP3, workers=8)
+
+
 def test_a_function_that_breaks_its_contract_is_named(spark, zipf_frame):
     """The function stage runs inside apply_grouped, so its errors surface there."""
     def run(function, schema):
@@ -316,6 +324,15 @@ def test_hot_keys_exact_with_room_and_decimal_keys(spark, tmp_path):
         hot_keys(frame, key="key", capacity=0)
     with pytest.raises(ValueError, match="min_share must be"):
         hot_keys(frame, key="key", min_share=2)
+
+
+def test_hot_keys_counts_null_keys_like_any_other(spark, tmp_path):
+    """Null keys are often the hottest of real data: they are reported, as a null key."""
+    names = pl.Series([None] * 500 + ["a"] * 300 + [f"k{n}" for n in range(200)])
+    frame = spark.spark.read.parquet(str(_write(tmp_path / "nullkeys", pl.DataFrame({"name": names}), files=3)))
+    table = hot_keys(frame, key="name", workers=4, min_share=0.1)
+    assert table["name"].to_list() == [None, "a"]
+    assert table["count"].to_list() == [500, 300] and table["workers"].to_list() == [2, 2]
 
 
 def test_placement_gives_each_key_its_share_of_workers():
@@ -375,3 +392,41 @@ def test_a_hot_group_too_big_for_a_python_worker_completes_when_split(memory_lim
     expected = data.group_by("key").agg(pl.col("value").max())
     assert result.select("key", "value").sort("key").equals(expected.sort("key"))
     assert result["n"].max() * 20 < hot
+
+
+def test_the_function_sees_what_apply_in_pandas_gives_it(spark, tmp_path):
+    """Every column type as applyInPandas converts it (integers with nulls as floats, dates
+    as objects, timestamps naive in the session time zone, decimals, bytes), and the
+    output converted back the same way: both plans' results are equal, row for row."""
+    import datetime
+
+    rows = 3_000
+    i = pl.int_range(rows, eager=True)
+    data = pl.DataFrame({
+        "key": i % 37,
+        "count": pl.Series([None if n % 7 == 0 else n for n in range(rows)], dtype=pl.Int32),
+        "ratio": i.cast(pl.Float64) / 3,
+        "name": pl.Series([None if n % 5 == 0 else f"n{n % 11}" for n in range(rows)]),
+        "flag": i % 2 == 0,
+        "day": pl.Series([datetime.date(2026, 1, 1) + datetime.timedelta(days=n % 300) for n in range(rows)]),
+        "at": pl.Series([datetime.datetime(2026, 3, 29, 0, 30) + datetime.timedelta(minutes=17 * n) for n in range(rows)])
+        .dt.replace_time_zone("UTC"),
+        "price": pl.Series([f"{n % 1000}.{n % 100:02d}" for n in range(rows)]).str.to_decimal(scale=2),
+        "blob": pl.Series([bytes([n % 256, 7]) for n in range(rows)]),
+    })
+    frame = spark.spark.read.parquet(str(_write(tmp_path / "types", data)))
+
+    def describe(pdf):
+        described = {c: f"{pdf[c].dtype}:" + "|".join(sorted(map(repr, pdf[c].tolist()))) for c in pdf.columns}
+        return pd.DataFrame({
+            "key": pdf["key"].iloc[0], "column": list(described), "described": list(described.values()),
+            "first_day": min(pdf["day"]), "first_at": pdf["at"].min(), "top_price": max(pdf["price"]),
+        })
+
+    schema = "key long, column string, described string, first_day date, first_at timestamp, top_price decimal(10,2)"
+    native = _collect(frame.groupBy("key").applyInPandas(describe, schema)).sort("key", "column")
+    ours = _collect(apply_grouped(
+        frame, key="key", function=describe, merge=lambda pdf: pdf, schema=schema, workers=4, session=spark,
+    )).sort("key", "column")
+    assert native.height == 37 * 9
+    assert ours.equals(native)
