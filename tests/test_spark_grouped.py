@@ -136,6 +136,14 @@ def test_online_grouper_equals_apply_in_pandas(spark, zipf_frame, zipf_data):
     assert report.split["workers"].min() >= 2
 
 
+def test_online_plan_without_report_equals_polars(spark, zipf_frame, zipf_data):
+    """The plain run keeps only the worker column it needs to find the split keys."""
+    result = apply_grouped(
+        zipf_frame, key="key", function=top3, merge=top3_merge, schema=TOP3, grouper="w_choices", workers=16,
+    )
+    assert _collect(result).select("key", "rank", "value").sort("key", "rank").equals(_expected_top3(zipf_data))
+
+
 def test_uniform_keys_split_nothing_and_merge_nothing(spark, tmp_path):
     rng = np.random.default_rng(9)
     data = pl.DataFrame({"key": rng.integers(0, 2_000, 60_000), "value": rng.permutation(60_000).astype(np.int64)})
