@@ -131,6 +131,19 @@ def test_plot_writes_pngs_and_a_self_contained_report(tmp_path: Path) -> None:
         assert f"<td>{grouper}</td>" in report
 
 
+def test_plot_draws_results_without_a_synthetic_zipf_dataset(tmp_path: Path) -> None:
+    """One's own data (a file, here) has no Zipf exponent: no skew trend, the rest drawn."""
+    data = tmp_path / "words.parquet"
+    pl.DataFrame({"key": [f"w{i % 97}" for i in range(5_000)]}).write_parquet(data)
+    results = simulate(groupers=["key", "pkg", "pdstream"], workers=[8], datasets=[f"file:path={data},key=key"])
+    write_results(results, str(tmp_path / "r.parquet"))
+    written = plots.plot(tmp_path / "r.parquet", tmp_path / "out")
+    names = {p.name for p in written}
+    assert any(n.startswith("pareto-") for n in names) and any(n.startswith("loads-") for n in names)
+    assert not any(n.startswith("trend-skew") for n in names)
+    assert (tmp_path / "out" / "report.html").read_text().rstrip().endswith("</html>")
+
+
 def test_plot_refuses_what_is_not_a_results_table(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="missing columns"):
         plots.plot(pl.DataFrame({"x": [1]}), tmp_path)

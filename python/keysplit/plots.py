@@ -107,6 +107,8 @@ def _save(fig: Any, path: Path) -> Path:
 def _one_window_setting(rows: pl.DataFrame) -> pl.DataFrame:
     """Rows of one window size (no windows when there are such rows): windows change how
     some groupers route, so charts never mix window sizes."""
+    if rows.height == 0:
+        return rows
     sizes = rows.get_column("window_tuples").unique().sort(nulls_last=False)
     first = sizes[0]
     return rows.filter(pl.col("window_tuples").is_null() if first is None else pl.col("window_tuples") == first)
