@@ -75,3 +75,44 @@ def test_missing_dataset_sources_are_reported(tmp_path: Path) -> None:
     )
     assert run.returncode == 2
     assert "no such data file" in run.stderr and "Traceback" not in run.stderr
+
+
+def test_run_checks_its_grouper_before_starting_spark() -> None:
+    """A typo is named at once, with the closest name; no Spark server is started for it."""
+    run = subprocess.run(
+        [*keysplit_command(), "run", "--grouper", "pdstraem"], capture_output=True, text=True, timeout=60
+    )
+    assert run.returncode == 2
+    assert 'unknown grouper "pdstraem"; did you mean "pdstream"?' in run.stderr
+    assert "Spark Connect server" not in run.stdout
+    bad_parameter = subprocess.run(
+        [*keysplit_command(), "run", "--grouper", "flexd:delta=two"], capture_output=True, text=True, timeout=60
+    )
+    assert bad_parameter.returncode == 2 and 'parameter "delta" of grouper "flexd" must be float' in bad_parameter.stderr
+    zero = subprocess.run([*keysplit_command(), "run", "--workers", "0"], capture_output=True, text=True, timeout=60)
+    assert zero.returncode == 2 and "must be a positive int" in zero.stderr
+
+
+def test_simulate_writes_json_refuses_an_unknown_suffix_and_can_group_nulls(tmp_path: Path) -> None:
+    data = tmp_path / "keys.parquet"
+    pl.DataFrame({"key": [None if i % 10 == 0 else f"k{i % 13}" for i in range(2_000)]}).write_parquet(data)
+    dataset = f"file:path={data},key=key"
+    refused = subprocess.run(
+        [*keysplit_command(), "simulate", "--datasets", dataset, "--output", str(tmp_path / "r.txt")],
+        capture_output=True, text=True,
+    )
+    assert refused.returncode == 2 and "end the name with .parquet, .csv, .json" in refused.stderr
+    nulls = subprocess.run(
+        [*keysplit_command(), "simulate", "--datasets", dataset], capture_output=True, text=True,
+    )
+    assert nulls.returncode != 0 and "null" in nulls.stderr
+    output = tmp_path / "r.json"
+    subprocess.run(
+        [*keysplit_command(), "simulate", "--datasets", dataset, "--nulls", "group", "--output", str(output)],
+        check=True, capture_output=True, text=True,
+    )
+    from keysplit.simulate import read_results
+
+    results = read_results(str(output))
+    assert results.height == 3 and results["worker_loads"].dtype == pl.List(pl.UInt64)
+    assert all(sum(loads) == 2_000 for loads in results["worker_loads"].to_list())

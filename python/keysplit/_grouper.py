@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import difflib
+import functools
 import sys
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -52,10 +54,20 @@ def _require_int(name: str, value: object) -> int:
     return value
 
 
+@functools.cache
+def _grouper_names() -> tuple[str, ...]:
+    return tuple(info.name for info in groupers())
+
+
 def _check_config(name: object, workers: object, seed: object) -> None:
     """The checks every grouper construction makes before the core sees its arguments."""
     if not isinstance(name, str):
         raise TypeError(f"name must be a str, got {type(name).__name__}")
+    known = _grouper_names()
+    if name not in known:
+        close = difflib.get_close_matches(name, known, n=1)
+        hint = f'did you mean "{close[0]}"? ' if close else ""
+        raise ValueError(f'unknown grouper "{name}"; {hint}known groupers: {", ".join(known)}')
     if not 1 <= _require_int("workers", workers) <= _core.MAX_WORKERS:
         raise ValueError(f"workers must be between 1 and {_core.MAX_WORKERS}, got {workers}")
     if not 0 <= _require_int("seed", seed) < _SEED_LIMIT:
@@ -121,6 +133,18 @@ class Grouper:
     def __init__(self, name: str, workers: int, seed: int = 0, **params: ParamValue) -> None:
         _check_config(name, workers, seed)
         self._core = _core.GrouperCore(name, workers, seed, params)
+
+    @classmethod
+    def from_spec(cls, spec: str, *, workers: int, seed: int = 0) -> Grouper:
+        """A grouper from a spec of the command line's form: ``"pkg"``,
+        ``"flexd:delta=2.0,threshold=0.1"`` (values are parsed as ints, floats, booleans or
+        strings, then checked against the grouper's parameters)."""
+        from keysplit.simulate import parse_spec
+
+        if not isinstance(spec, str):
+            raise TypeError(f"spec must be a str, got {type(spec).__name__}")
+        name, params = parse_spec(spec)
+        return cls(name, workers=workers, seed=seed, **params)
 
     def route(self, keys: Any, *, nulls: NullPolicy = "raise") -> WorkerIds:
         """Routes a column of keys, in order, and returns one worker id per key.

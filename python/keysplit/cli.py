@@ -59,6 +59,7 @@ def _simulate(args: argparse.Namespace) -> int:
         windows=args.windows,
         seed=args.seed,
         progress=False if args.no_progress else None,
+        nulls=args.nulls,
     )
     table = simulation.terminal_table(results)
     print(f"datasets: {'; '.join(d.name for d in sets)}")
@@ -83,8 +84,28 @@ def _plot(args: argparse.Namespace) -> int:
     return 0
 
 
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive int, got {value}")
+    return value
+
+
+def _output_path(text: str) -> str:
+    if not text.endswith(simulation.RESULT_SUFFIXES):
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: the results are written as Parquet, CSV or JSON; end the name with "
+            f"{', '.join(simulation.RESULT_SUFFIXES)}"
+        )
+    return text
+
+
 def _run(args: argparse.Namespace) -> int:
+    from keysplit._grouper import Grouper
     from keysplit.spark.job import run
+
+    # Checked before the job starts Spark, so that a typo is reported at once.
+    Grouper.from_spec(args.grouper, workers=args.workers, seed=args.seed)
 
     return run(
         dataset=args.dataset, grouper=args.grouper, workers=args.workers, seed=args.seed,
@@ -134,7 +155,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="window sizes in tuples, 'none' for the whole stream only, e.g. none,100000",
     )
     simulate.add_argument("--seed", type=int, default=0)
-    simulate.add_argument("--output", help="write every row to this .parquet or .csv file")
+    simulate.add_argument(
+        "--output", type=_output_path, help="write every row to this .parquet, .csv or .json file"
+    )
+    simulate.add_argument(
+        "--nulls", choices=["raise", "group"], default="raise",
+        help="null keys: refuse them (default) or route them all as one key",
+    )
     simulate.add_argument("--no-progress", action="store_true", help="no progress bars")
     simulate.set_defaults(run=_simulate)
 
@@ -146,9 +173,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     job = commands.add_parser(
         "run", help="the main job: a word count on an embedded Spark server, KG vs a skew-aware grouper"
     )
-    job.add_argument("--dataset", default="kjv", help="kjv, wordfreq or zipf")
-    job.add_argument("--grouper", default="pdstream", help="the skew-aware grouper set against KG")
-    job.add_argument("--workers", type=int, default=8)
+    job.add_argument("--dataset", default="kjv", choices=["kjv", "wordfreq", "zipf"])
+    job.add_argument(
+        "--grouper", default="pdstream",
+        help="the skew-aware grouper set against KG, optionally with parameters: flexd:delta=2.0",
+    )
+    job.add_argument("--workers", type=_positive_int, default=8)
     job.add_argument("--tuples", type=int, default=10_000_000, help="words drawn (wordfreq, zipf)")
     job.add_argument("--seed", type=int, default=0)
     job.add_argument("--report-dir", default="results/run", help="where run.html and run.png go")

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from keysplit import datasets, metrics
-from keysplit._grouper import Grouper
+from keysplit._grouper import Grouper, NullPolicy
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -244,6 +244,7 @@ def simulate(
     windows: Sequence[int | None] = (None,),
     seed: int = 0,
     progress: bool | None = None,
+    nulls: NullPolicy = "raise",
 ) -> pl.DataFrame:
     """Routes every dataset through every grouper for every worker count and window size.
 
@@ -253,7 +254,8 @@ def simulate(
     sizes in tuples, ``None`` for no windows: with a size, the metrics come per window too,
     and every grouper's :meth:`~keysplit.Grouper.end_window` is called at each boundary.
     ``seed`` seeds both the synthetic datasets and the groupers. ``progress`` shows rich
-    progress bars on stderr (default: when stderr is a terminal).
+    progress bars on stderr (default: when stderr is a terminal). ``nulls`` is how null
+    keys route (see :meth:`keysplit.Grouper.route`): refused by default.
 
     Returns the tidy table described in the module documentation.
     """
@@ -278,7 +280,7 @@ def simulate(
     try:
         for data in resolved:
             for window_tuples in windows:
-                tables.append(_simulate_one(data, grouper_specs, workers, window_tuples, seed, display))
+                tables.append(_simulate_one(data, grouper_specs, workers, window_tuples, seed, display, nulls))
     finally:
         if display is not None:
             display.stop()
@@ -292,6 +294,7 @@ def _simulate_one(
     window_tuples: int | None,
     seed: int,
     display: Any,
+    nulls: NullPolicy,
 ) -> pl.DataFrame:
     runs = [
         _Run(
@@ -317,7 +320,7 @@ def _simulate_one(
             framed = piece.select("key") if window is None else piece.select("key", window=pl.lit(window, pl.UInt64))
             for run in runs:
                 started = time.perf_counter_ns()
-                ids = run.grouper.route(keys)
+                ids = run.grouper.route(keys, nulls=nulls)
                 elapsed = time.perf_counter_ns() - started
                 run.seconds += elapsed / 1e9
                 if not run.window_seconds:
@@ -413,20 +416,38 @@ def terminal_table(results: pl.DataFrame) -> pl.DataFrame:
     return rows.select(*varying, *shown)
 
 
+#: The file types results are written as, by suffix.
+RESULT_SUFFIXES = (".parquet", ".csv", ".json")
+
+
+def _result_suffix(path: str) -> str:
+    for suffix in RESULT_SUFFIXES:
+        if str(path).endswith(suffix):
+            return suffix
+    raise ValueError(f"{path!r}: results are Parquet, CSV or JSON; end the name with {', '.join(RESULT_SUFFIXES)}")
+
+
 def write_results(results: pl.DataFrame, path: str) -> None:
-    """Writes ``results`` to ``path``: Parquet, or CSV for a ``.csv`` suffix (the per-worker
-    loads then become one ``;``-separated string)."""
-    if path.endswith(".csv"):
+    """Writes ``results`` to ``path`` by its suffix: ``.parquet``, ``.csv`` (the per-worker
+    loads then become one ``;``-separated string) or ``.json`` (an array of rows)."""
+    suffix = _result_suffix(path)
+    if suffix == ".csv":
         results.with_columns(
             pl.col("worker_loads").cast(pl.List(pl.String)).list.join(";")
         ).write_csv(path)
+    elif suffix == ".json":
+        results.write_json(path)
     else:
         results.write_parquet(path)
 
 
 def read_results(path: str) -> pl.DataFrame:
-    """Reads what :func:`write_results` wrote, Parquet or CSV, with the same columns."""
-    if str(path).endswith(".csv"):
+    """Reads what :func:`write_results` wrote, Parquet, CSV or JSON, with the same columns."""
+    suffix = _result_suffix(str(path))
+    if suffix == ".csv":
         frame = pl.read_csv(path, schema_overrides={"worker_loads": pl.String, "dataset": pl.String})
         return frame.with_columns(pl.col("worker_loads").str.split(";").cast(pl.List(pl.UInt64)))
+    if suffix == ".json":
+        frame = pl.read_json(path)
+        return frame.with_columns(pl.col("worker_loads").cast(pl.List(pl.UInt64)))
     return pl.read_parquet(path)

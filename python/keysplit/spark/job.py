@@ -269,6 +269,8 @@ def run(
     from keysplit.spark.aggregate import aggregate_with_report
     from keysplit.spark.session import session
 
+    # Arguments are checked before Spark starts: a typo costs nothing.
+    Grouper.from_spec(grouper, workers=workers, seed=seed)
     stream = dataset_stream(dataset, batch_rows=batch_rows, tuples=tuples, seed=seed)
     directory = Path(report_dir)
     corpus = directory / "corpus"
@@ -282,7 +284,10 @@ def run(
         # compilation and the Python workers' start, which no pipeline should be charged.
         handle.call("warming up", plan.count)
         for rows in (frame, next(iter(stream()))):
-            aggregate_with_report(rows, key="key", grouper=grouper, workers=workers, aggs=["count"], session=handle)
+            aggregate_with_report(
+                rows, key="key", grouper=Grouper.from_spec(grouper, workers=workers, seed=seed), aggs=["count"],
+                session=handle,
+            )
         started = time.perf_counter()
         table = handle.call("Spark's own groupBy", plan.toArrow)
         native_seconds = time.perf_counter() - started
@@ -297,7 +302,7 @@ def run(
         for label, make in pipelines:
             rows, name = make()
             result, report = aggregate_with_report(
-                rows, key="key", grouper=Grouper(name, workers=workers, seed=seed), aggs=["count"],
+                rows, key="key", grouper=Grouper.from_spec(name, workers=workers, seed=seed), aggs=["count"],
                 session=handle, output="polars", batch_rows=batch_rows,
             )
             report.check()
