@@ -116,3 +116,19 @@ def test_simulate_writes_json_refuses_an_unknown_suffix_and_can_group_nulls(tmp_
     results = read_results(str(output))
     assert results.height == 3 and results["worker_loads"].dtype == pl.List(pl.UInt64)
     assert all(sum(loads) == 2_000 for loads in results["worker_loads"].to_list())
+
+
+def test_discovery_version_one_grouper_and_all_groupers() -> None:
+    version = subprocess.run([*keysplit_command(), "--version"], check=True, capture_output=True, text=True)
+    import keysplit
+
+    assert version.stdout.strip() == f"keysplit {keysplit.__version__}"
+    described = subprocess.run([*keysplit_command(), "groupers", "flexd"], check=True, capture_output=True, text=True)
+    assert described.stdout.startswith("flexd: FlexD") and "delta" in described.stdout and "1.5" in described.stdout
+    typo = subprocess.run([*keysplit_command(), "groupers", "pkgg"], capture_output=True, text=True)
+    assert typo.returncode == 2 and 'did you mean "pkg"?' in typo.stderr
+    every = subprocess.run(
+        [*keysplit_command(), "simulate", "--groupers", "all", "--tuples", "5000", "--keys", "200", "--no-progress"],
+        check=True, capture_output=True, text=True,
+    )
+    assert all(info.name in every.stdout for info in keysplit.groupers())

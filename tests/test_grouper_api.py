@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 
+import polars as pl
 import pytest
 
 import keysplit
@@ -110,3 +111,18 @@ def test_routing_is_frozen_across_releases() -> None:
 
 
 GOLDEN_KEY_ROUTING = [3, 7, 14, 9, 15, 11]
+
+
+def test_grouper_infos_read_as_a_table_and_as_types() -> None:
+    """Discovery: a short repr, a Polars table, resolvable type hints, one description."""
+    import typing
+
+    infos = keysplit.groupers()
+    assert repr(infos[3]).startswith("GrouperInfo('pkg', ") and "mappingproxy" not in repr(infos)
+    table = pl.DataFrame(infos)
+    assert table.height == len(infos) and table["name"].to_list() == [i.name for i in infos]
+    assert set(typing.get_type_hints(keysplit.GrouperInfo)) == {"name", "title", "paper", "defaults", "param_docs"}
+    assert "threshold" in next(i for i in infos if i.name == "flexd").describe()
+    # Every call gives fresh dicts: changing one changes no grouper.
+    infos[3].defaults["choices"] = 99
+    assert keysplit.groupers()[3].defaults["choices"] == 2

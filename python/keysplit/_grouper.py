@@ -6,16 +6,16 @@ import difflib
 import functools
 import sys
 from dataclasses import dataclass
-from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Literal
 
 import polars as pl
 
 from keysplit import _core
 
-if TYPE_CHECKING:
-    from collections.abc import Mapping
+# At run time too: typing.get_type_hints(GrouperInfo), and Polars through it, resolve it.
+from collections.abc import Mapping  # noqa: TC003
 
+if TYPE_CHECKING:
     from keysplit._core import ParamValue, WorkerIds
 
 NullPolicy = Literal["raise", "group"]
@@ -23,15 +23,35 @@ NullPolicy = Literal["raise", "group"]
 _SEED_LIMIT = 1 << 64
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class GrouperInfo:
-    """A registered grouper: its name, the paper it follows and its default parameters."""
+    """A registered grouper: its name, the paper it follows and its default parameters.
+
+    ``pl.DataFrame(keysplit.groupers())`` gives them as a table (``defaults`` and
+    ``param_docs`` as structs)."""
 
     name: str
     title: str
     paper: str
-    defaults: Mapping[str, ParamValue]
+    # Spelled out rather than ParamValue, which only the type stub defines.
+    defaults: Mapping[str, bool | int | float | str]
     param_docs: Mapping[str, str]
+
+    def __repr__(self) -> str:
+        defaults = ", ".join(f"{k}={v!r}" for k, v in self.defaults.items())
+        return f"GrouperInfo({self.name!r}, {self.title!r}, defaults: {defaults or '-'})"
+
+    def describe(self) -> str:
+        """Everything about the grouper, as ``keysplit groupers NAME`` prints it."""
+        lines = [f"{self.name}: {self.title}", f"  paper: {self.paper}"]
+        if self.defaults:
+            lines.append("  parameters (default, meaning):")
+            width = max(map(len, self.defaults))
+            for name, value in self.defaults.items():
+                lines.append(f"    {name:<{width}}  {value!r:<10} {self.param_docs.get(name, '')}".rstrip())
+        else:
+            lines.append("  parameters: none")
+        return "\n".join(lines)
 
 
 def groupers() -> list[GrouperInfo]:
@@ -41,8 +61,10 @@ def groupers() -> list[GrouperInfo]:
             name=entry["name"],
             title=entry["title"],
             paper=entry["paper"],
-            defaults=MappingProxyType(entry["defaults"]),
-            param_docs=MappingProxyType(entry["param_docs"]),
+            # Fresh dicts on every call (so nothing shared can change), which Polars and
+            # dataclasses.asdict can copy, as they cannot a mappingproxy.
+            defaults=dict(entry["defaults"]),
+            param_docs=dict(entry["param_docs"]),
         )
         for entry in _core.groupers()
     ]

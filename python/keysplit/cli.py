@@ -10,7 +10,7 @@ import polars as pl
 
 from keysplit import datasets, reproduction
 from keysplit import simulate as simulation
-from keysplit._grouper import groupers
+from keysplit._grouper import Grouper, groupers
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -28,7 +28,10 @@ def _comma_list(kind: Callable[[str], object]) -> Callable[[str], list]:
 
 def _grouper_specs(text: str) -> list[str]:
     """``"pkg,flexd:delta=2.0,threshold=0.1"`` -> ``["pkg", "flexd:delta=2.0,threshold=0.1"]``:
-    an item with ``=`` but no ``:`` is one more parameter of the grouper before it."""
+    an item with ``=`` but no ``:`` is one more parameter of the grouper before it; ``all``
+    is every grouper with its defaults."""
+    if text.strip() == "all":
+        return [info.name for info in groupers()]
     specs: list[str] = []
     for item in filter(None, (part.strip() for part in text.split(","))):
         if "=" in item and ":" not in item and specs:
@@ -113,8 +116,16 @@ def _run(args: argparse.Namespace) -> int:
     )
 
 
-def _list_groupers(_: argparse.Namespace) -> int:
-    for info in groupers():
+def _list_groupers(args: argparse.Namespace) -> int:
+    known = {info.name: info for info in groupers()}
+    if args.names:
+        unknown = [name for name in args.names if name not in known]
+        if unknown:
+            # The grouper constructor's message names the closest grouper.
+            Grouper(unknown[0], workers=1)
+        print("\n\n".join(known[name].describe() for name in args.names))
+        return 0
+    for info in known.values():
         defaults = ", ".join(f"{k}={v!r}" for k, v in info.defaults.items()) or "-"
         print(f"{info.name:10} {info.title}\n{'':10} paper: {info.paper}\n{'':10} defaults: {defaults}")
     return 0
@@ -122,6 +133,9 @@ def _list_groupers(_: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="keysplit", description=__doc__)
+    from keysplit import __version__
+
+    parser.add_argument("--version", action="version", version=f"keysplit {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
 
     simulate = commands.add_parser(
@@ -134,7 +148,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     simulate.add_argument(
         "--groupers", type=_grouper_specs, default=["shuffle", "key", "pkg"],
-        help="comma-separated grouper names, each optionally with parameters: "
+        help="comma-separated grouper names (or all), each optionally with parameters: "
         "pkg,flexd:delta=2.0,threshold=0.1 (default shuffle,key,pkg)",
     )
     simulate.add_argument("--workers", type=_comma_list(int), default=[8], help="worker counts, e.g. 8,16,32")
@@ -184,7 +198,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     job.add_argument("--report-dir", default="results/run", help="where run.html and run.png go")
     job.set_defaults(run=_run)
 
-    listing = commands.add_parser("groupers", help="list every grouper with its paper")
+    listing = commands.add_parser("groupers", help="list every grouper with its paper, or describe some")
+    listing.add_argument("names", nargs="*", help="groupers to describe with every parameter's meaning")
     listing.set_defaults(run=_list_groupers)
 
     reproduction.add_subcommand(commands)
