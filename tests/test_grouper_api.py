@@ -126,3 +126,16 @@ def test_grouper_infos_read_as_a_table_and_as_types() -> None:
     # Every call gives fresh dicts: changing one changes no grouper.
     infos[3].defaults["choices"] = 99
     assert keysplit.groupers()[3].defaults["choices"] == 2
+
+
+def test_one_grouper_spec_everywhere() -> None:
+    """Grouper.from_spec reads the command line's form; the Spark API's grouper= takes it too."""
+    from keysplit.spark.pipeline import make_grouper
+
+    grouper = keysplit.Grouper.from_spec("flexd:delta=2.0,threshold=0.1", workers=8, seed=3)
+    assert grouper.params["delta"] == 2.0 and grouper.params["threshold"] == 0.1 and grouper.seed == 3
+    assert make_grouper("flexd:delta=2.0", 8, 0).params["delta"] == 2.0
+    with pytest.raises(ValueError, match='did you mean "pdstream"'):
+        keysplit.Grouper.from_spec("pdstraem", workers=8)
+    with pytest.raises(TypeError, match='parameter "delta" of grouper "flexd" must be float'):
+        keysplit.Grouper.from_spec("flexd:delta=two", workers=8)

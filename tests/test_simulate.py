@@ -167,3 +167,27 @@ def test_the_readme_python_snippets_run_in_a_fresh_interpreter() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
+
+
+def test_progress_moves_at_least_every_100k_rows(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A default synthetic stream is one batch of 2^20 rows; the bar must still move."""
+    from keysplit import simulate as simulation
+
+    class Recorder:
+        def __init__(self) -> None:
+            self.steps: list[int] = []
+
+        def start(self) -> None: ...
+        def stop(self) -> None: ...
+        def add_task(self, *_: object, **__: object) -> int:
+            return 0
+        def advance(self, _task: int, rows: int) -> None:
+            self.steps.append(rows)
+        def remove_task(self, _task: int) -> None: ...
+
+    recorder = Recorder()
+    monkeypatch.setattr(simulation, "_progress", lambda _enabled: recorder)
+    tuples = 1_200_000
+    simulation.simulate(groupers=["key"], workers=[4], datasets=[f"zipf:keys=1000,tuples={tuples},z=1.2"])
+    assert sum(recorder.steps) == tuples
+    assert max(recorder.steps) <= simulation.PROGRESS_ROWS

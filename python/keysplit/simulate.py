@@ -27,7 +27,7 @@ from keysplit import datasets, metrics
 from keysplit._grouper import Grouper, NullPolicy
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator, Mapping, Sequence
+    from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 
     from keysplit._core import ParamValue
 
@@ -311,7 +311,7 @@ def _simulate_one(
         task = display.add_task(f"{data.name}{window_text}", total=data.tuples)
     position = 0
     open_window: int | None = None
-    for batch in data.open():
+    for batch in _progress_batches(data.open()):
         for window, piece in _window_slices(batch, position, window_tuples):
             if window != open_window and open_window is not None:
                 _close_window(runs)
@@ -338,6 +338,16 @@ def _simulate_one(
     if display is not None:
         display.remove_task(task)
     return pl.concat([_rows(run, data, window_tuples, position) for run in runs], how="vertical_relaxed")
+
+
+#: Rows routed between two progress updates: a default stream is one batch of 2^20 rows,
+#: whose bar would otherwise sit at zero until it ends. Routing does not depend on it.
+PROGRESS_ROWS = 100_000
+
+
+def _progress_batches(batches: Iterable[pl.DataFrame]) -> Iterator[pl.DataFrame]:
+    for batch in batches:
+        yield from (batch.iter_slices(PROGRESS_ROWS) if batch.height > PROGRESS_ROWS else [batch])
 
 
 def _open_window(run: _Run) -> None:

@@ -80,8 +80,9 @@ def run_settings(session: Session) -> Iterator[None]:
 
 
 def make_grouper(grouper: Grouper | str, workers: int, seed: int) -> Grouper:
+    """``grouper`` itself, or one made from a name or spec (``"flexd:delta=2.0"``)."""
     if isinstance(grouper, str):
-        return Grouper(grouper, workers=workers, seed=seed)
+        return Grouper.from_spec(grouper, workers=workers, seed=seed)
     if not isinstance(grouper, Grouper):
         raise TypeError(f"grouper must be a keysplit.Grouper or a grouper name, got {type(grouper).__name__}")
     return grouper
