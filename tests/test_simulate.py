@@ -129,6 +129,10 @@ def test_plot_writes_pngs_and_a_self_contained_report(tmp_path: Path) -> None:
     assert "src='http" not in report and "<script" not in report
     for grouper in groupers:
         assert f"<td>{grouper}</td>" in report
+    # A short summary first, then the charts; the long tables last, folded, one per dataset.
+    assert report.index("<h2>Summary</h2>") < report.index("<img") < report.index("<details>")
+    assert report.count("<details>") == 3
+    assert len(report) < 1_500_000
 
 
 def test_plot_draws_results_without_a_synthetic_zipf_dataset(tmp_path: Path) -> None:

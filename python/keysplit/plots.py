@@ -80,10 +80,12 @@ def _family(label: str) -> str:
 
 
 def _style(groupers: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """A distinct (colour, marker) pair per grouper: colours cycle every 10, markers step
+    each cycle, so 24 groupers never share both."""
     plt = _pyplot()
-    colors = plt.get_cmap("tab20").colors
+    colors = plt.get_cmap("tab10").colors
     return {
-        g: {"color": colors[i % len(colors)], "marker": _MARKERS[i % len(_MARKERS)]}
+        g: {"color": colors[i % len(colors)], "marker": _MARKERS[(i + i // len(colors)) % len(_MARKERS)]}
         for i, g in enumerate(groupers)
     }
 
@@ -97,9 +99,13 @@ def _pareto_front(points: list[tuple[float, float]]) -> list[tuple[float, float]
     return front
 
 
+#: Resolution of every chart: enough to read, small enough that the report stays light.
+DPI = 90
+
+
 def _save(fig: Any, path: Path) -> Path:
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=DPI)
     _pyplot().close(fig)
     return path
 
@@ -115,45 +121,71 @@ def _one_window_setting(rows: pl.DataFrame) -> pl.DataFrame:
 
 
 def pareto_chart(rows: pl.DataFrame, dataset: str, path: Path, style: dict[str, dict[str, Any]]) -> Path:
-    """λ against γ for one dataset's whole-stream rows."""
+    """λ against γ for one dataset's whole-stream rows: one panel per worker count, every
+    grouper a marker, names written only on the Pareto front (the legend has the rest)."""
     plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(8, 6))
-    many_workers = rows.get_column("workers").n_unique() > 1
-    for grouper, part in rows.group_by("grouper", maintain_order=True):
-        label = grouper[0]
-        ax.scatter(part["replication_factor"], part["load_imbalance"], label=label, s=40, **style[label])
+    counts = sorted(rows.get_column("workers").unique().to_list())
+    columns = min(len(counts), 3)
+    lines = -(-len(counts) // columns)
+    fig, axes = plt.subplots(lines, columns, figsize=(5.2 * columns + 2.2, 4.4 * lines), squeeze=False)
+    flat = list(axes.flat)
+    for ax, workers in zip(flat, counts, strict=False):
+        part = rows.filter(pl.col("workers") == workers)
+        for grouper, points in part.group_by("grouper", maintain_order=True):
+            label = grouper[0]
+            ax.scatter(points["replication_factor"], points["load_imbalance"], label=label, s=36,
+                       edgecolors="black", linewidths=0.3, **style[label])
+        coordinates = list(zip(part["replication_factor"], part["load_imbalance"], strict=True))
+        front = _pareto_front(coordinates)
+        ax.plot(*zip(*front, strict=True), color="grey", linestyle="--", linewidth=1)
+        on_front = set(front)
         for r in part.iter_rows(named=True):
-            text = f"{label} n={r['workers']}" if many_workers else label
-            ax.annotate(text, (r["replication_factor"], r["load_imbalance"]), fontsize=7,
-                        xytext=(3, 3), textcoords="offset points")
-    front = _pareto_front(list(zip(rows["replication_factor"], rows["load_imbalance"], strict=True)))
-    ax.plot(*zip(*front, strict=True), color="grey", linestyle="--", linewidth=1, label="Pareto front")
-    ax.set_xlabel("replication factor γ (workers per key)")
-    ax.set_ylabel("load imbalance λ = (max − mean) / mean")
-    ax.set_yscale("symlog", linthresh=0.01)
-    ax.set_title(f"λ vs γ: {dataset}", fontsize=10)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=7, ncol=2)
-    return _save(fig, path)
+            if (r["replication_factor"], r["load_imbalance"]) in on_front:
+                ax.annotate(r["grouper"], (r["replication_factor"], r["load_imbalance"]), fontsize=7,
+                            xytext=(4, 4), textcoords="offset points")
+        ax.set_yscale("symlog", linthresh=0.01)
+        ax.set_title(f"{workers} workers", fontsize=9)
+        ax.set_xlabel("replication factor γ (workers per key)")
+        ax.grid(alpha=0.3)
+    for ax in flat[len(counts):]:
+        ax.set_visible(False)
+    for ax in axes[:, 0]:
+        ax.set_ylabel("load imbalance λ")
+    handles, labels = flat[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="center right", fontsize=7, frameon=False)
+    fig.suptitle(f"λ vs γ (dashed: the Pareto front, named): {dataset}", fontsize=10)
+    fig.tight_layout(rect=(0, 0, 1 - 2.0 / (5.2 * columns + 2.2), 1))
+    fig.savefig(path, dpi=DPI)
+    plt.close(fig)
+    return path
 
 
 def loads_chart(rows: pl.DataFrame, dataset: str, path: Path, style: dict[str, dict[str, Any]]) -> Path:
-    """Each grouper's load per worker, over the mean, for the largest worker count."""
+    """Each grouper's load per worker over the mean, as bars, one small panel per grouper
+    (the largest worker count), on one scale."""
     plt = _pyplot()
     workers = rows.get_column("workers").max()
     rows = rows.filter(pl.col("workers") == workers)
-    fig, ax = plt.subplots(figsize=(8, 5))
-    for r in rows.iter_rows(named=True):
+    columns = min(rows.height, 4)
+    lines = -(-rows.height // columns)
+    fig, axes = plt.subplots(lines, columns, figsize=(3.4 * columns, 2.2 * lines + 0.6), sharey=True, squeeze=False)
+    flat = list(axes.flat)
+    for ax, r in zip(flat, rows.iter_rows(named=True), strict=False):
         loads = r["worker_loads"]
         mean = sum(loads) / len(loads) if loads else 0
-        ax.plot(range(len(loads)), [x / mean if mean else 0 for x in loads], label=r["grouper"],
-                linewidth=1, markersize=4, **style[r["grouper"]])
-    ax.axhline(1.0, color="grey", linewidth=0.8)
-    ax.set_xlabel("worker")
-    ax.set_ylabel("load / mean load")
-    ax.set_title(f"load per worker, {workers} workers: {dataset}", fontsize=10)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=7, ncol=2)
+        ax.bar(range(len(loads)), [x / mean if mean else 0 for x in loads], width=0.85,
+               color=style[r["grouper"]]["color"])
+        ax.axhline(1.0, color="grey", linewidth=0.8)
+        ax.set_title(f"{r['grouper']}  λ={r['load_imbalance']:.3g}", fontsize=8)
+        ax.xaxis.set_major_locator(_integer_ticks())
+        ax.tick_params(labelsize=7)
+    for ax in flat[rows.height:]:
+        ax.set_visible(False)
+    for ax in axes[:, 0]:
+        ax.set_ylabel("load / mean", fontsize=8)
+    for ax in axes[-1, :]:
+        ax.set_xlabel("worker", fontsize=8)
+    fig.suptitle(f"load per worker, {workers} workers: {dataset}", fontsize=10)
     return _save(fig, path)
 
 
@@ -259,23 +291,50 @@ def plot(results: pl.DataFrame | str | Path, out: str | Path) -> list[Path]:
     return [path for _, charts in sections for path in charts] + [report]
 
 
+def _summary(whole: pl.DataFrame) -> str:
+    """One line per (dataset, workers): the grouper with the least λ, and the one with the
+    least γ among those within 5 % load imbalance."""
+    items = []
+    for (dataset, workers), rows in whole.sort("dataset", "workers").group_by("dataset", "workers", maintain_order=True):
+        best = rows.sort("load_imbalance", "replication_factor").row(0, named=True)
+        balanced = rows.filter(pl.col("load_imbalance") <= 0.05).sort("replication_factor", "load_imbalance")
+        line = (f"<b>{html.escape(str(dataset))}</b>, {workers} workers: least λ "
+                f"<code>{html.escape(best['grouper'])}</code> (λ {best['load_imbalance']:.3g}, "
+                f"γ {best['replication_factor']:.3g})")
+        if balanced.height:
+            pick = balanced.row(0, named=True)
+            line += (f"; least γ within λ ≤ 0.05 <code>{html.escape(pick['grouper'])}</code> "
+                     f"(λ {pick['load_imbalance']:.3g}, γ {pick['replication_factor']:.3g})")
+        items.append(f"<li>{line}</li>")
+    return "<ul>" + "".join(items) + "</ul>"
+
+
 def _report(whole: pl.DataFrame, sections: list[tuple[str, list[Path]]]) -> str:
     parts = [
         "<!DOCTYPE html><html><head><meta charset='utf-8'><title>keysplit simulation report</title>",
         "<style>body{font-family:sans-serif;margin:2em;max-width:1200px}"
         "table{border-collapse:collapse;font-size:12px}td,th{border:1px solid #ccc;padding:2px 6px;"
-        "text-align:right}th{background:#eee}img{max-width:100%;display:block;margin:1em 0}</style>",
+        "text-align:right}th{background:#eee}img{max-width:100%;display:block;margin:1em 0}"
+        "details{margin:1em 0}summary{cursor:pointer;font-weight:bold}"
+        ".wide{overflow-x:auto}</style>",
         "</head><body><h1>keysplit simulation report</h1>",
         "<p>λ = (max load − mean load) / mean load; γ = workers per distinct key; Γ = Σ distinct "
         "keys per worker; ψ = tuples of state moved between windows. Metrics as in "
         "<code>keysplit.metrics</code>.</p>",
-        "<h2>Whole-stream metrics</h2>",
-        _html_table(whole),
+        "<h2>Summary</h2>",
+        _summary(whole),
     ]
     for title, charts in sections:
         parts.append(f"<h2>{html.escape(title)}</h2>")
         for path in charts:
             encoded = base64.b64encode(path.read_bytes()).decode("ascii")
             parts.append(f"<img alt='{html.escape(path.stem)}' src='data:image/png;base64,{encoded}'>")
+    parts.append("<h2>Whole-stream metrics</h2>")
+    for (dataset,), rows in whole.sort("dataset").group_by("dataset", maintain_order=True):
+        table = _html_table(rows.sort("workers", "load_imbalance", "replication_factor"))
+        parts.append(
+            f"<details><summary>{html.escape(str(dataset))}: {rows.height} rows, by workers, then λ</summary>"
+            f"<div class='wide'>{table}</div></details>"
+        )
     parts.append("</body></html>")
     return "\n".join(parts)

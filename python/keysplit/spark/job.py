@@ -66,6 +66,8 @@ def _chart(labels: list[str], reports: list[RunReport], path: Path) -> None:
     for i, (label, report) in enumerate(zip(labels, reports)):
         workers = range(report.workers)
         loads_axis.bar([w + i * width for w in workers], report.spark_loads, width, label=label)
+    centres = [w + width * (len(reports) - 1) / 2 for w in range(reports[0].workers)]
+    loads_axis.set_xticks(centres, [str(w) for w in range(reports[0].workers)])
     loads_axis.set_xlabel("worker")
     loads_axis.set_ylabel("tuples (as Spark aggregated them)")
     loads_axis.set_title("Load per worker")
