@@ -139,3 +139,10 @@ def test_one_grouper_spec_everywhere() -> None:
         keysplit.Grouper.from_spec("pdstraem", workers=8)
     with pytest.raises(TypeError, match='parameter "delta" of grouper "flexd" must be float'):
         keysplit.Grouper.from_spec("flexd:delta=two", workers=8)
+
+
+def test_grouper_name_literal_lists_the_registry() -> None:
+    """Editors complete grouper names from keysplit.GrouperName; it must not drift."""
+    import typing
+
+    assert typing.get_args(keysplit.GrouperName) == tuple(info.name for info in keysplit.groupers())

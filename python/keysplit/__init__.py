@@ -6,7 +6,7 @@ data without copying it. See ``keysplit.groupers()`` for what is available.
 
 from keysplit import datasets, metrics, simulate, sketches, tables
 from keysplit._core import MAX_WORKERS, SnapshotError, WorkerIds, __version__, hash_key
-from keysplit._grouper import Grouper, GrouperInfo, NullPolicy, groupers
+from keysplit._grouper import Grouper, GrouperInfo, GrouperName, NullPolicy, groupers
 from keysplit._routing import route, route_batches
 from keysplit._sources import RoutedSources, route_sources
 
@@ -14,6 +14,7 @@ __all__ = [
     "MAX_WORKERS",
     "Grouper",
     "GrouperInfo",
+    "GrouperName",
     "NullPolicy",
     "RoutedSources",
     "SnapshotError",

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from keysplit import _core
-from keysplit._grouper import NullPolicy, _check_config, _importable_keys, _require_int
+from keysplit._grouper import GrouperName, NullPolicy, _check_config, _importable_keys, _require_int
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -44,7 +44,7 @@ def _default_threads() -> int:
 
 
 def route_sources(
-    name: str,
+    name: GrouperName,
     workers: int,
     sources: Sequence[Any],
     *,
