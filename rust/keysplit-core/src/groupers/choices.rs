@@ -87,7 +87,7 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
 const PAPER: &str = "Nasir et al., When two choices are not enough: Balancing at scale in \
-                     distributed stream processing, ICDE 2016; spec/baselines.md";
+                     distributed stream processing, ICDE 2016";
 
 const THETA: ParamSpec = ParamSpec {
     name: "theta",

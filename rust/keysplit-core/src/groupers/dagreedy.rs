@@ -80,7 +80,7 @@ pub const INFO: GrouperInfo = GrouperInfo {
     name: "dagreedy",
     title: "DAGreedy: distribution-aware greedy key splitting",
     paper: "Pacaci and Özsu, Distribution-aware stream partitioning for distributed stream \
-            processing systems, BeyondMR 2018; spec/baselines.md",
+            processing systems, BeyondMR 2018",
     params: &[
         ParamSpec {
             name: "interval_tuples",

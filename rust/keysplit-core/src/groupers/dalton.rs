@@ -92,7 +92,7 @@ pub const INFO: GrouperInfo = GrouperInfo {
     name: "dalton",
     title: "Dalton: learned partitioning with an epsilon-greedy contextual bandit",
     paper: "Zapridou, Mytilinis and Ailamaki, Dalton: Learned partitioning for distributed \
-            data streams, PVLDB 16(3), 2022; spec/baselines.md",
+            data streams, PVLDB 16(3), 2022",
     params: &[
         ParamSpec {
             name: "interval_tuples",

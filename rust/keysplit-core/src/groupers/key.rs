@@ -15,7 +15,8 @@ use serde::{Deserialize, Serialize};
 pub const INFO: GrouperInfo = GrouperInfo {
     name: "key",
     title: "Key grouping (hash partitioning)",
-    paper: "spec/baselines.md: Key grouping (KG, FLD, hash)",
+    paper: "Key grouping (Storm's fields grouping, hash partitioning): the baseline of Nasir et al., \
+            The power of both choices, ICDE 2015",
     params: &[],
     build,
     restore: restore_state::<KeyGrouping>,

@@ -28,7 +28,8 @@ use serde::{Deserialize, Serialize};
 pub const INFO: GrouperInfo = GrouperInfo {
     name: "pkg",
     title: "Partial key grouping (power of both choices)",
-    paper: "Nasir et al., The power of both choices, ICDE 2015; spec/baselines.md",
+    paper: "Nasir et al., The power of both choices: Practical load balancing for distributed stream \
+            processing engines, ICDE 2015",
     params: &[
         ParamSpec {
             name: "distinct_candidates",

@@ -72,7 +72,7 @@ pub const INFO: GrouperInfo = GrouperInfo {
     name: "pstream",
     title: "PStream (coin-flipping hot-key predictor; hot keys shuffled, cold keys hashed)",
     paper: "Chen, Zhang, Jin, PStream: A popularity-aware differentiated distributed stream \
-            processing system, IEEE TC 2021; spec/baselines.md",
+            processing system, IEEE TC 2021",
     params: &[
         ParamSpec {
             name: "l",

@@ -166,8 +166,8 @@ const WINDOW_TUPLES: ParamSpec = ParamSpec {
 pub const ELB: GrouperInfo = GrouperInfo {
     name: "elb",
     title: "ELB: eager load balancing of substreams within [v, u]",
-    paper: "ELB/CLB paper on stateful load balancing (papers/stateful-load-balancing-elb-clb.txt), \
-            Section 3, Algorithm 1",
+    paper: "Guo and Zhou, Stateful load balancing for parallel stream processing, Euro-Par 2017 \
+            Workshops, LNCS 10659, doi:10.1007/978-3-319-75178-8_7; Section 3, Algorithm 1",
     params: &[
         SUBSTREAMS,
         WINDOW_TUPLES,
@@ -185,8 +185,8 @@ pub const ELB: GrouperInfo = GrouperInfo {
 pub const CLB: GrouperInfo = GrouperInfo {
     name: "clb",
     title: "CLB: correlation-based periodic load balancing of substreams",
-    paper: "ELB/CLB paper on stateful load balancing (papers/stateful-load-balancing-elb-clb.txt), \
-            Section 4, Algorithm 2",
+    paper: "Guo and Zhou, Stateful load balancing for parallel stream processing, Euro-Par 2017 \
+            Workshops, LNCS 10659, doi:10.1007/978-3-319-75178-8_7; Section 4, Algorithm 2",
     params: &[
         SUBSTREAMS,
         WINDOW_TUPLES,

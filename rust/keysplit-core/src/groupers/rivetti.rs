@@ -77,8 +77,7 @@ pub const INFO: GrouperInfo = GrouperInfo {
     name: "dkg_rivetti",
     title: "Distribution-aware key grouping (learn, build an LPT table, route)",
     paper: "Rivetti, Querzoni, Anceaume, Busnel, Sericola, Efficient key grouping for \
-            near-optimal load balancing in stream processing systems, DEBS 2015; \
-            spec/baselines.md",
+            near-optimal load balancing in stream processing systems, DEBS 2015",
     params: &[ParamSpec {
         name: "learning_tuples",
         default: ParamValue::Int(DEFAULT_LEARNING_TUPLES),

@@ -16,7 +16,8 @@ use serde::{Deserialize, Serialize};
 pub const INFO: GrouperInfo = GrouperInfo {
     name: "shuffle",
     title: "Shuffle grouping (round robin)",
-    paper: "spec/baselines.md: Shuffle grouping (SG, SH)",
+    paper: "Shuffle grouping (Storm's round robin): the baseline of Nasir et al., The power of both \
+            choices, ICDE 2015",
     params: &[],
     build,
     restore: restore_state::<Shuffle>,

@@ -40,8 +40,8 @@ use serde::{Deserialize, Serialize};
 pub const INFO: GrouperInfo = GrouperInfo {
     name: "uhlb",
     title: "Universal-hash grouping (2-universal hash partitioning)",
-    paper: "ELB/CLB paper on stateful load balancing (papers/stateful-load-balancing-elb-clb.txt), \
-            Section 5 baseline UHLB; spec/baselines.md: Universal-hash grouping",
+    paper: "The UHLB baseline of Guo and Zhou, Stateful load balancing for parallel stream \
+            processing, Euro-Par 2017 Workshops, doi:10.1007/978-3-319-75178-8_7, Section 5",
     params: &[],
     build,
     restore: restore_state::<UniversalHashGrouping>,
