@@ -156,6 +156,14 @@ enum ValueArb {
     Str(String),
 }
 
+/// An integer parameter of at most a million in magnitude, sign kept. A valid size is a
+/// request for that much state (a `capacity` of 342 million counters is a gigabyte, as its
+/// user asked), so beyond this the fuzzer's 2 GB RSS limit, not keysplit, would fail; the
+/// range checks at the large end are unit-tested.
+fn bounded(value: i64) -> i64 {
+    value % (1 << 20)
+}
+
 /// Valid counts most of the time (small ones most of all, as they collide the most), plus
 /// the invalid boundaries: 0, just above `MAX_WORKERS`, further above, and anything.
 fn workers(class: u8, value: u64) -> u64 {
@@ -447,7 +455,7 @@ impl Plan {
             let Some(raw) = *raw else { continue };
             let value = match spec.default {
                 ParamValue::Bool(_) => ParamValue::Bool(raw & 1 == 1),
-                ParamValue::Int(_) => ParamValue::Int(raw as i64),
+                ParamValue::Int(_) => ParamValue::Int(bounded(raw as i64)),
                 ParamValue::Float(_) => ParamValue::Float(raw as i64 as f64 / 65536.0),
                 ParamValue::Str(_) => ParamValue::Str(raw.to_string().into()),
             };
@@ -463,7 +471,7 @@ impl Plan {
             };
             let value = match value {
                 ValueArb::Bool(v) => ParamValue::Bool(*v),
-                ValueArb::Int(v) => ParamValue::Int(*v),
+                ValueArb::Int(v) => ParamValue::Int(bounded(*v)),
                 ValueArb::Float(v) => ParamValue::Float(*v),
                 ValueArb::Str(v) => ParamValue::Str(v.clone().into()),
             };
