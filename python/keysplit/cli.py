@@ -104,7 +104,6 @@ def _output_path(text: str) -> str:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from keysplit._grouper import Grouper
     from keysplit.spark.job import run
 
     # Checked before the job starts Spark, so that a typo is reported at once.

@@ -161,13 +161,10 @@ def grouped_map_case(handle: Any, frame: Any, workers: int, print_: Callable[[st
     import numpy as np
 
     from keysplit.spark.grouped import apply_grouped_with_report
+    from keysplit.spark.pipeline import run_settings
 
-    conf = handle.spark.conf
     settings = {"spark.sql.shuffle.partitions": str(workers), "spark.sql.adaptive.coalescePartitions.enabled": "false"}
-    previous = {name: conf.get(name, None) for name in settings}
-    for name, value in settings.items():
-        conf.set(name, value)
-    try:
+    with run_settings(handle, settings):
         native_plan = frame.groupBy("key").applyInPandas(timed_score3, GROUPED_SCHEMA + ", task int, seconds double")
         # Untimed first runs on a slice: Python workers and imports are no plan's cost.
         sample = frame.limit(20_000)
@@ -184,9 +181,6 @@ def grouped_map_case(handle: Any, frame: Any, workers: int, print_: Callable[[st
         )
         ours = pl.from_arrow(handle.call("apply_grouped's result", result.toArrow))
         ours_wall = time.perf_counter() - started
-    finally:
-        for name, value in previous.items():
-            conf.unset(name) if value is None else conf.set(name, value)
     assert isinstance(native, pl.DataFrame) and isinstance(ours, pl.DataFrame)
     native_tasks = native.group_by("key").agg(pl.col("task").first(), pl.col("seconds").first())
     native_seconds = [0.0] * workers

@@ -29,7 +29,7 @@ from keysplit.spark.routing import SOURCE_COLUMN, WORKER_COLUMN, route_on_execut
 from keysplit.spark.session import as_session
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator, Sequence
+    from collections.abc import Callable, Iterator, Mapping, Sequence
     from pathlib import Path
 
     from pyspark.sql import SparkSession
@@ -60,11 +60,12 @@ RUN_SETTINGS = {
 
 
 @contextlib.contextmanager
-def run_settings(session: Session) -> Iterator[None]:
-    """:data:`RUN_SETTINGS` on the session while the block runs; the previous values after."""
+def run_settings(session: Session, settings: Mapping[str, str] = RUN_SETTINGS) -> Iterator[None]:
+    """``settings`` (:data:`RUN_SETTINGS` by default) on the session while the block runs;
+    the previous values after."""
     conf = session.spark.conf
-    previous = session.call("reading settings", lambda: {name: conf.get(name, None) for name in RUN_SETTINGS})
-    session.call("changing settings", lambda: [conf.set(name, value) for name, value in RUN_SETTINGS.items()])
+    previous = session.call("reading settings", lambda: {name: conf.get(name, None) for name in settings})
+    session.call("changing settings", lambda: [conf.set(name, value) for name, value in settings.items()])
     try:
         yield
     finally:

@@ -95,7 +95,6 @@ def _router(
     worker_column: str = WORKER_COLUMN,
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     import_keysplit = _keysplit_importer(archive_dir)
-    routable = _routable_keys()
 
     def route(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         import sys
@@ -140,29 +139,15 @@ def _router(
                             )
                         grouper.end_window()
                     last = first
-                keys = routable(run.column(key))
+                keys = run.column(key)
+                if pa.types.is_decimal(keys.type):
+                    # Parquet's uint64 reads as decimal(20, 0): route it as the integers it holds.
+                    lowest = pc.min(keys).as_py()
+                    keys = keys.cast(pa.int64() if lowest is not None and lowest < 0 else pa.uint64())
                 workers = pa.array(grouper.route(keys, nulls=nulls)).cast(pa.int32())
                 yield run.append_column(worker_column, workers)
 
     return route
-
-
-def _routable_keys() -> Callable[[pa.Array], pa.Array]:
-    """A function giving a key column as the groupers take it; nested, to travel by value."""
-
-    def routable(keys: pa.Array) -> pa.Array:
-        import pyarrow as pa
-        import pyarrow.compute as pc
-
-        if isinstance(keys, pa.ChunkedArray):
-            keys = keys.combine_chunks()
-        if pa.types.is_decimal(keys.type):
-            # Parquet's uint64 reads as decimal(20, 0): route it as the integers it holds.
-            lowest = pc.min(keys).as_py()
-            keys = keys.cast(pa.int64() if lowest is not None and lowest < 0 else pa.uint64())
-        return keys
-
-    return routable
 
 
 def _version() -> str:
@@ -334,8 +319,8 @@ def route_on_executors(
     """``frame``'s ``columns`` routed partition by partition on the executors.
 
     ``schema`` is ``frame``'s. Adds ``worker_column`` (int) and, unless it is None,
-    ``source_column`` (the input partition, one source each). Every source starts from ``grouper``'s state; ``grouper``
-    itself does not move.
+    ``source_column`` (the input partition, one source each). Every source starts from
+    ``grouper``'s state; ``grouper`` itself does not move.
     """
     from pyspark.sql import functions as F
     from pyspark.sql.types import IntegerType, StructField, StructType
