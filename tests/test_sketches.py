@@ -7,6 +7,7 @@ from collections import Counter, deque
 
 import datasketches as ds
 import polars as pl
+import pyarrow as pa
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -62,10 +63,10 @@ def test_space_saving_keeps_its_guarantees_and_finds_the_heavy_hitters_datasketc
         theirs.update(str(key), count)
     their_heavy = {int(row[0]) for row in theirs.get_frequent_items(ds.frequent_items_error_type.NO_FALSE_POSITIVES)}
     true_top = {key for key, _ in TRUE.most_common(20)}
-    our_top = {fp for fp, _, _ in ours.top(20)}
-    assert {fingerprint(k) for k in true_top} == our_top
+    our_top = {key for key, _, _ in ours.top(20)}
+    assert true_top == our_top
     assert true_top <= their_heavy
-    assert ours.top(1)[0][0] == sketches.fingerprint(TRUE.most_common(1)[0][0])
+    assert ours.top(1)[0][0] == TRUE.most_common(1)[0][0]
 
 
 @pytest.mark.parametrize("distinct", [1_000, 10_000, 100_000])
@@ -143,3 +144,65 @@ def test_update_reads_every_key_container_and_the_null_policy() -> None:
 def test_bad_parameters_raise_a_clear_error(make: object, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         make()  # type: ignore[operator]
+
+
+@pytest.mark.parametrize(
+    ("column", "expected"),
+    [
+        (pl.Series(["b", "a", "b", None, "b", None], dtype=pl.String), ["b", None, "a"]),
+        (pa.array([b"\x00b", b"a", b"\x00b"], pa.binary()), [b"\x00b", b"a"]),
+        (pa.array(["x", "y", "x"], pa.large_string()), ["x", "y"]),
+        (pl.Series([-5, 7, -5, -5], dtype=pl.Int8), [-5, 7]),
+        (pl.Series([2**64 - 1, 3, 2**64 - 1], dtype=pl.UInt64), [2**64 - 1, 3]),
+        (pa.chunked_array([[1, 2], [2, 2], []], pa.int32()), [2, 1]),
+        (pa.array(["p", "q", "p"]).dictionary_encode(), ["p", "q"]),
+        ([-(2**63), "s", b"t", 2**64 - 1, "s", None], ["s", -(2**63), b"t", 2**64 - 1, None]),
+    ],
+)
+def test_space_saving_top_gives_keys_as_they_came(column: object, expected: list[object]) -> None:
+    summary = sketches.SpaceSaving(8)
+    summary.update(column, nulls="group")
+    assert [key for key, _, _ in summary.top()] == expected
+    restored = sketches.SpaceSaving.restore(summary.snapshot())
+    assert restored.top() == summary.top()
+
+
+def test_space_saving_keeps_keys_only_while_monitored_and_finds_them_again() -> None:
+    summary = sketches.SpaceSaving(4)
+    tail = [f"tail{i}" for i in range(10_000)]
+    for start in range(0, len(tail), 997):
+        summary.update(tail[start : start + 997] + ["hot"] * 50)
+    top = summary.top()
+    assert top[0] == ("hot", summary.estimate("hot")[0], summary.estimate("hot")[1])
+    assert all(isinstance(key, str) for key, _, _ in top)
+    assert summary.state_bytes < 4_096
+
+
+#: ``SpaceSaving(4)`` after "a", "a", "b", written when the Python class kept fingerprints only.
+PLAIN_SPACE_SAVING_SNAPSHOT = (
+    "4b53504c534e415001007c0000000000000013736b657463683a73706163655f736176696e6700000005302e"
+    "312e305e0402ff868f97b0ee85020001ffffffff0fffffffff0fcab7f29cd3ec95d4b4010000ffffffff0fff"
+    "ffffff0f02010101ffffffff0f0102000000ffffffff0fffffffff0f000102ff868f97b0ee850200cab7f29c"
+    "d3ec95d4b40101ee010359f61e3cd30738e4"
+)
+
+
+def test_space_saving_reads_a_fingerprint_only_snapshot_with_its_keys_unknown() -> None:
+    """A `sketch:space_saving` snapshot, as the groupers and earlier releases write it."""
+    plain = bytes.fromhex(PLAIN_SPACE_SAVING_SNAPSHOT)
+    summary = sketches.SpaceSaving.restore(plain)
+    assert [(key, count) for key, count, _ in summary.top()] == [(None, 2), (None, 1)]
+    summary.update(["a", "b"])
+    assert [(key, count) for key, count, _ in summary.top()] == [("a", 3), ("b", 2)]
+    assert summary.estimate("a") == (3, 0)
+
+
+def test_sketch_reprs_say_what_they_hold() -> None:
+    count_min = sketches.CountMin(64, 4, seed=3, conservative_update=True)
+    summary, hll, window = sketches.SpaceSaving(8), sketches.HyperLogLog(10), sketches.SlidingWindowCounter(50)
+    for sketch in (count_min, summary, hll, window):
+        sketch.update(["a", "b", "a"])
+    assert repr(count_min) == "CountMin(width=64, depth=4, seed=3, conservative_update=True, total=3)"
+    assert repr(summary) == "SpaceSaving(capacity=8, monitored=2, total=3)"
+    assert repr(hll) == "HyperLogLog(precision=10, estimate=2)"
+    assert repr(window) == "SlidingWindowCounter(window=50, held=3)"

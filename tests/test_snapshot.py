@@ -171,7 +171,7 @@ def test_every_sketch_survives_snapshot_and_pickle() -> None:
             sketch_copy = type(sketch).restore(sketch.snapshot())
             sketch_copy.update(keys[:100])
             assert observed(clone) == observed(sketch_copy)
-    with pytest.raises(keysplit.SnapshotError, match='holds "sketch:hyperloglog", not "sketch:space_saving"'):
+    with pytest.raises(keysplit.SnapshotError, match='holds "sketch:hyperloglog", not "sketch:keyed_space_saving"'):
         sketches.SpaceSaving.restore(hll.snapshot())
 
 

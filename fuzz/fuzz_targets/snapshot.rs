@@ -12,7 +12,9 @@
 use arbitrary::Arbitrary;
 use keysplit_core::grouper::{GrouperInstance, build, registry};
 use keysplit_core::params::Params;
-use keysplit_core::sketches::{CountMin, HyperLogLog, SlidingWindowCounter, SpaceSaving};
+use keysplit_core::sketches::{
+    CountMin, HyperLogLog, KeyedSpaceSaving, SlidingWindowCounter, SpaceSaving,
+};
 use keysplit_core::{Key, SketchSnapshot};
 use libfuzzer_sys::fuzz_target;
 
@@ -35,6 +37,10 @@ fn restore_raw(bytes: &[u8]) {
     let _ = GrouperInstance::restore(bytes);
     let _ = CountMin::restore(bytes);
     let _ = SpaceSaving::restore(bytes);
+    if let Ok(mut keyed) = KeyedSpaceSaving::restore_either(bytes) {
+        // A restored summary must take updates, whatever keys it was restored with.
+        keyed.update(&[1, 2, 1], |_| None);
+    }
     let _ = HyperLogLog::restore(bytes);
     let _ = SlidingWindowCounter::restore(bytes);
 }

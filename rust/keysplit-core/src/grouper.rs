@@ -11,8 +11,7 @@ use crate::snapshot::{RestoreFn, SaveState};
 /// The largest worker count: each worker costs one cache line of load counter.
 pub const MAX_WORKERS: u32 = 1 << 20;
 
-/// The key a null is routed as under [`NullPolicy::Group`]: the empty byte string.
-pub const NULL_KEY: Key<'static> = Key::Bytes(b"");
+pub use crate::hash::NULL_KEY;
 
 /// What to do with null keys. They are never dropped.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -23,6 +23,10 @@
 use serde::{Deserialize, Serialize};
 use xxhash_rust::xxh3::xxh3_64_with_seed;
 
+/// The key a null is routed as under [`NullPolicy::Group`](crate::NullPolicy::Group): the
+/// empty byte string.
+pub const NULL_KEY: Key<'static> = Key::Bytes(b"");
+
 /// A key as the groupers see it: an integer widened to 64 bits, or a byte string, which
 /// a short string may carry inside its Arrow view.
 ///

@@ -6,7 +6,7 @@
 
 use std::fmt;
 
-use crate::hash::{INLINE_KEY_MAX_LEN, InlineKey, Key};
+use crate::hash::{INLINE_KEY_MAX_LEN, InlineKey, Key, NULL_KEY};
 
 /// Why a set of buffers does not form a valid key batch.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -64,6 +64,31 @@ impl OwnedKey {
             OwnedKey::Int(value) => Key::Int(*value),
             OwnedKey::Bytes(bytes) => Key::Bytes(bytes),
         }
+    }
+}
+
+/// A key with the type its caller gave it, which [`OwnedKey`] forgets: routing reads a
+/// string and its UTF-8 bytes as one key, and a negative integer as its two's complement.
+/// Sketches that report keys back keep this.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum KeyLabel {
+    Null,
+    Signed(i64),
+    Unsigned(u64),
+    Text(String),
+    Bytes(Vec<u8>),
+}
+
+impl KeyLabel {
+    /// The fingerprint routing gives this key; a null key has [`NULL_KEY`]'s.
+    pub fn fingerprint(&self) -> u64 {
+        crate::hash::fingerprint(match self {
+            KeyLabel::Null => NULL_KEY,
+            KeyLabel::Signed(v) => Key::Int(*v as u64),
+            KeyLabel::Unsigned(v) => Key::Int(*v),
+            KeyLabel::Text(s) => Key::Bytes(s.as_bytes()),
+            KeyLabel::Bytes(b) => Key::Bytes(b),
+        })
     }
 }
 

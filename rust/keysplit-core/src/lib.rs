@@ -33,6 +33,6 @@ pub use grouper::{
     Grouper, GrouperInfo, GrouperInstance, NullPolicy, build, registry, route_batch,
 };
 pub use hash::Key;
-pub use keys::{KeyBatch, KeyValues, OwnedKey};
+pub use keys::{KeyBatch, KeyLabel, KeyValues, OwnedKey};
 pub use loads::{LoadScope, LoadVector};
 pub use snapshot::{SketchSnapshot, Snapshot, SnapshotError};

@@ -2,13 +2,15 @@
 //! no byte string makes reading a snapshot panic.
 
 use keysplit_core::grouper::{GrouperInstance, build, registry};
+use keysplit_core::hash::fingerprint;
 use keysplit_core::params::{ParamValue, Params};
 use keysplit_core::sketches::count_min::CountMin;
 use keysplit_core::sketches::hyperloglog::HyperLogLog;
+use keysplit_core::sketches::keyed_space_saving::KeyedSpaceSaving;
 use keysplit_core::sketches::sliding_window::SlidingWindowCounter;
 use keysplit_core::sketches::space_saving::SpaceSaving;
 use keysplit_core::snapshot::FORMAT_VERSION;
-use keysplit_core::{Key, LoadVector, SketchSnapshot, SnapshotError};
+use keysplit_core::{Key, KeyLabel, LoadVector, SketchSnapshot, SnapshotError};
 use proptest::prelude::*;
 
 /// Parameters that make every windowed grouper close windows, rebuild tables and clean up
@@ -86,6 +88,7 @@ proptest! {
     fn no_byte_string_makes_restore_panic(bytes in prop::collection::vec(any::<u8>(), 0..200)) {
         let _ = GrouperInstance::restore(&bytes);
         let _ = SpaceSaving::restore(&bytes);
+        let _ = KeyedSpaceSaving::restore_either(&bytes);
     }
 
     #[test]
@@ -126,6 +129,15 @@ proptest! {
             );
         }
         prop_assert_eq!(HyperLogLog::restore(&hll.snapshot().unwrap()).unwrap(), hll);
+        let fingerprints: Vec<u64> = items.iter().map(|&k| fingerprint(Key::Int(k))).collect();
+        let mut keyed = KeyedSpaceSaving::new(capacity).unwrap();
+        keyed.update(&fingerprints, |row| Some(KeyLabel::Unsigned(items[row])));
+        let keyed2 = KeyedSpaceSaving::restore(&keyed.snapshot().unwrap()).unwrap();
+        for (item, counter) in keyed.summary().iter_by_count() {
+            let key = keyed2.key(item).expect("a monitored item keeps its key");
+            prop_assert_eq!(key.fingerprint(), item);
+            prop_assert_eq!(keyed2.summary().estimate(item), Some(counter));
+        }
     }
 }
 
@@ -268,4 +280,28 @@ fn state_layouts_are_frozen_for_format_version_1() {
             info.name
         );
     }
+}
+
+/// The keyed summary's state after a fixed history, every kind of key among them, frozen
+/// as the groupers' states are.
+#[test]
+fn keyed_space_saving_layout_is_frozen_for_format_version_1() {
+    let keys = [
+        KeyLabel::Text("hot".into()),
+        KeyLabel::Bytes(vec![0, 1]),
+        KeyLabel::Signed(-3),
+        KeyLabel::Unsigned(u64::MAX),
+        KeyLabel::Null,
+    ];
+    let rows: Vec<usize> = (0..200).map(|i: usize| (i * i) % 7 % keys.len()).collect();
+    let items: Vec<u64> = rows.iter().map(|&r| keys[r].fingerprint()).collect();
+    let mut sketch = KeyedSpaceSaving::new(4).unwrap();
+    sketch.update(&items, |row| Some(keys[rows[row]].clone()));
+    let snapshot = keysplit_core::Snapshot::decode(&sketch.snapshot().unwrap()).unwrap();
+    assert_eq!(snapshot.kind, "sketch:keyed_space_saving");
+    let digest = xxhash_rust::xxh3::xxh3_64(&snapshot.state);
+    assert_eq!(
+        digest, 0xbf1ad686d9f92899,
+        "the keyed summary's snapshot state of format version 1 changed"
+    );
 }

@@ -8,7 +8,7 @@ use arrow_array::{Array, ArrayRef, new_null_array};
 use arrow_schema::DataType;
 use keysplit_core::grouper::NULL_KEY;
 use keysplit_core::hash::fingerprint;
-use keysplit_core::{KeyBatch, KeyValues, NullPolicy, OwnedKey, RouteError};
+use keysplit_core::{KeyBatch, KeyLabel, KeyValues, NullPolicy, OwnedKey, RouteError};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::intern;
 use pyo3::prelude::*;
@@ -240,8 +240,17 @@ pub fn key_fingerprints(
     obj: &Bound<'_, PyAny>,
     policy: NullPolicy,
 ) -> PyResult<Vec<u64>> {
+    Ok(keys_with_fingerprints(py, obj, policy)?.1)
+}
+
+/// The keys of a column and the fingerprint of each, nulls as [`NULL_KEY`].
+pub fn keys_with_fingerprints(
+    py: Python<'_>,
+    obj: &Bound<'_, PyAny>,
+    policy: NullPolicy,
+) -> PyResult<(Keys, Vec<u64>)> {
     let keys = extract_keys(obj)?;
-    py.detach(|| {
+    let fingerprints = py.detach(|| {
         let batches = keys.batches()?;
         if policy == NullPolicy::Raise {
             let nulls: usize = batches.iter().map(|b| b.null_count()).sum();
@@ -254,6 +263,82 @@ pub fn key_fingerprints(
             batch.for_each(|_, key| out.push(fingerprint(key.unwrap_or(NULL_KEY))));
         }
         Ok(out)
+    })?;
+    Ok((keys, fingerprints))
+}
+
+/// The key at `row` of a column `extract_keys(obj)` read, with its type: a string stays a
+/// string and a signed integer signed.
+pub fn key_label(obj: &Bound<'_, PyAny>, keys: &Keys, row: usize) -> PyResult<KeyLabel> {
+    let chunks = match keys {
+        Keys::Owned { .. } => return python_key_label(&obj.get_item(row)?),
+        Keys::Arrow(chunks) => chunks,
+    };
+    let mut row = row;
+    let chunk = chunks
+        .iter()
+        .find(|chunk| {
+            let here = row < chunk.len();
+            if !here {
+                row -= chunk.len();
+            }
+            here
+        })
+        .ok_or_else(|| PyValueError::new_err("key row out of range"))?;
+    if chunk.is_null(row) {
+        return Ok(KeyLabel::Null);
+    }
+    macro_rules! integer {
+        ($type:ty, $variant:ident, $wide:ty) => {
+            KeyLabel::$variant(<$wide>::from(chunk.as_primitive::<$type>().value(row)))
+        };
+    }
+    Ok(match chunk.data_type() {
+        DataType::Int8 => integer!(Int8Type, Signed, i64),
+        DataType::Int16 => integer!(Int16Type, Signed, i64),
+        DataType::Int32 => integer!(Int32Type, Signed, i64),
+        DataType::Int64 => integer!(Int64Type, Signed, i64),
+        DataType::UInt8 => integer!(UInt8Type, Unsigned, u64),
+        DataType::UInt16 => integer!(UInt16Type, Unsigned, u64),
+        DataType::UInt32 => integer!(UInt32Type, Unsigned, u64),
+        DataType::UInt64 => integer!(UInt64Type, Unsigned, u64),
+        DataType::Utf8 => KeyLabel::Text(chunk.as_string::<i32>().value(row).to_owned()),
+        DataType::LargeUtf8 => KeyLabel::Text(chunk.as_string::<i64>().value(row).to_owned()),
+        DataType::Utf8View => KeyLabel::Text(chunk.as_string_view().value(row).to_owned()),
+        DataType::Binary => KeyLabel::Bytes(chunk.as_binary::<i32>().value(row).to_vec()),
+        DataType::LargeBinary => KeyLabel::Bytes(chunk.as_binary::<i64>().value(row).to_vec()),
+        DataType::BinaryView => KeyLabel::Bytes(chunk.as_binary_view().value(row).to_vec()),
+        other => return Err(KeyError::UnsupportedType(other.clone()).into()),
+    })
+}
+
+fn python_key_label(item: &Bound<'_, PyAny>) -> PyResult<KeyLabel> {
+    if item.is_none() {
+        return Ok(KeyLabel::Null);
+    }
+    if let Ok(s) = item.cast::<PyString>() {
+        return Ok(KeyLabel::Text(s.to_str()?.to_owned()));
+    }
+    if item.is_instance_of::<PyInt>() {
+        if let Ok(v) = item.extract::<i64>() {
+            return Ok(KeyLabel::Signed(v));
+        }
+        return Ok(KeyLabel::Unsigned(item.extract()?));
+    }
+    match owned_key(item)? {
+        Some(OwnedKey::Bytes(bytes)) => Ok(KeyLabel::Bytes(bytes)),
+        _ => Err(PyTypeError::new_err(format!("cannot read {} as a key", type_name(item)))),
+    }
+}
+
+/// A key as Python gives it back: `str`, `bytes`, `int` or `None`.
+pub fn key_label_object<'py>(py: Python<'py>, key: &KeyLabel) -> PyResult<Bound<'py, PyAny>> {
+    Ok(match key {
+        KeyLabel::Null => py.None().into_bound(py),
+        KeyLabel::Signed(v) => v.into_pyobject(py)?.into_any(),
+        KeyLabel::Unsigned(v) => v.into_pyobject(py)?.into_any(),
+        KeyLabel::Text(s) => PyString::new(py, s).into_any(),
+        KeyLabel::Bytes(b) => PyBytes::new(py, b).into_any(),
     })
 }
 

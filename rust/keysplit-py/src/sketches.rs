@@ -2,15 +2,17 @@
 //! 64-bit fingerprint).
 
 use keysplit_core::sketches::{
-    CountMin, HyperLogLog, SketchError, SlidingWindowCounter, SpaceSaving,
+    CountMin, HyperLogLog, KeyedSpaceSaving, SketchError, SlidingWindowCounter,
 };
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyTuple};
 
 use crate::grouper::null_policy;
-use crate::keys::{key_fingerprint, key_fingerprints};
-use crate::snapshot::{reduce_by_snapshot, sketch_restore, sketch_snapshot};
+use crate::keys::{
+    key_fingerprint, key_fingerprints, key_label, key_label_object, keys_with_fingerprints,
+};
+use crate::snapshot::{reduce_by_snapshot, sketch_restore, sketch_snapshot, snapshot_error};
 
 fn sketch_error(e: SketchError) -> PyErr {
     PyValueError::new_err(e.to_string())
@@ -99,6 +101,17 @@ impl PyCountMin {
         self.inner.conservative_update()
     }
 
+    fn __repr__(&self) -> String {
+        format!(
+            "CountMin(width={}, depth={}, seed={}, conservative_update={}, total={})",
+            self.inner.width(),
+            self.inner.depth(),
+            self.inner.seed(),
+            if self.inner.conservative_update() { "True" } else { "False" },
+            self.inner.total()
+        )
+    }
+
     #[getter]
     fn total(&self) -> u64 {
         self.inner.total()
@@ -112,10 +125,10 @@ impl PyCountMin {
 
 /// Space-Saving (Metwally et al., ICDT 2005): the heaviest keys, each with
 /// `count - error <= true count <= count`; every key heavier than `total / capacity` is
-/// monitored.
+/// monitored. Each monitored key is kept as given, so `top()` lists keys.
 #[pyclass(module = "keysplit._core", name = "SpaceSaving")]
 pub struct PySpaceSaving {
-    inner: SpaceSaving,
+    inner: KeyedSpaceSaving,
 }
 
 #[pymethods]
@@ -125,10 +138,11 @@ impl PySpaceSaving {
         sketch_snapshot(py, &self.inner)
     }
 
-    /// The sketch a snapshot holds.
+    /// The sketch a snapshot holds. A fingerprint-only `sketch:space_saving` snapshot
+    /// restores too, with its keys unknown until they are seen again.
     #[staticmethod]
     fn restore(snapshot: &[u8]) -> PyResult<Self> {
-        Ok(Self { inner: sketch_restore::<SpaceSaving>(snapshot)? })
+        Ok(Self { inner: KeyedSpaceSaving::restore_either(snapshot).map_err(snapshot_error)? })
     }
 
     fn __reduce__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyTuple>> {
@@ -137,47 +151,73 @@ impl PySpaceSaving {
 
     #[new]
     fn new(capacity: usize) -> PyResult<Self> {
-        Ok(Self { inner: SpaceSaving::new(capacity).map_err(sketch_error)? })
+        Ok(Self { inner: KeyedSpaceSaving::new(capacity).map_err(sketch_error)? })
     }
 
     /// Counts every key of a column once.
     #[pyo3(signature = (keys, nulls="raise"))]
     fn update(&mut self, py: Python<'_>, keys: &Bound<'_, PyAny>, nulls: &str) -> PyResult<()> {
-        let items = key_fingerprints(py, keys, null_policy(nulls)?)?;
-        py.detach(|| items.iter().for_each(|&item| self.inner.insert(item)));
+        let (column, items) = keys_with_fingerprints(py, keys, null_policy(nulls)?)?;
+        // Reading a key back cannot fail for a column that was just read whole; were it to,
+        // the key stays unknown (top() gives None) and the counts stand.
+        self.inner.update(&items, |row| key_label(keys, &column, row).ok());
         Ok(())
     }
 
     /// `(count, error)` of a monitored key, None for a key that is not.
     fn estimate(&self, key: &Bound<'_, PyAny>) -> PyResult<Option<(u64, u64)>> {
-        Ok(self.inner.estimate(key_fingerprint(key)?).map(|c| (c.count, c.error)))
+        let counter = self.inner.summary().estimate(key_fingerprint(key)?);
+        Ok(counter.map(|c| (c.count, c.error)))
     }
 
-    /// The monitored keys as `(fingerprint, count, error)`, largest count first;
-    /// `keysplit.sketches.fingerprint(key)` gives a key's fingerprint.
+    /// The monitored keys as `(key, count, error)`, largest count first, then earliest
+    /// to reach it. A null key (`nulls="group"`) is `None`, as is a key a fingerprint-only
+    /// snapshot did not record.
     #[pyo3(signature = (k=None))]
-    fn top(&self, k: Option<usize>) -> Vec<(u64, u64, u64)> {
-        let all = self.inner.iter_by_count().map(|(item, c)| (item, c.count, c.error));
-        all.take(k.unwrap_or(usize::MAX)).collect()
+    fn top<'py>(
+        &self,
+        py: Python<'py>,
+        k: Option<usize>,
+    ) -> PyResult<Vec<(Bound<'py, PyAny>, u64, u64)>> {
+        let counters = self.inner.summary().iter_by_count().take(k.unwrap_or(usize::MAX));
+        counters
+            .map(|(item, c)| {
+                let key = match self.inner.key(item) {
+                    Some(key) => key_label_object(py, key)?,
+                    None => py.None().into_bound(py),
+                };
+                Ok((key, c.count, c.error))
+            })
+            .collect()
     }
 
     #[getter]
     fn total(&self) -> u64 {
-        self.inner.total()
+        self.inner.summary().total()
     }
 
     #[getter]
     fn capacity(&self) -> usize {
-        self.inner.capacity()
+        self.inner.summary().capacity()
     }
 
     fn __len__(&self) -> usize {
-        self.inner.len()
+        self.inner.summary().len()
     }
 
     #[getter]
     fn state_bytes(&self) -> usize {
         self.inner.state_bytes()
+    }
+
+    fn __repr__(&self) -> String {
+        let summary = self.inner.summary();
+        format!(
+            "SpaceSaving(capacity={}, monitored={}, total={})",
+            summary.capacity(),
+            summary.len(),
+            summary.total()
+        )
     }
 }
 
@@ -239,6 +279,14 @@ impl PyHyperLogLog {
         self.inner.precision()
     }
 
+    fn __repr__(&self) -> String {
+        format!(
+            "HyperLogLog(precision={}, estimate={:.0})",
+            self.inner.precision(),
+            self.inner.estimate()
+        )
+    }
+
     #[getter]
     fn state_bytes(&self) -> usize {
         self.inner.state_bytes()
@@ -295,6 +343,14 @@ impl PySlidingWindowCounter {
     #[getter]
     fn window(&self) -> usize {
         self.inner.window()
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "SlidingWindowCounter(window={}, held={})",
+            self.inner.window(),
+            self.inner.len()
+        )
     }
 
     fn __len__(&self) -> usize {

@@ -3,6 +3,7 @@
 //!
 //! * [`SpaceSaving`]: the heaviest items with per-item overestimation bounds (Metwally et
 //!   al., ICDT 2005).
+//! * [`KeyedSpaceSaving`]: [`SpaceSaving`] that also keeps the key of each monitored item.
 //! * [`CountMin`]: a frequency upper bound for every item, optionally with conservative
 //!   update (Cormode and Muthukrishnan 2005; Estan and Varghese 2002).
 //! * [`HyperLogLog`]: distinct counts in 5-bit packed registers, with the "already sent"
@@ -25,13 +26,15 @@ use crate::rng::SplitMix64;
 
 pub mod count_min;
 pub mod hyperloglog;
+pub mod keyed_space_saving;
 pub mod sliding_window;
 pub mod space_saving;
 
 pub use count_min::CountMin;
 pub use hyperloglog::HyperLogLog;
+pub use keyed_space_saving::KeyedSpaceSaving;
 pub use sliding_window::{Push, SlidingWindowCounter};
-pub use space_saving::{Counter, SpaceSaving};
+pub use space_saving::{Counter, Insertion, SpaceSaving};
 
 /// A sketch could not be built or merged.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -44,6 +44,17 @@ pub const MAX_CAPACITY: usize = (u32::MAX - 2) as usize;
 /// The end of a list.
 const NIL: u32 = u32::MAX;
 
+/// How an insertion changed the monitored items.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Insertion {
+    /// The item was monitored already.
+    Counted,
+    /// The item took a free counter.
+    Admitted,
+    /// The item took over the counter of `evicted`, which is no longer monitored.
+    Replaced { evicted: u64 },
+}
+
 /// The estimate of a monitored item: `count - error <= true weight <= count`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Counter {
@@ -150,20 +161,31 @@ impl SpaceSaving {
         if weight == 0 {
             return self.estimate(item).map_or(0, |c| c.count);
         }
+        self.add(item, weight).0
+    }
+
+    /// Counts one occurrence of `item` and says how the monitored set changed, for a
+    /// caller that keeps something per monitored item.
+    #[inline]
+    pub fn insert_tracked(&mut self, item: u64) -> Insertion {
+        self.add(item, 1).1
+    }
+
+    fn add(&mut self, item: u64, weight: u64) -> (u64, Insertion) {
         // Every count is at most the total, so checking the total checks them all.
         self.total =
             self.total.checked_add(weight).expect("Space-Saving total weight overflows u64");
         if let Some(&slot) = self.slot_of.get(&item) {
             let count = self.buckets[self.slots[slot as usize].bucket as usize].count + weight;
             self.move_to(slot, count);
-            count
+            (count, Insertion::Counted)
         } else if self.slots.len() < self.capacity {
             let slot = self.slots.len() as u32;
             self.slots.push(Slot { item, error: 0, bucket: NIL, earlier: NIL, later: NIL });
             self.slot_of.insert(item, slot);
             let bucket = self.bucket_of_count(NIL, weight);
             self.append(slot, bucket);
-            weight
+            (weight, Insertion::Admitted)
         } else {
             let smallest = &self.buckets[self.smallest as usize];
             let (slot, min_count) = (smallest.first, smallest.count);
@@ -172,7 +194,7 @@ impl SpaceSaving {
             self.slot_of.remove(&evicted);
             self.slot_of.insert(item, slot);
             self.move_to(slot, min_count + weight);
-            min_count + weight
+            (min_count + weight, Insertion::Replaced { evicted })
         }
     }
 
