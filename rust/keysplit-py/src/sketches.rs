@@ -346,11 +346,7 @@ impl PySlidingWindowCounter {
     }
 
     fn __repr__(&self) -> String {
-        format!(
-            "SlidingWindowCounter(window={}, held={})",
-            self.inner.window(),
-            self.inner.len()
-        )
+        format!("SlidingWindowCounter(window={}, held={})", self.inner.window(), self.inner.len())
     }
 
     fn __len__(&self) -> usize {
