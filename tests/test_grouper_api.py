@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 
@@ -21,6 +22,8 @@ def test_registry_lists_each_grouper_with_its_paper_and_defaults() -> None:
     for info in infos.values():
         grouper = keysplit.Grouper(info.name, workers=4)
         assert grouper.params == dict(info.defaults)
+        # A reader must be able to find the paper: a year beside its venue or title.
+        assert re.search(r"\b(19|20)\d\d\b", info.paper), f"{info.name}: no year in {info.paper!r}"
 
 
 def test_introspection() -> None:

@@ -191,3 +191,39 @@ def test_a_pandas_frame_is_a_client_stream(spark, zipf_stream, zipf_reference):
         timeout=TIMEOUT,
     )
     assert result.equals(zipf_reference)
+
+
+class _RecordedDisplay:
+    """Stands in for rich's Progress and keeps every description it was given."""
+
+    def __init__(self) -> None:
+        self.descriptions: list[str] = []
+        self.advanced = 0
+
+    def start(self) -> None: ...
+    def stop(self) -> None: ...
+
+    def add_task(self, description: str, **_: object) -> int:
+        self.descriptions.append(description)
+        return 0
+
+    def update(self, _task: int, *, description: str, advance: int, refresh: bool) -> None:
+        self.descriptions.append(description)
+        self.advanced += advance
+
+
+def test_progress_names_each_spark_action_and_counts_windows(spark, monkeypatch):
+    data = pl.DataFrame({"key": [i % 13 for i in range(3_000)]})
+    # Real rich first: the calls the display makes must be ones rich has.
+    aggregate(data, key="key", grouper="pkg", workers=4, window=1_000, session=spark, output="polars", progress=True)
+    import keysplit._progress
+
+    recorded = _RecordedDisplay()
+    monkeypatch.setattr(keysplit._progress, "progress_display", lambda _enabled: recorded)
+    result = aggregate(data, key="key", grouper="pkg", workers=4, window=1_000, session=spark, output="polars")
+    assert result["count"].sum() == 3_000
+    assert recorded.advanced == 3
+    shown = "\n".join(recorded.descriptions)
+    assert recorded.descriptions[1] == "aggregate (pkg, 4 workers) · connecting to Spark"
+    assert "· partial aggregation" in shown and "· final merge" in shown
+    assert "· 3 windows, 3,000 rows · " in shown

@@ -438,3 +438,25 @@ def test_the_function_sees_what_apply_in_pandas_gives_it(spark, tmp_path):
     )).sort("key", "column")
     assert native.height == 37 * 9
     assert ours.equals(native)
+
+
+def test_progress_names_the_stages(spark, zipf_frame, zipf_data, monkeypatch):
+    import keysplit._progress
+
+    descriptions: list[str] = []
+
+    class Recorded:
+        def start(self) -> None: ...
+        def stop(self) -> None: ...
+        def add_task(self, description: str, **_: object) -> int:
+            descriptions.append(description)
+            return 0
+        def update(self, _task: int, *, description: str, advance: int, refresh: bool) -> None:
+            descriptions.append(description)
+
+    monkeypatch.setattr(keysplit._progress, "progress_display", lambda _enabled: Recorded())
+    result = apply_grouped(zipf_frame, key="key", function=top3, merge=top3_merge, schema=TOP3, workers=8, session=spark)
+    assert _collect(result).select("key", "rank", "value").sort("key", "rank").equals(_expected_top3(zipf_data))
+    assert descriptions[:2] == ["apply_grouped", "apply_grouped · reading the input"]
+    for stage in ("summarising the key column", "placing the hot keys", "the function stage"):
+        assert f"apply_grouped · {stage}" in descriptions

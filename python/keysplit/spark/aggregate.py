@@ -56,10 +56,11 @@ from keysplit.spark.pipeline import (
     make_grouper,
     require_window,
     run_settings,
+    shown_session,
 )
 from keysplit.spark.report import ObservationMismatch, RunReport, WindowReport
 from keysplit.spark.routing import SOURCE_COLUMN, WORKER_COLUMN
-from keysplit.spark.session import Session, SparkConnectError, as_session
+from keysplit.spark.session import Session, SparkConnectError
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -366,6 +367,7 @@ def aggregate_with_report(
     checkpoint: str | Path | None = None,
     timeout: float | None = None,
     on_window: Callable[[WindowReport], None] | None = None,
+    progress: bool | None = None,
 ) -> tuple[Any, RunReport]:
     """:func:`aggregate`, and the :class:`RunReport` of the figures Spark computed."""
     if not isinstance(key, str):
@@ -395,11 +397,14 @@ def aggregate_with_report(
         raise ValueError("order_by sorts the partitions of a Spark DataFrame; a client stream is routed in its own order")
     values = sorted({a.column for a in parsed if a.column is not None and a.column != key})
     window_column = WINDOW_COLUMN if isinstance(window, int) else window
-    # A DataFrame's own session runs it unless another is named.
-    handle, owned_session = as_session(stream.sparkSession if spark_input and session is None else session)  # type: ignore[union-attr]
     started_run = time.perf_counter()
-    store: Checkpoint | None = None
     stack = contextlib.ExitStack()
+    # A DataFrame's own session runs it unless another is named.
+    handle, owned_session, shown = shown_session(
+        stream.sparkSession if spark_input and session is None else session,  # type: ignore[union-attr]
+        stack, f"aggregate ({grouper.name}, {grouper.workers} workers)", progress,
+    )
+    store: Checkpoint | None = None
     try:
         if spark_input:
             source: ClientStream | SparkFrame = SparkFrame(
@@ -444,6 +449,7 @@ def aggregate_with_report(
                 else:
                     finals.append(final)
             reports.extend(window_reports)
+            shown.window_done(sum(r.rows for r in window_reports))
             if on_window is not None:
                 for report in window_reports:
                     on_window(report)
@@ -529,6 +535,7 @@ def aggregate(
     checkpoint: str | Path | None = None,
     timeout: float | None = None,
     on_window: Callable[[WindowReport], None] | None = None,
+    progress: bool | None = None,
 ) -> Any:
     """Aggregates ``stream`` per key on Spark, routed by a keysplit grouper; two phases.
 
@@ -585,6 +592,9 @@ def aggregate(
         Seconds each Spark query may run (the session's default when None).
     on_window
         Called with each window's :class:`WindowReport` once the window is finished.
+    progress
+        A line on stderr naming the Spark action running and the windows done; None
+        (default) shows it when stderr is a terminal and rich is installed.
 
     Equals a plain Spark ``groupBy`` of the unrouted rows (:func:`reference`) exactly, for
     every grouper; sums and means of floating-point columns up to the rounding of a
@@ -597,5 +607,6 @@ def aggregate(
         window=window, order_by=order_by, batch_rows=batch_rows, ingest=ingest,
         staging_dir=staging_dir, upload_dir=upload_dir, distinct=distinct, sketch_lg_k=sketch_lg_k,
         nulls=nulls, output=output, checkpoint=checkpoint, timeout=timeout, on_window=on_window,
+        progress=progress,
     )
     return result

@@ -40,6 +40,7 @@ import polars as pl
 
 from keysplit import metrics
 from keysplit._grouper import Grouper, NullPolicy
+from keysplit._progress import PhaseProgress
 from keysplit.spark.hot_keys import DEFAULT_CAPACITY, Placement, hot_keys, offline_replication, placement
 from keysplit.spark.ingest import choose_path, to_spark
 from keysplit.spark.pipeline import is_spark_frame, make_grouper, run_settings
@@ -532,11 +533,11 @@ def _table(session: Session, what: str, frame: DataFrame) -> pl.DataFrame:
     return table
 
 
-def _run(run: _GroupedRun) -> tuple[DataFrame, GroupedReport | None]:
+def _run(run: _GroupedRun, shown: PhaseProgress) -> tuple[DataFrame, GroupedReport | None]:
     from pyspark.sql import functions as F
 
     call = run.session.call
-    with run_settings(run.session):
+    with run.session.observed(shown.phase), run_settings(run.session):
         held = run.partials()
         split = run.split_keys(held)
         split_count = int(call("counting the split keys", split.count))
@@ -595,6 +596,7 @@ def apply_grouped(
     order_by: Sequence[str] | str | None = None,
     capacity: int = DEFAULT_CAPACITY,
     nulls: NullPolicy = "group",
+    progress: bool | None = None,
 ) -> DataFrame:
     """``frame.groupBy(key).applyInPandas(function, schema)``, with the hot keys split.
 
@@ -629,15 +631,20 @@ def apply_grouped(
     nulls
         ``"group"`` (default): null keys are one group, as in ``groupBy``; ``"raise"``
         refuses them.
+    progress
+        A line on stderr naming the Spark action running; None (default) shows it when
+        stderr is a terminal and rich is installed.
 
     The function stage runs now; the result is a Spark DataFrame of ``schema`` whose merge
     stage runs when it is used. No column of ``frame`` is changed and the routing column
     is not in the result.
     """
-    result, _ = _run(_GroupedRun(
-        frame, key=key, function=function, merge=merge, schema=schema, grouper=grouper, workers=workers,
-        seed=seed, session=session, order_by=order_by, capacity=capacity, nulls=nulls, bookkeeping=False,
-    ))
+    with PhaseProgress("apply_grouped", progress) as shown:
+        shown.phase("reading the input")
+        result, _ = _run(_GroupedRun(
+            frame, key=key, function=function, merge=merge, schema=schema, grouper=grouper, workers=workers,
+            seed=seed, session=session, order_by=order_by, capacity=capacity, nulls=nulls, bookkeeping=False,
+        ), shown)
     return result
 
 
@@ -655,15 +662,18 @@ def apply_grouped_with_report(
     order_by: Sequence[str] | str | None = None,
     capacity: int = DEFAULT_CAPACITY,
     nulls: NullPolicy = "group",
+    progress: bool | None = None,
 ) -> tuple[DataFrame, GroupedReport]:
     """:func:`apply_grouped`, run to the end, and a :class:`GroupedReport` of what it did.
 
     Both stages run now (the result is held on the executors); the report's figures cost
     a few small queries over the function stage's output.
     """
-    result, report = _run(_GroupedRun(
-        frame, key=key, function=function, merge=merge, schema=schema, grouper=grouper, workers=workers,
-        seed=seed, session=session, order_by=order_by, capacity=capacity, nulls=nulls, bookkeeping=True,
-    ))
+    with PhaseProgress("apply_grouped", progress) as shown:
+        shown.phase("reading the input")
+        result, report = _run(_GroupedRun(
+            frame, key=key, function=function, merge=merge, schema=schema, grouper=grouper, workers=workers,
+            seed=seed, session=session, order_by=order_by, capacity=capacity, nulls=nulls, bookkeeping=True,
+        ), shown)
     assert report is not None
     return result, report

@@ -29,10 +29,10 @@ from keysplit.spark.pipeline import (
     is_spark_frame,
     make_grouper,
     run_settings,
+    shown_session,
 )
 from keysplit.spark.report import ObservationMismatch, RunReport, WindowReport
 from keysplit.spark.routing import SOURCE_COLUMN, WORKER_COLUMN
-from keysplit.spark.session import as_session
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -134,6 +134,7 @@ def apply_operator(
     nulls: NullPolicy = "group",
     output: str = "spark",
     timeout: float | None = None,
+    progress: bool | None = None,
 ) -> tuple[Any, RunReport]:
     """Routes ``stream``, runs ``operator`` per worker on Spark in arrival order, merges.
 
@@ -141,7 +142,8 @@ def apply_operator(
     :func:`keysplit.spark.aggregate` for ``order_by``) or a client stream (routed here and
     ingested by ``ingest``). Returns the merged result (Spark DataFrame, or
     ``output="arrow"``/``"polars"``, sorted by its first columns) and the
-    :class:`RunReport` (one window: the whole stream).
+    :class:`RunReport` (one window: the whole stream). ``progress`` shows the Spark
+    action running on stderr (None: when stderr is a terminal).
     """
     from pyspark.sql import functions as F
 
@@ -154,9 +156,12 @@ def apply_operator(
     order = [order_by] if isinstance(order_by, str) else order_by
     n = grouper.workers
     spark_input = is_spark_frame(stream)
-    handle, owned = as_session(stream.sparkSession if spark_input and session is None else session)  # type: ignore[union-attr]
     started_run = time.perf_counter()
     stack = contextlib.ExitStack()
+    handle, owned, _ = shown_session(
+        stream.sparkSession if spark_input and session is None else session,  # type: ignore[union-attr]
+        stack, f"apply_operator ({grouper.name}, {n} workers)", progress,
+    )
     try:
         if spark_input:
             source: ClientStream | SparkFrame = SparkFrame(

@@ -24,6 +24,7 @@ import polars as pl
 
 from keysplit import metrics
 from keysplit._grouper import Grouper, NullPolicy
+from keysplit._progress import PhaseProgress
 from keysplit.spark.ingest import Ingestion, IngestPath, Stream, frames, open_ingestion
 from keysplit.spark.routing import SOURCE_COLUMN, WORKER_COLUMN, route_on_executors
 from keysplit.spark.session import as_session
@@ -78,6 +79,22 @@ def run_settings(session: Session, settings: Mapping[str, str] = RUN_SETTINGS) -
 
         with contextlib.suppress(Exception):
             session.call("restoring settings", restore, timeout=30.0)
+
+
+def shown_session(
+    given: Session | SparkSession | None, stack: contextlib.ExitStack, title: str, progress: bool | None
+) -> tuple[Session, bool, PhaseProgress]:
+    """:func:`as_session`, with a :class:`PhaseProgress` on ``stack`` that shows the
+    start-up and then every action the session runs until ``stack`` closes."""
+    shown = stack.enter_context(PhaseProgress(title, progress))
+    shown.phase("connecting to Spark")
+    try:
+        handle, owned = as_session(given)
+    except BaseException:
+        stack.close()
+        raise
+    stack.enter_context(handle.observed(shown.phase))
+    return handle, owned, shown
 
 
 def make_grouper(grouper: Grouper | str, workers: int, seed: int) -> Grouper:

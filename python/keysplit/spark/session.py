@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable
+    from collections.abc import Callable, Iterable, Iterator
 
     from pyspark.sql.connect.session import SparkSession
 
@@ -329,6 +329,17 @@ class Session:
         self.cluster = cluster
         self.query_timeout = query_timeout
         self._closed = False
+        #: Called with each action's name as :meth:`call` starts it (progress displays).
+        self.observers: list[Callable[[str], None]] = []
+
+    @contextlib.contextmanager
+    def observed(self, observer: Callable[[str], None]) -> Iterator[None]:
+        """Tells ``observer`` the name of every action :meth:`call` starts, while open."""
+        self.observers.append(observer)
+        try:
+            yield
+        finally:
+            self.observers.remove(observer)
 
     def call(self, what: str, action: Callable[[], T], *, timeout: float | None = None) -> T:
         """Runs one Spark action, bounded by ``timeout`` seconds (the session's by default).
@@ -338,6 +349,8 @@ class Session:
         :class:`SparkConnectError` says so. Tokens never appear in the message.
         """
         limit = self.query_timeout if timeout is None else timeout
+        for observe in self.observers:
+            observe(what)
         outcome: list[Any] = []
         failure: list[BaseException] = []
 

@@ -151,7 +151,8 @@ pub const INFO: GrouperInfo = GrouperInfo {
     name: "dkg",
     title: "Dynamic Key Grouping (hot keys widen a ring slice of workers)",
     paper: "Dalabasmaz and Can, Dynamic Key Grouping: A Load Balancing Algorithm for \
-            Distributed Stream Processing Engines, Hacettepe University",
+            Distributed Stream Processing Engines, Hacettepe University manuscript, c. 2017 \
+            (its newest reference is of 2017)",
     params: &[
         ParamSpec {
             name: "window_tuples",

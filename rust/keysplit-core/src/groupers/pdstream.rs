@@ -115,7 +115,8 @@ pub const INFO: GrouperInfo = GrouperInfo {
     name: "pdstream",
     title: "Pd-Stream: popularity-aware discriminative grouping",
     paper: "Sun, Wu, Wen, Gao and Buyya, A popularity-aware discriminative grouping strategy \
-            in distributed stream computing systems (Pd-Stream), IEEE",
+            in distributed stream computing systems (Pd-Stream), IEEE journal manuscript, 2025 \
+            (its newest references are of 2025)",
     params: &[
         ParamSpec {
             name: "alpha",
