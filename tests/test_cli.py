@@ -132,3 +132,15 @@ def test_discovery_version_one_grouper_and_all_groupers() -> None:
         check=True, capture_output=True, text=True,
     )
     assert all(info.name in every.stdout for info in keysplit.groupers())
+
+
+def test_a_reader_that_stops_reading_is_not_an_error() -> None:
+    """``keysplit groupers | head -1``: the pipe closes before keysplit has written."""
+    process = subprocess.Popen(
+        [*keysplit_command(), "groupers", "pkg", "flexd", "dkg"], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    assert process.stdout is not None and process.stderr is not None
+    process.stdout.close()
+    errors = process.stderr.read().decode()
+    assert process.wait(timeout=120) == 1
+    assert errors == ""

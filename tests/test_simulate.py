@@ -190,7 +190,7 @@ def test_progress_moves_at_least_every_100k_rows(monkeypatch: pytest.MonkeyPatch
         def remove_task(self, _task: int) -> None: ...
 
     recorder = Recorder()
-    monkeypatch.setattr(simulation, "_progress", lambda _enabled: recorder)
+    monkeypatch.setattr(simulation, "progress_display", lambda _enabled: recorder)
     tuples = 1_200_000
     simulation.simulate(groupers=["key"], workers=[4], datasets=[f"zipf:keys=1000,tuples={tuples},z=1.2"])
     assert sum(recorder.steps) == tuples

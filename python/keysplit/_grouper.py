@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
 import functools
 import sys
 from dataclasses import dataclass
@@ -11,6 +10,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import polars as pl
 
 from keysplit import _core
+from keysplit._errors import did_you_mean
 
 # At run time too: typing.get_type_hints(GrouperInfo), and Polars through it, resolve it.
 from collections.abc import Mapping  # noqa: TC003
@@ -94,8 +94,7 @@ def _check_config(name: object, workers: object, seed: object) -> None:
         raise TypeError(f"name must be a str, got {type(name).__name__}")
     known = _grouper_names()
     if name not in known:
-        close = difflib.get_close_matches(name, known, n=1)
-        hint = f'did you mean "{close[0]}"? ' if close else ""
+        hint = did_you_mean(name, known)
         raise ValueError(f'unknown grouper "{name}"; {hint}known groupers: {", ".join(known)}')
     if not 1 <= _require_int("workers", workers) <= _core.MAX_WORKERS:
         raise ValueError(f"workers must be between 1 and {_core.MAX_WORKERS}, got {workers}")

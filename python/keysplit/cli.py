@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import TYPE_CHECKING
 
@@ -209,3 +210,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ValueError, TypeError, ImportError, FileNotFoundError, datasets.MissingSourceError) as error:
         print(f"keysplit: error: {error}", file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        # The reader (`| head`) has stopped reading: nothing is wrong, and there is no one
+        # to tell. Pointing stdout at devnull keeps the interpreter's last flush quiet.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1

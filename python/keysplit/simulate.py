@@ -16,7 +16,6 @@ grouper's own costs: ``ns_per_tuple`` (routing time, one run on this machine) an
 from __future__ import annotations
 
 import ast
-import sys
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -25,6 +24,7 @@ import polars as pl
 
 from keysplit import datasets, metrics
 from keysplit._grouper import Grouper, NullPolicy
+from keysplit._progress import progress_display
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -209,28 +209,6 @@ def _window_slices(batch: pl.DataFrame, start: int, window_tuples: int | None) -
         offset += take
 
 
-def _progress(enabled: bool | None) -> Any:
-    """A rich progress display, or None when rich is missing or stderr is not a terminal."""
-    if enabled is False or (enabled is None and not sys.stderr.isatty()):
-        return None
-    try:
-        from rich.console import Console  # noqa: PLC0415 - optional dependency
-        from rich.progress import (  # noqa: PLC0415
-            BarColumn,
-            MofNCompleteColumn,
-            Progress,
-            TextColumn,
-            TimeElapsedColumn,
-        )
-    except ImportError:
-        return None
-    return Progress(
-        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-        console=Console(stderr=True),
-        transient=True,
-    )
-
-
 def _grouper_label_and_params(spec: str) -> tuple[str, str, dict[str, ParamValue]]:
     name, params = parse_spec(spec)
     return _label(name, params), name, params
@@ -274,7 +252,7 @@ def simulate(
         Grouper(name, workers=workers[0], seed=seed, **params)
 
     tables: list[pl.DataFrame] = []
-    display = _progress(progress)
+    display = progress_display(progress)
     if display is not None:
         display.start()
     try:
@@ -430,7 +408,7 @@ def terminal_table(results: pl.DataFrame) -> pl.DataFrame:
 RESULT_SUFFIXES = (".parquet", ".csv", ".json")
 
 
-def _result_suffix(path: str) -> str:
+def result_suffix(path: str) -> str:
     for suffix in RESULT_SUFFIXES:
         if str(path).endswith(suffix):
             return suffix
@@ -440,7 +418,7 @@ def _result_suffix(path: str) -> str:
 def write_results(results: pl.DataFrame, path: str) -> None:
     """Writes ``results`` to ``path`` by its suffix: ``.parquet``, ``.csv`` (the per-worker
     loads then become one ``;``-separated string) or ``.json`` (an array of rows)."""
-    suffix = _result_suffix(path)
+    suffix = result_suffix(path)
     if suffix == ".csv":
         results.with_columns(
             pl.col("worker_loads").cast(pl.List(pl.String)).list.join(";")
@@ -453,7 +431,7 @@ def write_results(results: pl.DataFrame, path: str) -> None:
 
 def read_results(path: str) -> pl.DataFrame:
     """Reads what :func:`write_results` wrote, Parquet, CSV or JSON, with the same columns."""
-    suffix = _result_suffix(str(path))
+    suffix = result_suffix(str(path))
     if suffix == ".csv":
         frame = pl.read_csv(path, schema_overrides={"worker_loads": pl.String, "dataset": pl.String})
         return frame.with_columns(pl.col("worker_loads").str.split(";").cast(pl.List(pl.UInt64)))
