@@ -5,7 +5,8 @@
 //! sequence, edited at arbitrary positions and then re-framed with a valid checksum, so that
 //! the edits reach the state decoder and the sketches' validation instead of stopping at
 //! the checksum. An unedited snapshot must restore to a grouper that routes the rest of the
-//! stream exactly as the original does.
+//! stream exactly as the original does; an edited one that restores must route the rest and
+//! close windows without a panic, a hang or a worker out of range.
 
 #![no_main]
 
@@ -83,6 +84,17 @@ fuzz_target!(|input: Input| {
             }
             reframe(&mut bytes);
             restore_raw(&bytes);
+            // A forged state that restores must route and close windows within bounds.
+            if let Ok(mut forged) = GrouperInstance::restore(&bytes) {
+                let workers = forged.grouper.workers();
+                for (i, key) in keys(&rest).iter().enumerate() {
+                    if i % 50 == 49 {
+                        forged.grouper.end_window();
+                    }
+                    assert!(forged.grouper.route(Key::Bytes(key)) < workers, "{}", info.name);
+                }
+                forged.grouper.end_window();
+            }
         }
     }
 });

@@ -8,8 +8,7 @@ use crate::loads::LoadVector;
 use crate::params::{ParamReader, ParamSpec, Params};
 use crate::snapshot::{RestoreFn, SaveState};
 
-/// The largest worker count: each worker costs one cache line of load counter.
-pub const MAX_WORKERS: u32 = 1 << 20;
+pub use crate::loads::MAX_WORKERS;
 
 pub use crate::hash::NULL_KEY;
 
@@ -56,6 +55,15 @@ pub trait Grouper: Send + SaveState {
 
     fn workers(&self) -> u32 {
         self.loads().workers()
+    }
+
+    /// Checks a decoded state before it routes: its fields agree with each other, with
+    /// the worker count and with the grouper's parameters, so that no routing on it can
+    /// panic, loop or route out of range. Restore calls it; every state that routing
+    /// produces passes it. A snapshot is state read back from storage, where a bug or a
+    /// flipped bit may have changed it under a valid checksum.
+    fn check_state(&self) -> Result<(), String> {
+        Ok(())
     }
 }
 

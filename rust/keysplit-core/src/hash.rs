@@ -264,9 +264,33 @@ pub const fn candidate_seed(grouper_seed: u64, index: u64) -> u64 {
 /// the ceiling adds is below `2^-64` and cannot carry into the high half, as `2^64 / d`
 /// has a fractional part of at most `1 - 1/d`.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+#[serde(try_from = "FastModFields")]
 pub struct FastMod {
     divisor: u64,
     multiplier: u128,
+}
+
+/// [`FastMod`]'s fields as a snapshot holds them, checked before they become one: a
+/// multiplier that is not the divisor's would make [`Remainder::rem`] underflow.
+#[derive(Deserialize)]
+struct FastModFields {
+    divisor: u64,
+    multiplier: u128,
+}
+
+impl TryFrom<FastModFields> for FastMod {
+    type Error = String;
+
+    fn try_from(fields: FastModFields) -> Result<Self, String> {
+        if fields.divisor == 0 {
+            return Err("a modulus of 0".to_owned());
+        }
+        let built = FastMod::new(fields.divisor);
+        if built.multiplier != fields.multiplier {
+            return Err(format!("a multiplier that is not the one of modulus {}", fields.divisor));
+        }
+        Ok(built)
+    }
 }
 
 impl FastMod {
@@ -353,9 +377,29 @@ pub trait RemainderVisitor {
 /// The seeded hash functions `h_0, h_1, …` of one grouper, and their candidates
 /// `h_i(k) mod n` over its `n` workers.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+#[serde(try_from = "HashFamilyFields")]
 pub struct HashFamily {
     seed: u64,
     workers: FastMod,
+}
+
+/// [`HashFamily`]'s fields as a snapshot holds them: a worker count must fit the `u32`
+/// worker ids.
+#[derive(Deserialize)]
+struct HashFamilyFields {
+    seed: u64,
+    workers: FastMod,
+}
+
+impl TryFrom<HashFamilyFields> for HashFamily {
+    type Error = String;
+
+    fn try_from(fields: HashFamilyFields) -> Result<Self, String> {
+        if u32::try_from(fields.workers.divisor()).is_err() {
+            return Err(format!("{} workers", fields.workers.divisor()));
+        }
+        Ok(Self { seed: fields.seed, workers: fields.workers })
+    }
 }
 
 impl HashFamily {

@@ -9,6 +9,9 @@ use crossbeam_utils::CachePadded;
 use crate::min_tree::MinTree;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
+/// The largest worker count: each worker costs one cache line of load counter.
+pub const MAX_WORKERS: u32 = 1 << 20;
+
 /// Whether a load vector belongs to one source or is shared by several.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum LoadScope {
@@ -101,6 +104,13 @@ impl Serialize for LoadVector {
 impl<'de> Deserialize<'de> for LoadVector {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         let (scope, counts) = <(LoadScope, Vec<u64>)>::deserialize(deserializer)?;
+        if counts.is_empty() || counts.len() > MAX_WORKERS as usize {
+            return Err(serde::de::Error::custom(format!("{} load counters", counts.len())));
+        }
+        // Totals and shares add the counts up: their sum must fit, as routing's would.
+        if counts.iter().try_fold(0u64, |sum, &c| sum.checked_add(c)).is_none() {
+            return Err(serde::de::Error::custom("load counts whose sum overflows"));
+        }
         let counters = counts.into_iter().map(|c| CachePadded::new(AtomicU64::new(c))).collect();
         Ok(Self::from_counters(counters, scope))
     }

@@ -275,6 +275,7 @@ impl GrouperInstance {
                 snapshot.workers
             )));
         }
+        grouper.check_state().map_err(mismatch)?;
         instance.grouper = grouper;
         Ok(instance)
     }

@@ -305,3 +305,105 @@ fn keyed_space_saving_layout_is_frozen_for_format_version_1() {
         "the keyed summary's snapshot state of format version 1 changed"
     );
 }
+
+/// What routing a restored grouper did: returned ids in range, returned an id out of
+/// range, or panicked (with the message).
+fn route_restored(mut instance: GrouperInstance, keys: &[Vec<u8>]) -> Result<(), String> {
+    let workers = instance.grouper.workers();
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let mut ids = route(&mut instance, &keys[..keys.len() / 2]);
+        instance.grouper.end_window();
+        ids.extend(route(&mut instance, &keys[keys.len() / 2..]));
+        ids
+    }));
+    match outcome {
+        Ok(ids) => match ids.iter().find(|&&w| w >= workers) {
+            Some(w) => Err(format!("routed to worker {w} of {workers}")),
+            None => Ok(()),
+        },
+        Err(payload) => Err(format!(
+            "panicked: {}",
+            payload
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_default()
+        )),
+    }
+}
+
+/// The state bytes a forging test changes: all of the first 512 and the last 256, where
+/// every grouper keeps its scalars and the ends of its vectors, and 512 evenly spaced
+/// between, through the tables and registers that repeat one layout.
+fn forged_positions(len: usize) -> Vec<usize> {
+    let mut positions: Vec<usize> = (0..len.min(512)).collect();
+    let middle = 512..len.saturating_sub(256);
+    if !middle.is_empty() {
+        let step = middle.len().div_ceil(512);
+        positions.extend(middle.step_by(step));
+    }
+    positions.extend(len.saturating_sub(256).max(512)..len);
+    positions
+}
+
+/// A snapshot is operator state read back from storage: one changed byte of a grouper's
+/// state, under a checksum recomputed to match, must give a `SnapshotError` or a grouper
+/// that routes within its invariants, never a panic or a hang.
+#[test]
+fn forged_states_are_refused_or_route_within_bounds() {
+    let keys: Vec<Vec<u8>> =
+        (0u32..400).map(|i| format!("k{}", (i * i) % 37).into_bytes()).collect();
+    let mut report = Vec::new();
+    for info in registry() {
+        let mut instance = build(info.name, 7, 5, &busy_params(info.name), None).unwrap();
+        route(&mut instance, &keys);
+        let snapshot = keysplit_core::Snapshot::decode(&instance.snapshot().unwrap()).unwrap();
+        let (keys, name) = (keys.clone(), info.name);
+        let (sender, outcomes) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for position in forged_positions(snapshot.state.len()) {
+                for flip in [0x01u8, 0x80, 0xff] {
+                    let mut forged = snapshot.clone();
+                    forged.state[position] ^= flip;
+                    let outcome = match GrouperInstance::restore(&forged.encode().unwrap()) {
+                        Err(_) => None,
+                        Ok(restored) => {
+                            Some(route_restored(restored, &keys).map_err(|reason| {
+                                format!("byte {position} ^ {flip:#04x}: {reason}")
+                            }))
+                        }
+                    };
+                    if sender.send(outcome).is_err() {
+                        return;
+                    }
+                }
+            }
+        });
+        let (mut forged, mut restored, mut failures) = (0, 0, Vec::new());
+        loop {
+            // Routing 400 keys takes milliseconds: seconds without an answer is a hang.
+            match outcomes.recv_timeout(std::time::Duration::from_secs(10)) {
+                Ok(outcome) => {
+                    forged += 1;
+                    if let Some(result) = outcome {
+                        restored += 1;
+                        failures.extend(result.err());
+                    }
+                }
+                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                    failures.push(format!("hung after {forged} forged states"));
+                    break;
+                }
+            }
+        }
+        if !failures.is_empty() {
+            report.push(format!(
+                "{name}: {} of {forged} forged states ({restored} restored) broke routing, e.g. {}",
+                failures.len(),
+                failures[0]
+            ));
+        }
+    }
+    assert!(report.is_empty(), "{}", report.join("\n"));
+}

@@ -157,6 +157,20 @@ impl Intervals {
         self.current = 0;
         self.index += 1;
     }
+
+    /// An interval closes when it fills, or earlier at the end of a window.
+    pub fn check(&self) -> Result<(), String> {
+        if self.interval_tuples == 0
+            || self.current >= self.interval_tuples
+            || self.previous_total > self.interval_tuples
+        {
+            return Err(format!(
+                "intervals of {} tuples with {} and {} in the last two",
+                self.interval_tuples, self.current, self.previous_total
+            ));
+        }
+        Ok(())
+    }
 }
 
 /// A list whose single element, the common case, is kept inline: every cold key goes to
@@ -350,6 +364,53 @@ impl PaneWindow {
         self.closed.push_back(pane);
     }
 
+    /// The window is what its panes say: every load the sum of the panes' loads, every
+    /// worker in range, and `spread` the count of panes in which each key went to each
+    /// worker. Recounted in full, in the state's size.
+    pub fn check(&self, workers: u32) -> Result<(), String> {
+        let n = workers as usize;
+        if self.panes == 0 || self.closed.len() > self.panes {
+            return Err(format!(
+                "{} closed panes in a window of {}",
+                self.closed.len(),
+                self.panes
+            ));
+        }
+        let mut loads = vec![0u64; n];
+        let mut spread: ItemMap<Vec<(u32, u32)>> = ItemMap::default();
+        for pane in self.closed.iter().chain([&self.current]) {
+            if pane.loads.len() != n {
+                return Err(format!("a pane of {} workers, not {n}", pane.loads.len()));
+            }
+            for (sum, &load) in loads.iter_mut().zip(&pane.loads) {
+                *sum = sum.checked_add(load).ok_or("window loads that overflow")?;
+            }
+            for (&item, holders) in &pane.holders {
+                for &worker in holders.as_slice() {
+                    if worker >= workers {
+                        return Err(format!("a key held by worker {worker} of {workers}"));
+                    }
+                    let entries = spread.entry(item).or_default();
+                    match entries.binary_search_by_key(&worker, |&(w, _)| w) {
+                        Ok(i) => entries[i].1 += 1,
+                        Err(i) => entries.insert(i, (worker, 1)),
+                    }
+                }
+            }
+        }
+        if loads != self.loads || loads.iter().sum::<u64>() != self.total {
+            return Err("window loads that are not the sum of the panes".to_owned());
+        }
+        let listed = spread.len() == self.spread.len()
+            && spread.iter().all(|(item, entries)| {
+                self.spread.get(item).is_some_and(|kept| kept.as_slice() == entries.as_slice())
+            });
+        if !listed {
+            return Err("key spreads that disagree with the panes".to_owned());
+        }
+        Ok(())
+    }
+
     /// `L_w` over the window.
     pub fn load(&self, worker: u32) -> u64 {
         self.loads[worker as usize]
@@ -526,6 +587,24 @@ impl Grouper for DaGreedy {
 
     fn end_window(&mut self) {
         self.close_interval();
+    }
+
+    fn check_state(&self) -> Result<(), String> {
+        let n = self.workers;
+        if self.hashes.workers() != n || self.loads.workers() != n {
+            return Err(format!("{n} workers, a hash family of {}", self.hashes.workers()));
+        }
+        self.intervals.check()?;
+        self.window.check(n)?;
+        if self.counts.values().try_fold(0u64, |sum, &c| sum.checked_add(c))
+            != Some(self.intervals.current)
+        {
+            return Err("interval counts that do not sum to the interval's tuples".to_owned());
+        }
+        if self.hot.values().any(|&found| found > self.intervals.index) {
+            return Err("a key found hot in an interval still to come".to_owned());
+        }
+        Ok(())
     }
 
     fn loads(&self) -> &LoadVector {

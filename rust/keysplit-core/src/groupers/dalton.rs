@@ -411,6 +411,41 @@ impl Grouper for Dalton {
         self.close_interval();
     }
 
+    fn check_state(&self) -> Result<(), String> {
+        let n = self.workers;
+        if self.hashes.workers() != n || self.loads.workers() != n {
+            return Err(format!("{n} workers, a hash family of {}", self.hashes.workers()));
+        }
+        if !(0.0..=1.0).contains(&self.epsilon)
+            || !(INITIAL_MAX_SPLIT..=MAX_MAX_SPLIT).contains(&self.max_split)
+        {
+            return Err(format!("epsilon {} and a split of {}", self.epsilon, self.max_split));
+        }
+        self.intervals.check()?;
+        self.window.check(n)?;
+        if self.counts.values().try_fold(0u64, |sum, &c| sum.checked_add(c))
+            != Some(self.intervals.current)
+        {
+            return Err("interval counts that do not sum to the interval's tuples".to_owned());
+        }
+        let row_ok = |row: &Row| {
+            row.q.len() == n as usize
+                && row.q.iter().all(|q| q.is_finite())
+                && row.found <= self.intervals.index
+        };
+        if !self.rows.values().all(row_ok) {
+            return Err(
+                "a Q-table row of another width, a value not finite, or found later".to_owned()
+            );
+        }
+        if self.reached.iter().filter(|item| self.rows.contains_key(item)).count()
+            != self.reached_rows
+        {
+            return Err("a count of reached rows that is not theirs".to_owned());
+        }
+        Ok(())
+    }
+
     fn loads(&self) -> &LoadVector {
         &self.loads
     }

@@ -623,6 +623,47 @@ impl Grouper for Holistic {
         self.close_window();
     }
 
+    fn check_state(&self) -> Result<(), String> {
+        let n = self.hashes.workers();
+        if self.loads.workers() != n || self.window_start.len() != n as usize {
+            return Err(format!(
+                "{} load counters and {} window starts for {n} workers",
+                self.loads.workers(),
+                self.window_start.len()
+            ));
+        }
+        if !(1..=MAX_CHOICES as u64).contains(&self.choices) || !(0.0..=1.0).contains(&self.p) {
+            return Err(format!("choices {} and p {}", self.choices, self.p));
+        }
+        if self.window_tuples > 0 && self.window_routed >= self.window_tuples {
+            return Err(format!(
+                "{} tuples in a window of {}",
+                self.window_routed, self.window_tuples
+            ));
+        }
+        if (0..n).any(|j| self.window_start[j as usize] > self.loads.get(j)) {
+            return Err("a window that opened above a worker's load".to_owned());
+        }
+        match &self.cardinality {
+            Cardinality::Exact(sets) if sets.len() == n as usize => Ok(()),
+            Cardinality::Hll { sketches, estimates }
+                if sketches.len() == n as usize && estimates.len() == n as usize =>
+            {
+                // The cached estimates are the sketches' own, as every insertion leaves them.
+                let cached = sketches.iter().zip(estimates).all(|(sketch, &estimate)| {
+                    estimate.to_bits()
+                        == sketch.as_ref().map_or(0.0, HyperLogLog::estimate).to_bits()
+                });
+                if cached {
+                    Ok(())
+                } else {
+                    Err("cached estimates that are not the sketches'".to_owned())
+                }
+            }
+            _ => Err(format!("cardinality structures for another worker count than {n}")),
+        }
+    }
+
     fn loads(&self) -> &LoadVector {
         &self.loads
     }

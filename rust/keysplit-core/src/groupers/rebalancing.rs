@@ -318,6 +318,40 @@ impl Substreams {
         self.window_count = 0;
     }
 
+    /// The fields agree: `p` substreams in every vector, each assigned a worker in range,
+    /// the open window not past its end, and `ψ`'s sum at least its last term.
+    fn check(&self) -> Result<(), String> {
+        let (n, p) = (self.workers, self.table.len());
+        if n != self.hashes.workers() || n != self.loads.workers() {
+            return Err(format!("{n} workers, a hash family of {}", self.hashes.workers()));
+        }
+        if p == 0 || self.window.len() != p || self.last_window.len() != p {
+            return Err(format!(
+                "{p} substreams with histograms of {} and {}",
+                self.window.len(),
+                self.last_window.len()
+            ));
+        }
+        if let Some(w) = self.table.iter().find(|&&w| w >= n) {
+            return Err(format!("a substream on worker {w} of {n}"));
+        }
+        if self.window_tuples == 0 || self.window_count >= self.window_tuples {
+            return Err(format!(
+                "{} tuples in a window of {}",
+                self.window_count, self.window_tuples
+            ));
+        }
+        if self.window.iter().try_fold(0u64, |sum, &y| sum.checked_add(y))
+            != Some(self.window_count)
+        {
+            return Err("an open window whose histogram does not sum to its count".to_owned());
+        }
+        if self.last_movement > self.total_movement {
+            return Err("a last movement above the total".to_owned());
+        }
+        Ok(())
+    }
+
     /// Installs `new_table` and records `ψ` with `d = last_window`.
     fn install(&mut self, new_table: Vec<u32>) {
         let psi = movement(&self.table, &new_table, &self.last_window);
@@ -672,6 +706,10 @@ macro_rules! accessors {
             fn end_window(&mut self) {
                 self.close();
             }
+            fn check_state(&self) -> Result<(), String> {
+                self.core.check()?;
+                self.check_own()
+            }
             fn loads(&self) -> &LoadVector {
                 &self.core.loads
             }
@@ -686,6 +724,12 @@ impl Elb {
     fn info_name(&self) -> &'static str {
         ELB.name
     }
+    fn check_own(&self) -> Result<(), String> {
+        if !(self.tolerance > 0.0 && self.tolerance < 1.0) {
+            return Err(format!("tolerance {}", self.tolerance));
+        }
+        Ok(())
+    }
     fn extra_state_bytes(&self) -> usize {
         0
     }
@@ -694,6 +738,20 @@ impl Elb {
 impl Clb {
     fn info_name(&self) -> &'static str {
         CLB.name
+    }
+    fn check_own(&self) -> Result<(), String> {
+        let p = self.core.table.len();
+        if !(1..=1 << 16).contains(&self.period) || !(0.0..1.0).contains(&self.theta) {
+            return Err(format!("period {} and covariance threshold {}", self.period, self.theta));
+        }
+        if self.history.len() >= self.period || self.history.iter().any(|y| y.len() != p) {
+            return Err(format!(
+                "{} histograms kept for a period of {}",
+                self.history.len(),
+                self.period
+            ));
+        }
+        Ok(())
     }
     fn extra_state_bytes(&self) -> usize {
         self.history.capacity() * std::mem::size_of::<Vec<u64>>()

@@ -267,6 +267,47 @@ impl Grouper for DistributionAwareKeyGrouping {
     /// Does nothing: DKG learns once and its table never changes (module documentation).
     fn end_window(&mut self) {}
 
+    fn check_state(&self) -> Result<(), String> {
+        let n = self.hashes.workers();
+        if self.loads.workers() != n {
+            return Err(format!("{} load counters for {n} workers", self.loads.workers()));
+        }
+        let buckets = 2 * u64::from(n);
+        let bucket_hash = BucketHash::from_seed(self.hashes.grouper_seed(), buckets);
+        if self.buckets != bucket_hash {
+            return Err("a bucket hash that is not the one of the seed and workers".to_owned());
+        }
+        if self.learning_tuples == 0 {
+            return Err("learning_tuples of 0".to_owned());
+        }
+        match (&self.learning, &self.table) {
+            (Some(learning), None) => {
+                if learning.bucket_counts.len() as u64 != buckets
+                    || learning.summary.capacity() != 4 * n as usize
+                {
+                    return Err("learning state sized for another worker count".to_owned());
+                }
+                if learning.seen >= self.learning_tuples
+                    || learning.seen != learning.summary.total()
+                {
+                    return Err(format!(
+                        "{} tuples learned of {}",
+                        learning.seen, self.learning_tuples
+                    ));
+                }
+            }
+            (None, Some(table)) => {
+                if table.bucket_workers.len() as u64 != buckets
+                    || table.bucket_workers.iter().chain(table.heavy.values()).any(|&w| w >= n)
+                {
+                    return Err("a table with a bucket or worker out of range".to_owned());
+                }
+            }
+            _ => return Err("both or neither of the learning state and the table".to_owned()),
+        }
+        Ok(())
+    }
+
     fn loads(&self) -> &LoadVector {
         &self.loads
     }

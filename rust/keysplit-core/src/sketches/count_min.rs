@@ -29,6 +29,7 @@ use crate::hash::{candidate_seed, hash_key};
 use crate::sketches::{SketchError, too_large};
 
 #[derive(Serialize, Deserialize, Clone, Debug)]
+#[serde(try_from = "CountMinFields")]
 pub struct CountMin {
     width: usize,
     depth: usize,
@@ -40,6 +41,8 @@ pub struct CountMin {
     row_cells: Vec<usize>,
     total: u64,
 }
+
+crate::sketches::checked_on_decode!(CountMin, CountMinFields { width: usize, depth: usize, seed: u64, conservative_update: bool, counters: Vec<u64>, row_cells: Vec<usize>, total: u64 });
 
 impl CountMin {
     /// A plain (not conservative-update) sketch of `depth` rows of `width` counters.

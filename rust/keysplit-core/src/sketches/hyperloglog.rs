@@ -57,6 +57,7 @@ const REGISTER_BITS: usize = 5;
 const REGISTER_MASK: u16 = (1 << REGISTER_BITS) - 1;
 
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[serde(try_from = "HyperLogLogFields")]
 pub struct HyperLogLog {
     precision: u8,
     packed: Vec<u8>,
@@ -66,6 +67,8 @@ pub struct HyperLogLog {
     /// so that the estimate is the same whatever order registers were raised in.
     scaled_inverse_sum: u64,
 }
+
+crate::sketches::checked_on_decode!(HyperLogLog, HyperLogLogFields { precision: u8, packed: Vec<u8>, zero_registers: u32, scaled_inverse_sum: u64 });
 
 impl HyperLogLog {
     /// An empty sketch of `2^precision` registers, `precision` in 4..=16.

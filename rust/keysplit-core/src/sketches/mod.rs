@@ -36,6 +36,32 @@ pub use keyed_space_saving::KeyedSpaceSaving;
 pub use sliding_window::{Push, SlidingWindowCounter};
 pub use space_saving::{Counter, Insertion, SpaceSaving};
 
+/// Makes a sketch check itself whenever serde decodes it, wherever it is embedded (a
+/// grouper's state holds sketches too): `$sketch` gets `#[serde(try_from = "$fields")]`,
+/// and this defines `$fields` with the same fields, decoded as they are and then checked
+/// by [`SketchSnapshot::validate`](crate::snapshot::SketchSnapshot::validate). The struct
+/// literal inside names every field, so a field added to the sketch and not here fails
+/// to compile.
+macro_rules! checked_on_decode {
+    ($sketch:ident, $fields:ident { $($field:ident: $ty:ty),* $(,)? }) => {
+        #[derive(serde::Deserialize)]
+        struct $fields {
+            $($field: $ty),*
+        }
+
+        impl TryFrom<$fields> for $sketch {
+            type Error = String;
+
+            fn try_from(fields: $fields) -> Result<Self, String> {
+                let sketch = $sketch { $($field: fields.$field),* };
+                crate::snapshot::SketchSnapshot::validate(&sketch)?;
+                Ok(sketch)
+            }
+        }
+    };
+}
+pub(crate) use checked_on_decode;
+
 /// A sketch could not be built or merged.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum SketchError {

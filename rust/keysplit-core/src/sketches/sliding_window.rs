@@ -31,6 +31,7 @@ pub struct Push {
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug)]
+#[serde(try_from = "SlidingWindowCounterFields")]
 pub struct SlidingWindowCounter {
     window: usize,
     items: VecDeque<u64>,
@@ -39,6 +40,8 @@ pub struct SlidingWindowCounter {
     /// The bytes of `counts`, which never grows.
     table_bytes: usize,
 }
+
+crate::sketches::checked_on_decode!(SlidingWindowCounter, SlidingWindowCounterFields { window: usize, items: VecDeque<u64>, counts: ItemMap<u32>, table_bytes: usize });
 
 impl SlidingWindowCounter {
     /// An empty window of `window` items, its ring and table allocated up front.

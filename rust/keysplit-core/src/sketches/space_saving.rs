@@ -91,6 +91,7 @@ struct Bucket {
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug)]
+#[serde(try_from = "SpaceSavingFields")]
 pub struct SpaceSaving {
     capacity: usize,
     slots: Vec<Slot>,
@@ -104,6 +105,8 @@ pub struct SpaceSaving {
     table_bytes: usize,
     total: u64,
 }
+
+crate::sketches::checked_on_decode!(SpaceSaving, SpaceSavingFields { capacity: usize, slots: Vec<Slot>, buckets: Vec<Bucket>, free_buckets: u32, smallest: u32, largest: u32, slot_of: ItemMap<u32>, table_bytes: usize, total: u64 });
 
 impl SpaceSaving {
     /// A sketch of `capacity` counters, allocated up front.
