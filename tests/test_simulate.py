@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import base64
 import re
+import subprocess
+import sys
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 import pytest
@@ -14,6 +17,12 @@ from polars.testing import assert_frame_equal
 import keysplit
 from keysplit import datasets, metrics, plots
 from keysplit.simulate import Dataset, dataset, parse_spec, read_results, simulate, write_results
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
 
 
 def test_results_equal_summarize_over_the_routed_stream() -> None:
@@ -116,8 +125,11 @@ def test_plot_writes_pngs_and_a_self_contained_report(tmp_path: Path) -> None:
     written = plots.plot(tmp_path / "r.parquet", tmp_path / "out")
     names = {p.name for p in written}
     assert written[-1].name == "report.html"
-    for prefix in ("pareto-zipf", "loads-zipf", "windows-drift", "trend-workers-zipf", "trend-skew-zipf"):
+    # The two zipf streams are a skew sweep: their points are in the skew trend, not in a
+    # workers trend of their own.
+    for prefix in ("pareto-zipf", "loads-zipf", "windows-drift", "trend-workers-drift", "trend-skew-zipf"):
         assert any(n.startswith(prefix) for n in names), (prefix, names)
+    assert not any(n.startswith("trend-workers-zipf") for n in names)
     pngs = [p for p in written if p.suffix == ".png"]
     assert all(p.read_bytes().startswith(PNG_SIGNATURE) for p in pngs)
 
@@ -151,6 +163,183 @@ def test_plot_draws_results_without_a_synthetic_zipf_dataset(tmp_path: Path) -> 
 def test_plot_refuses_what_is_not_a_results_table(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="missing columns"):
         plots.plot(pl.DataFrame({"x": [1]}), tmp_path)
+
+
+ALL_GROUPERS = [info.name for info in keysplit.groupers()]
+
+
+@pytest.fixture(scope="module")
+def results_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Results of every dataset kind with every grouper, at small sizes: a Zipf stream
+    with windows, a skew sweep, NYC flights, and one's own Parquet file through the command
+    line into CSV."""
+    directory = tmp_path_factory.mktemp("results")
+    files = {}
+    for kind, specs, windows in (
+        ("zipf", ["zipf:keys=2000,tuples=20000,z=1.5"], [None, 5_000]),
+        ("skew", [f"zipf:keys=2000,tuples=20000,z={z}" for z in (0.8, 1.2, 1.6)], [None]),
+        ("real", ["nycflights:key=dest"], [None]),
+    ):
+        files[kind] = directory / f"{kind}.parquet"
+        results = simulate(groupers=ALL_GROUPERS, workers=[4, 16], datasets=specs, windows=windows)
+        write_results(results, str(files[kind]))
+    users = directory / "users.parquet"
+    stream = pl.concat(datasets.zipf(keys=3_000, tuples=30_000, z=1.4, seed=1))
+    stream.select(user=pl.format("u{}", "key")).write_parquet(users)
+    files["file"] = directory / "file.csv"
+    subprocess.run(
+        [sys.executable, "-m", "keysplit", "simulate", "--groupers", "all", "--workers", "4,16",
+         "--datasets", f"file:path={users},key=user", "--windows", "none,5000", "--no-progress",
+         "--output", str(files["file"])],
+        check=True, capture_output=True, text=True,
+    )
+    return files
+
+
+@pytest.fixture(scope="module")
+def charts(results_files: dict[str, Path]) -> Iterator[dict[str, list[tuple[str, Figure]]]]:
+    """Every chart of every results file, as (file name, laid-out figure)."""
+    import matplotlib.pyplot as plt  # noqa: PLC0415
+
+    drawn = {kind: [(name, figure) for _, name, figure in plots.figures(path)] for kind, path in results_files.items()}
+    for figures in drawn.values():
+        for _, figure in figures:
+            figure.canvas.draw()
+    yield drawn
+    plt.close("all")
+
+
+def test_plot_draws_every_dataset_kind(charts: dict[str, list[tuple[str, Figure]]]) -> None:
+    names = {kind: [re.match(r"trend-\w+|\w+", name)[0] for name, _ in figures] for kind, figures in charts.items()}
+    assert names["zipf"] == ["pareto", "loads", "windows", "trend-workers"]
+    # The sweep's trends first; its datasets' points are in them, so no workers trend.
+    assert names["skew"] == ["trend-skew", "trend-skew"] + ["pareto", "loads"] * 3
+    assert names["real"] == ["pareto", "loads", "trend-workers"]
+    assert names["file"] == ["pareto", "loads", "windows", "trend-workers"]
+
+
+def test_one_legend_outside_every_panel_names_all_groupers(charts: dict[str, list[tuple[str, Figure]]]) -> None:
+    """24 groupers' names inside an axes hid the data; the legend is the figure's, right of
+    every panel (tick labels and titles included) and inside the picture."""
+    for kind, figures in charts.items():
+        for name, figure in figures:
+            assert all(ax.get_legend() is None for ax in figure.axes), (kind, name)
+            if name.startswith("loads-"):
+                assert not figure.legends  # each panel's title names its grouper
+                continue
+            renderer = figure.canvas.get_renderer()
+            (legend,) = figure.legends
+            box = legend.get_window_extent(renderer)
+            assert figure.bbox.x0 <= box.x0 and box.x1 <= figure.bbox.x1, (kind, name)
+            assert figure.bbox.y0 <= box.y0 and box.y1 <= figure.bbox.y1, (kind, name)
+            for ax in figure.axes:
+                assert not box.overlaps(ax.get_tightbbox(renderer)), (kind, name, ax.get_title())
+            assert [text.get_text() for text in legend.get_texts()] == ALL_GROUPERS, (kind, name)
+
+
+def _look(handle: Any) -> tuple[str, tuple[tuple[float, float], ...]]:
+    """A line's or a scatter's colour and marker outline, comparable across the two."""
+    from matplotlib.colors import to_hex  # noqa: PLC0415
+    from matplotlib.lines import Line2D  # noqa: PLC0415
+    from matplotlib.markers import MarkerStyle  # noqa: PLC0415
+
+    if isinstance(handle, Line2D):
+        marker = MarkerStyle(handle.get_marker())
+        color, path = handle.get_color(), marker.get_path().transformed(marker.get_transform())
+    else:
+        color, path = handle.get_facecolor()[0], handle.get_paths()[0]
+    return to_hex(color), tuple((round(x, 6), round(y, 6)) for x, y in path.vertices)
+
+
+def test_every_grouper_keeps_one_distinct_colour_and_marker(charts: dict[str, list[tuple[str, Figure]]]) -> None:
+    for kind, figures in charts.items():
+        looks: dict[str, set[tuple[str, tuple[tuple[float, float], ...]]]] = {}
+        for _, figure in figures:
+            for ax in figure.axes:
+                for handle, grouper in zip(*ax.get_legend_handles_labels(), strict=True):
+                    looks.setdefault(grouper, set()).add(_look(handle))
+        assert set(looks) == set(ALL_GROUPERS)
+        assert all(len(seen) == 1 for seen in looks.values()), kind
+        assert len({seen.pop() for seen in looks.values()}) == len(ALL_GROUPERS), kind
+
+
+def test_wide_ranging_metrics_get_log_axes_with_plain_labels(charts: dict[str, list[tuple[str, Figure]]]) -> None:
+    """λ and ψ reach 0 and thousands of times their small values: symlog, no negative
+    part; γ is log where shuffle's sits a decade above key grouping's 1."""
+    checked = set()
+    for kind, figures in charts.items():
+        for name, figure in figures:
+            for ax in figure.axes:
+                label = ax.get_ylabel()
+                if label.startswith(("load imbalance", "state moved")):
+                    threshold = plots.SYMLOG_BELOW["load_imbalance" if label.startswith("load") else "state_moved"]
+                    assert ax.get_yscale() == "symlog", (kind, name)
+                    assert -threshold < ax.get_ylim()[0] <= 0, (kind, name)
+                    checked.add(label.split()[0])
+                if ax.get_yscale() != "linear":
+                    assert all("^" not in t.get_text() for t in ax.get_yticklabels()), (kind, name, label)
+                if kind == "real" and name.startswith("trend") and label.startswith("replication"):
+                    assert ax.get_yscale() == "log"
+                    checked.add("replication")
+    assert checked == {"load", "state", "replication"}
+
+
+def _visible_ticks(ax: Axes) -> list[float]:
+    low, high = sorted(ax.get_xlim())
+    return [t for t in ax.get_xticks() if low <= t <= high]
+
+
+def test_ticks_are_the_worker_counts_and_exponents_run(charts: dict[str, list[tuple[str, Figure]]]) -> None:
+    for kind, figures in charts.items():
+        for name, figure in figures:
+            for ax in figure.axes:
+                labels = [t.get_text() for t in ax.get_xticklabels()]
+                if name.startswith("trend-workers"):
+                    assert labels == ["4", "16"], (kind, name)
+                elif name.startswith("trend-skew"):
+                    assert labels == ["0.8", "1.2", "1.6"], (kind, name)
+                elif name.startswith("loads-"):
+                    # 16 workers are 0 to 15: no tick at a worker that is not there.
+                    ticks = _visible_ticks(ax)
+                    assert all(t == int(t) for t in ticks) and 0 <= min(ticks) and max(ticks) <= 15, (name, ticks)
+                elif name.startswith("windows-"):
+                    assert all(t == int(t) for t in _visible_ticks(ax)), name
+
+
+def test_pareto_labels_stay_apart_and_inside_their_panel(charts: dict[str, list[tuple[str, Figure]]]) -> None:
+    """Groupers at one point, or close, get one label: names written over each other were
+    unreadable; a label past the right edge goes left of its point."""
+    for kind, figures in charts.items():
+        for name, figure in figures:
+            if not name.startswith("pareto-"):
+                continue
+            renderer = figure.canvas.get_renderer()
+            for ax in figure.axes:
+                boxes = [text.get_window_extent(renderer) for text in ax.texts]
+                assert boxes, (kind, name)
+                named = [n for text in ax.texts for n in text.get_text().split(", ")]
+                assert len(named) == len(set(named)) and set(named) <= set(ALL_GROUPERS)
+                for i, box in enumerate(boxes):
+                    assert ax.bbox.x0 <= box.x0 and box.x1 <= ax.bbox.x1, (kind, name, ax.texts[i].get_text())
+                    assert not any(box.overlaps(other) for other in boxes[i + 1:]), (kind, name, ax.texts[i].get_text())
+
+
+def test_report_opens_with_a_summary_and_stays_small(results_files: dict[str, Path], tmp_path: Path) -> None:
+    """The sweep (8 charts of every grouper) through plots.plot, the CSV through keysplit plot."""
+    plots.plot(results_files["skew"], tmp_path / "skew")
+    subprocess.run([sys.executable, "-m", "keysplit", "plot", str(results_files["file"]), "--out", str(tmp_path / "file")],
+                   check=True, capture_output=True, text=True)
+    for kind, bound in (("skew", 800_000), ("file", 400_000)):
+        report = (tmp_path / kind / "report.html").read_text()
+        assert len(report) < bound, (kind, len(report))
+        summary = report.index("<h2>Summary</h2>")
+        assert summary < report.index("<table class='summary'>") < report.index("<img") < report.index("<details>")
+    sweep = (tmp_path / "skew" / "report.html").read_text()
+    assert sweep.index("<img alt='trend-skew") == sweep.index("<img")
+    # One summary line per dataset and worker count, each dataset named once.
+    table = sweep[sweep.index("<table class='summary'>"):sweep.index("</table>")]
+    assert table.count("<tr>") == 1 + 3 * 2
+    assert table.count("zipf:keys=2000,tuples=20000,z=0.8") == 1
 
 
 def test_the_readme_python_snippets_run_in_a_fresh_interpreter() -> None:

@@ -9,8 +9,13 @@
 - ``windows-<dataset>.png``: λ, γ and the state moved ψ per window, for runs with windows
   (how groupers follow a drifting stream);
 - ``trend-skew-<dataset>.png`` and ``trend-workers-<dataset>.png``: every metric as the
-  Zipf exponent or the worker count grows, where the results hold more than one;
-- ``report.html``: all of them inlined as base64, with the table of whole-stream metrics.
+  Zipf exponent or the worker count grows, where the results hold more than one (a
+  dataset of a skew sweep has its points in the skew trends and no workers trend);
+- ``report.html``: a summary table, all the charts inlined as base64, then the
+  whole-stream metrics, one folded table per dataset.
+
+Every chart names its groupers in one legend right of its panels, in one colour and marker
+per grouper across charts. :func:`figures` gives the charts as matplotlib figures.
 
 Plotting needs matplotlib (``pip install keysplit[plot]``); it draws with the Agg backend,
 so no display is needed.
@@ -20,6 +25,7 @@ from __future__ import annotations
 
 import base64
 import html
+import io
 import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -29,7 +35,11 @@ import polars as pl
 from keysplit.simulate import TABLE_COLUMNS, read_results
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Iterator, Sequence
+
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+    from matplotlib.legend import Legend
 
 #: The metrics each trend chart shows, with their axis labels.
 TREND_METRICS = {
@@ -45,7 +55,15 @@ WINDOW_METRICS = {
     "replication_factor": "replication factor γ",
     "state_moved": "state moved ψ (tuples)",
 }
+#: λ and ψ run from exactly 0 (shuffle's λ, key grouping's ψ) to thousands of times their
+#: smallest non-zero values, and the small values are where the good groupers differ: on a
+#: symlog axis, linear below these thresholds, both ends stay readable.
+SYMLOG_BELOW = {"load_imbalance": 0.01, "state_moved": 1.0}
 _MARKERS = "os^Dv<>pP*hX"
+_LINESTYLES = ("-", "--", ":")
+#: Resolution of every chart: enough to read, small enough that the report stays light.
+DPI = 90
+_LEGEND_FONTSIZE = 7
 
 
 def _pyplot() -> Any:
@@ -81,11 +99,16 @@ def _family(label: str) -> str:
 
 def _style(groupers: Sequence[str]) -> dict[str, dict[str, Any]]:
     """A distinct (colour, marker) pair per grouper: colours cycle every 10, markers step
-    each cycle, so 24 groupers never share both."""
+    each cycle, so 24 groupers never share both; lines also change dash each cycle, so two
+    lines of one colour stay apart between their markers."""
     plt = _pyplot()
     colors = plt.get_cmap("tab10").colors
     return {
-        g: {"color": colors[i % len(colors)], "marker": _MARKERS[(i + i // len(colors)) % len(_MARKERS)]}
+        g: {
+            "color": colors[i % len(colors)],
+            "marker": _MARKERS[(i + i // len(colors)) % len(_MARKERS)],
+            "linestyle": _LINESTYLES[(i // len(colors)) % len(_LINESTYLES)],
+        }
         for i, g in enumerate(groupers)
     }
 
@@ -99,14 +122,89 @@ def _pareto_front(points: list[tuple[float, float]]) -> list[tuple[float, float]
     return front
 
 
-#: Resolution of every chart: enough to read, small enough that the report stays light.
-DPI = 90
+def _grid(panels: int, max_columns: int) -> tuple[int, int]:
+    """Lines and columns for ``panels`` panels, the lines as even as can be (4 panels as
+    2 x 2, not 3 + 1)."""
+    lines = -(-panels // max_columns)
+    return lines, -(-panels // lines)
 
 
-def _save(fig: Any, path: Path) -> Path:
-    fig.tight_layout()
-    fig.savefig(path, dpi=DPI)
+def _legend_outside(fig: Figure, style: dict[str, dict[str, Any]]) -> Legend:
+    """One legend for every panel of ``fig``, right of them, the figure widened by the
+    legend's width: inside an axes, two dozen groupers' names hide the data they name.
+    Groupers come in ``style``'s order, the same in every chart; columns are added until
+    the legend fits the figure's height."""
+    handles: dict[str, Any] = {}
+    for ax in fig.axes:
+        for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
+            handles.setdefault(label, handle)
+    entries = {grouper: handles[grouper] for grouper in style if grouper in handles}
+    renderer = fig.canvas.get_renderer()
+    for columns in range(1, len(entries) + 1):
+        legend = fig.legend(list(entries.values()), list(entries), loc="outside right center",
+                            fontsize=_LEGEND_FONTSIZE, frameon=False, ncols=columns)
+        box = legend.get_window_extent(renderer)
+        if box.height <= 0.95 * fig.bbox.height or columns == len(entries):
+            break
+        legend.remove()
+    fig.set_size_inches(fig.get_figwidth() + box.width / fig.dpi, fig.get_figheight())
+    return legend
+
+
+def _plain_numbers(axis: Any) -> None:
+    """Tick labels as 0.01, 2, 5,000 rather than 10^-2, 2 x 10^0, 5 x 10^3."""
+    from matplotlib.ticker import FuncFormatter  # noqa: PLC0415
+
+    axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}" if abs(v) >= 1 else f"{v:g}"))
+
+
+def _symlog_y(ax: Axes, metric: str) -> None:
+    threshold = SYMLOG_BELOW[metric]
+    ax.set_yscale("symlog", linthresh=threshold)
+    _plain_numbers(ax.yaxis)
+    # The metric is never negative; the default margin reached down to -0.1 on this scale.
+    ax.set_ylim(bottom=-0.2 * threshold)
+
+
+def _scale_y(ax: Axes, metric: str, values: pl.Series) -> None:
+    if metric in SYMLOG_BELOW:
+        _symlog_y(ax, metric)
+        return
+    finite = values.drop_nulls().drop_nans()
+    if finite.len() and finite.min() > 0 and finite.max() >= 10 * finite.min():
+        # One grouper a decade away (shuffle's γ ≈ the worker count) would flatten the
+        # others into one line. Ticks at 1, 2, 5 per decade: these axes span a decade or
+        # two, where decades alone leave one or two labels.
+        from matplotlib.ticker import LogLocator, NullFormatter  # noqa: PLC0415
+
+        ax.set_yscale("log")
+        ax.yaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
+        ax.yaxis.set_minor_formatter(NullFormatter())
+        _plain_numbers(ax.yaxis)
+
+
+def _ticks_at(ax: Axes, values: Sequence[float]) -> None:
+    """x ticks at the values the results hold (8, 16, 32 workers; z = 1.0, 1.5), not at
+    round numbers none of them is; at most about a dozen."""
+    from matplotlib.ticker import NullLocator  # noqa: PLC0415
+
+    shown = list(values)[:: -(-len(values) // 12)]
+    ax.set_xticks(shown, [f"{v:g}" for v in shown])
+    ax.xaxis.set_minor_locator(NullLocator())
+
+
+def _save(fig: Figure, path: Path) -> Path:
+    from PIL import Image  # noqa: PLC0415 - matplotlib's own dependency
+
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=DPI)
     _pyplot().close(fig)
+    buffer.seek(0)
+    # Charts hold few colours but anti-aliasing blends them into thousands: a 256-colour
+    # palette looks the same at a third of the bytes, which keeps report.html light.
+    with Image.open(buffer) as image:
+        palette = image.convert("RGB").quantize(256, method=Image.Quantize.MEDIANCUT, dither=Image.Dither.NONE)
+    palette.save(path, optimize=True)
     return path
 
 
@@ -120,113 +218,154 @@ def _one_window_setting(rows: pl.DataFrame) -> pl.DataFrame:
     return rows.filter(pl.col("window_tuples").is_null() if first is None else pl.col("window_tuples") == first)
 
 
-def pareto_chart(rows: pl.DataFrame, dataset: str, path: Path, style: dict[str, dict[str, Any]]) -> Path:
+def _label_front(ax: Axes, names_at: list[tuple[tuple[float, float], list[str]]]) -> None:
+    """Names next to the front's points, for a figure already laid out; a point whose label
+    would overlap one already written adds its names to that label instead (in the front's
+    order, left to right): written one over the other, close groupers' names were unreadable.
+    A label that would run past the panel's right edge is written left of its point."""
+    renderer = ax.figure.canvas.get_renderer()
+    written: list[tuple[Any, Any]] = []
+    for point, names in names_at:
+        # A pale box: names often start on a neighbour's marker.
+        label = ax.annotate(", ".join(names), point, fontsize=7, xytext=(4, 4), textcoords="offset points",
+                            bbox={"boxstyle": "square,pad=0.1", "facecolor": "white", "alpha": 0.7, "linewidth": 0})
+        # Laid out already: moving the panels for a label would move the labels measured.
+        label.set_in_layout(False)
+        box = label.get_window_extent(renderer)
+        joined = next((other for other, other_box in written if box.overlaps(other_box)), None)
+        if joined is None:
+            written.append((label, box))
+        else:
+            label.remove()
+            joined.set_text(f"{joined.get_text()}, {', '.join(names)}")
+        for text, _ in written:
+            if text.get_window_extent(renderer).x1 > ax.bbox.x1:
+                text.set_horizontalalignment("right")
+                text.xyann = (-4, 4)
+        written = [(text, text.get_window_extent(renderer)) for text, _ in written]
+
+
+def pareto_figure(rows: pl.DataFrame, dataset: str, style: dict[str, dict[str, Any]]) -> Figure:
     """λ against γ for one dataset's whole-stream rows: one panel per worker count, every
     grouper a marker, names written only on the Pareto front (the legend has the rest)."""
     plt = _pyplot()
     counts = sorted(rows.get_column("workers").unique().to_list())
-    columns = min(len(counts), 3)
-    lines = -(-len(counts) // columns)
-    fig, axes = plt.subplots(lines, columns, figsize=(5.2 * columns + 2.2, 4.4 * lines), squeeze=False)
+    lines, columns = _grid(len(counts), 3)
+    fig, axes = plt.subplots(lines, columns, figsize=(5.2 * columns, 4.4 * lines), squeeze=False, layout="constrained")
     flat = list(axes.flat)
+    fronts: list[tuple[Axes, list[tuple[tuple[float, float], list[str]]]]] = []
     for ax, workers in zip(flat, counts, strict=False):
         part = rows.filter(pl.col("workers") == workers)
-        for grouper, points in part.group_by("grouper", maintain_order=True):
-            label = grouper[0]
-            ax.scatter(points["replication_factor"], points["load_imbalance"], label=label, s=36,
-                       edgecolors="black", linewidths=0.3, **style[label])
+        for (grouper,), points in part.group_by("grouper", maintain_order=True):
+            ax.scatter(points["replication_factor"], points["load_imbalance"], label=grouper, s=36,
+                       edgecolors="black", linewidths=0.3, color=style[grouper]["color"],
+                       marker=style[grouper]["marker"])
         coordinates = list(zip(part["replication_factor"], part["load_imbalance"], strict=True))
         front = _pareto_front(coordinates)
         ax.plot(*zip(*front, strict=True), color="grey", linestyle="--", linewidth=1)
-        on_front = set(front)
-        for r in part.iter_rows(named=True):
-            if (r["replication_factor"], r["load_imbalance"]) in on_front:
-                ax.annotate(r["grouper"], (r["replication_factor"], r["load_imbalance"]), fontsize=7,
-                            xytext=(4, 4), textcoords="offset points")
-        ax.set_yscale("symlog", linthresh=0.01)
+        names_at: dict[tuple[float, float], list[str]] = {point: [] for point in front}
+        for grouper, point in zip(part["grouper"], coordinates, strict=True):
+            if point in names_at:
+                names_at[point].append(grouper)
+        fronts.append((ax, list(names_at.items())))
+        _symlog_y(ax, "load_imbalance")
         ax.set_title(f"{workers} workers", fontsize=9)
         ax.set_xlabel("replication factor γ (workers per key)")
         ax.grid(alpha=0.3)
     for ax in flat[len(counts):]:
-        ax.set_visible(False)
+        ax.remove()
     for ax in axes[:, 0]:
         ax.set_ylabel("load imbalance λ")
-    handles, labels = flat[0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="center right", fontsize=7, frameon=False)
     fig.suptitle(f"λ vs γ (dashed: the Pareto front, named): {dataset}", fontsize=10)
-    fig.tight_layout(rect=(0, 0, 1 - 2.0 / (5.2 * columns + 2.2), 1))
-    fig.savefig(path, dpi=DPI)
-    plt.close(fig)
-    return path
+    _legend_outside(fig, style)
+    # Labels are placed by their size on the page: the layout comes first.
+    fig.canvas.draw()
+    for ax, names_at in fronts:
+        _label_front(ax, names_at)
+    return fig
 
 
-def loads_chart(rows: pl.DataFrame, dataset: str, path: Path, style: dict[str, dict[str, Any]]) -> Path:
+def loads_figure(rows: pl.DataFrame, dataset: str, style: dict[str, dict[str, Any]]) -> Figure:
     """Each grouper's load per worker over the mean, as bars, one small panel per grouper
     (the largest worker count), on one scale."""
     plt = _pyplot()
     workers = rows.get_column("workers").max()
     rows = rows.filter(pl.col("workers") == workers)
-    columns = min(rows.height, 4)
-    lines = -(-rows.height // columns)
-    fig, axes = plt.subplots(lines, columns, figsize=(3.4 * columns, 2.2 * lines + 0.6), sharey=True, squeeze=False)
+    lines, columns = _grid(rows.height, 4)
+    fig, axes = plt.subplots(lines, columns, figsize=(3.4 * columns, 2.2 * lines + 0.6), sharex=True, sharey=True,
+                             squeeze=False, layout="constrained")
     flat = list(axes.flat)
     for ax, r in zip(flat, rows.iter_rows(named=True), strict=False):
         loads = r["worker_loads"]
         mean = sum(loads) / len(loads) if loads else 0
-        ax.bar(range(len(loads)), [x / mean if mean else 0 for x in loads], width=0.85,
+        # Past 32 workers a bar is about 3 pixels wide: gaps that narrow alias into uneven
+        # stripes, so the bars touch.
+        ax.bar(range(len(loads)), [x / mean if mean else 0 for x in loads], width=0.85 if len(loads) <= 32 else 1.0,
                color=style[r["grouper"]]["color"])
         ax.axhline(1.0, color="grey", linewidth=0.8)
+        # No room past the last bar, where the integer ticks put a worker that is not there.
+        ax.margins(x=0.01)
         ax.set_title(f"{r['grouper']}  λ={r['load_imbalance']:.3g}", fontsize=8)
         ax.xaxis.set_major_locator(_integer_ticks())
         ax.tick_params(labelsize=7)
-    for ax in flat[rows.height:]:
-        ax.set_visible(False)
+    for index, ax in enumerate(flat):
+        if index >= rows.height:
+            ax.remove()
+        elif index + columns >= rows.height:
+            # The lowest panel of its column: it alone labels the shared worker axis.
+            ax.xaxis.set_tick_params(labelbottom=True)
+            ax.set_xlabel("worker", fontsize=8)
     for ax in axes[:, 0]:
         ax.set_ylabel("load / mean", fontsize=8)
-    for ax in axes[-1, :]:
-        ax.set_xlabel("worker", fontsize=8)
     fig.suptitle(f"load per worker, {workers} workers: {dataset}", fontsize=10)
-    return _save(fig, path)
+    return fig
 
 
-def windows_chart(rows: pl.DataFrame, dataset: str, path: Path, style: dict[str, dict[str, Any]]) -> Path:
+def windows_figure(rows: pl.DataFrame, dataset: str, style: dict[str, dict[str, Any]]) -> Figure:
     """λ, γ and ψ per window (the largest worker count and the smallest window size)."""
     plt = _pyplot()
     workers = rows.get_column("workers").max()
     size = rows.get_column("window_tuples").min()
     rows = rows.filter(pl.col("workers") == workers, pl.col("window_tuples") == size).sort("window")
-    fig, axes = plt.subplots(len(WINDOW_METRICS), 1, figsize=(9, 3 * len(WINDOW_METRICS)), sharex=True)
+    fig, axes = plt.subplots(len(WINDOW_METRICS), 1, figsize=(9, 3 * len(WINDOW_METRICS)), sharex=True,
+                             layout="constrained")
     for ax, (metric, label) in zip(axes, WINDOW_METRICS.items(), strict=True):
-        for grouper, part in rows.group_by("grouper", maintain_order=True):
-            ax.plot(part["window"], part[metric], label=grouper[0], linewidth=1, markersize=3, **style[grouper[0]])
+        for (grouper,), part in rows.group_by("grouper", maintain_order=True):
+            ax.plot(part["window"], part[metric], label=grouper, linewidth=1, markersize=3, **style[grouper])
+        _scale_y(ax, metric, rows.get_column(metric))
         ax.set_ylabel(label)
         ax.grid(alpha=0.3)
-    axes[0].set_title(f"per window of {size:,} tuples, {workers} workers: {dataset}", fontsize=10)
     axes[-1].set_xlabel("window")
     axes[-1].xaxis.set_major_locator(_integer_ticks())
-    axes[0].legend(fontsize=7, ncol=3)
-    return _save(fig, path)
+    fig.suptitle(f"per window of {size:,} tuples, {workers} workers: {dataset}", fontsize=10)
+    _legend_outside(fig, style)
+    return fig
 
 
-def trend_chart(
-    rows: pl.DataFrame, x: str, xlabel: str, title: str, path: Path, style: dict[str, dict[str, Any]]
-) -> Path:
-    """Every metric of :data:`TREND_METRICS` against ``x``, one line per grouper."""
+def trend_figure(rows: pl.DataFrame, x: str, xlabel: str, title: str, style: dict[str, dict[str, Any]]) -> Figure:
+    """Every metric of :data:`TREND_METRICS` against ``x``, one line per grouper; worker
+    counts on a log axis, since sweeps double them."""
     plt = _pyplot()
     metrics = [m for m in TREND_METRICS if not rows.get_column(m).is_null().all()]
-    fig, axes = plt.subplots((len(metrics) + 1) // 2, 2, figsize=(11, 3 * ((len(metrics) + 1) // 2)))
+    lines, columns = _grid(len(metrics), 2)
+    fig, axes = plt.subplots(lines, columns, figsize=(5.5 * columns, 3 * lines), squeeze=False, layout="constrained")
     flat = list(axes.flat)
+    values = rows.get_column(x).unique().sort().to_list()
     for ax, metric in zip(flat, metrics, strict=False):
-        for grouper, part in rows.sort(x).group_by("grouper", maintain_order=True):
-            ax.plot(part[x], part[metric], label=grouper[0], linewidth=1, markersize=4, **style[grouper[0]])
+        for (grouper,), part in rows.sort(x, maintain_order=True).group_by("grouper", maintain_order=True):
+            ax.plot(part[x], part[metric], label=grouper, linewidth=1, markersize=4, **style[grouper])
+        if x == "workers":
+            ax.set_xscale("log", base=2)
+        _ticks_at(ax, values)
+        _scale_y(ax, metric, rows.get_column(metric))
         ax.set_xlabel(xlabel)
         ax.set_ylabel(TREND_METRICS[metric])
         ax.grid(alpha=0.3)
     for ax in flat[len(metrics):]:
-        ax.set_visible(False)
-    flat[0].legend(fontsize=7, ncol=2)
+        ax.remove()
     fig.suptitle(title, fontsize=10)
-    return _save(fig, path)
+    _legend_outside(fig, style)
+    return fig
 
 
 def _html_table(rows: pl.DataFrame) -> str:
@@ -245,8 +384,7 @@ def _html_table(rows: pl.DataFrame) -> str:
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
-def plot(results: pl.DataFrame | str | Path, out: str | Path) -> list[Path]:
-    """Draws every chart of the module into ``out`` and returns the paths, report last."""
+def _results(results: pl.DataFrame | str | Path) -> pl.DataFrame:
     frame = results if isinstance(results, pl.DataFrame) else read_results(str(results))
     if frame.height == 0:
         raise ValueError("the results are empty: nothing to plot")
@@ -254,59 +392,73 @@ def plot(results: pl.DataFrame | str | Path, out: str | Path) -> list[Path]:
                "replication_factor", "worker_loads"} - set(frame.columns)
     if missing:
         raise ValueError(f"not a keysplit simulate results table: missing columns {sorted(missing)}")
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
+    return frame
+
+
+def figures(results: pl.DataFrame | str | Path) -> Iterator[tuple[str, str, Figure]]:
+    """Every chart of the results as (report section, file name, figure), in report order;
+    the caller closes the figures (:func:`plot` saves them). A skew sweep's trends come
+    first: they sum up all its datasets."""
+    frame = _results(results)
     style = _style(frame.get_column("grouper").unique(maintain_order=True).to_list())
     whole = frame.filter(pl.col("window").is_null())
-    sections: list[tuple[str, list[Path]]] = []
+    skewed = _one_window_setting(whole.filter(pl.col("z").is_not_null())) if "z" in whole.columns else whole.clear()
+    skewed = skewed.with_columns(pl.col("dataset").map_elements(_family, return_dtype=pl.String).alias("family"))
+    skewed = skewed.filter(pl.col("z").n_unique().over("family") > 1)
+
+    for (family, workers), rows in skewed.sort("family", "workers").group_by("family", "workers", maintain_order=True):
+        yield (f"{family}, {workers} workers, as skew grows", f"trend-skew-{_slug(family)}-n{workers}.png",
+               trend_figure(rows, "z", "Zipf exponent z", f"metrics as skew grows: {family}, {workers} workers", style))
 
     for (dataset,), rows in whole.group_by("dataset", maintain_order=True):
         rows = _one_window_setting(rows)
         slug = _slug(dataset)
-        charts = [
-            pareto_chart(rows, dataset, out / f"pareto-{slug}.png", style),
-            loads_chart(rows, dataset, out / f"loads-{slug}.png", style),
-        ]
+        yield dataset, f"pareto-{slug}.png", pareto_figure(rows, dataset, style)
+        yield dataset, f"loads-{slug}.png", loads_figure(rows, dataset, style)
         windowed = frame.filter(pl.col("dataset") == dataset, pl.col("window").is_not_null())
         if windowed.height:
-            charts.append(windows_chart(windowed, dataset, out / f"windows-{slug}.png", style))
-        if rows.get_column("workers").n_unique() > 1:
-            charts.append(trend_chart(rows, "workers", "workers", f"metrics as workers grow: {dataset}",
-                                      out / f"trend-workers-{slug}.png", style))
-        sections.append((dataset, charts))
+            yield dataset, f"windows-{slug}.png", windows_figure(windowed, dataset, style)
+        # A dataset of a skew sweep has its points in the skew trends already, one chart
+        # per worker count: drawn again against workers, they doubled the report.
+        if rows.get_column("workers").n_unique() > 1 and dataset not in skewed.get_column("dataset"):
+            yield dataset, f"trend-workers-{slug}.png", trend_figure(
+                rows, "workers", "workers", f"metrics as workers grow: {dataset}", style)
 
-    skewed = _one_window_setting(whole.filter(pl.col("z").is_not_null())) if "z" in whole.columns else whole.clear()
-    skewed = skewed.with_columns(pl.col("dataset").map_elements(_family, return_dtype=pl.String).alias("family"))
-    for (family, workers), rows in skewed.group_by("family", "workers", maintain_order=True):
-        if rows.get_column("z").n_unique() > 1:
-            path = out / f"trend-skew-{_slug(family)}-n{workers}.png"
-            sections.append((
-                f"{family}, {workers} workers, as skew grows",
-                [trend_chart(rows, "z", "Zipf exponent z", f"metrics as skew grows: {family}, {workers} workers",
-                             path, style)],
-            ))
 
+def plot(results: pl.DataFrame | str | Path, out: str | Path) -> list[Path]:
+    """Draws every chart of the module into ``out`` and returns the paths, report last."""
+    frame = _results(results)
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    sections: dict[str, list[Path]] = {}
+    for section, name, figure in figures(frame):
+        sections.setdefault(section, []).append(_save(figure, out / name))
     report = out / "report.html"
-    report.write_text(_report(whole, sections), encoding="utf-8")
-    return [path for _, charts in sections for path in charts] + [report]
+    report.write_text(_report(frame.filter(pl.col("window").is_null()), list(sections.items())), encoding="utf-8")
+    return [path for charts in sections.values() for path in charts] + [report]
 
 
 def _summary(whole: pl.DataFrame) -> str:
-    """One line per (dataset, workers): the grouper with the least λ, and the one with the
-    least γ among those within 5 % load imbalance."""
-    items = []
-    for (dataset, workers), rows in whole.sort("dataset", "workers").group_by("dataset", "workers", maintain_order=True):
-        best = rows.sort("load_imbalance", "replication_factor").row(0, named=True)
-        balanced = rows.filter(pl.col("load_imbalance") <= 0.05).sort("replication_factor", "load_imbalance")
-        line = (f"<b>{html.escape(str(dataset))}</b>, {workers} workers: least λ "
-                f"<code>{html.escape(best['grouper'])}</code> (λ {best['load_imbalance']:.3g}, "
-                f"γ {best['replication_factor']:.3g})")
-        if balanced.height:
-            pick = balanced.row(0, named=True)
-            line += (f"; least γ within λ ≤ 0.05 <code>{html.escape(pick['grouper'])}</code> "
-                     f"(λ {pick['load_imbalance']:.3g}, γ {pick['replication_factor']:.3g})")
-        items.append(f"<li>{line}</li>")
-    return "<ul>" + "".join(items) + "</ul>"
+    """A table, one line per (dataset, workers): the grouper with the least λ, and the one
+    with the least γ among those within 5 % load imbalance; each dataset named once, since
+    a sweep's names are long and alike."""
+
+    def pick(row: dict[str, Any]) -> str:
+        return (f"<code>{html.escape(row['grouper'])}</code> λ {row['load_imbalance']:.3g}, "
+                f"γ {row['replication_factor']:.3g}")
+
+    lines = []
+    for (dataset,), rows in whole.sort("dataset", "workers").group_by("dataset", maintain_order=True):
+        rows = _one_window_setting(rows)
+        name = f"<th rowspan='{rows.get_column('workers').n_unique()}'>{html.escape(str(dataset))}</th>"
+        for (workers,), part in rows.group_by("workers", maintain_order=True):
+            best = part.sort("load_imbalance", "replication_factor").row(0, named=True)
+            balanced = part.filter(pl.col("load_imbalance") <= 0.05).sort("replication_factor", "load_imbalance")
+            least_gamma = pick(balanced.row(0, named=True)) if balanced.height else "none"
+            lines.append(f"<tr>{name}<td>{workers}</td><td>{pick(best)}</td><td>{least_gamma}</td></tr>")
+            name = ""
+    return ("<table class='summary'><thead><tr><th>dataset</th><th>workers</th><th>least λ</th>"
+            "<th>least γ within λ ≤ 0.05</th></tr></thead><tbody>" + "".join(lines) + "</tbody></table>")
 
 
 def _report(whole: pl.DataFrame, sections: list[tuple[str, list[Path]]]) -> str:
@@ -316,6 +468,7 @@ def _report(whole: pl.DataFrame, sections: list[tuple[str, list[Path]]]) -> str:
         "table{border-collapse:collapse;font-size:12px}td,th{border:1px solid #ccc;padding:2px 6px;"
         "text-align:right}th{background:#eee}img{max-width:100%;display:block;margin:1em 0}"
         "details{margin:1em 0}summary{cursor:pointer;font-weight:bold}"
+        ".summary td,.summary th{text-align:left}"
         ".wide{overflow-x:auto}</style>",
         "</head><body><h1>keysplit simulation report</h1>",
         "<p>λ = (max load − mean load) / mean load; γ = workers per distinct key; Γ = Σ distinct "
