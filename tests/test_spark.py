@@ -227,3 +227,40 @@ def test_progress_names_each_spark_action_and_counts_windows(spark, monkeypatch)
     assert recorded.descriptions[1] == "aggregate (pkg, 4 workers) · connecting to Spark"
     assert "· partial aggregation" in shown and "· final merge" in shown
     assert "· 3 windows, 3,000 rows · " in shown
+
+
+def test_run_report_page_fits_and_its_legend_covers_no_bar(tmp_path):
+    """``keysplit run``'s run.html and run.png, from reports like a run's."""
+    from keysplit.spark import job
+    from keysplit.spark.report import RunReport, WindowReport
+
+    def report(grouper: str, loads: list[int], routed_on: str) -> RunReport:
+        window = WindowReport(
+            window=None, rows=sum(loads), spark_loads=loads, source_loads=[loads], spark_partial_rows=40, keys=20,
+            client_loads=loads if routed_on == "client" else None, client_partial_rows=40 if routed_on == "client" else None,
+            seconds={"routing": 0.1, "ingest": 0.2, "partial": 0.3, "final": 0.1},
+        )
+        return RunReport(grouper=grouper, workers=8, windows=[window], routed_on=routed_on, ingestion="files",
+                         summary=None, wall_seconds=1.0)
+
+    labels = ["KG, client stream", "pdstream, client stream", "pdstream, Spark DataFrame"]
+    reports = [report("key", [90, 10, 0, 0, 0, 0, 0, 900], "client"),
+               report("pdstream", [125] * 8, "client"), report("pdstream", [125] * 8, "executors")]
+    figures = pl.DataFrame([r.figures() for r in reports])
+    by_run = job._by_run(figures, labels)
+    assert by_run.columns == ["figure", *labels]
+    assert "–" in by_run["pdstream, Spark DataFrame"].to_list()  # the client's figures, for executor routing
+    page = job._html("run", by_run, pl.DataFrame({"worker": range(8)}), "run.png", pl.DataFrame({"plan": ["a"]}), "g.png")
+    assert "None" not in page and "<th>grouper</th>" not in page
+    figure = job._run_figure(labels, reports)
+    figure.canvas.draw()
+    renderer = figure.canvas.get_renderer()
+    (legend,) = figure.legends
+    box = legend.get_window_extent(renderer)
+    assert [t.get_text() for t in legend.get_texts()] == labels
+    for axis in figure.axes:
+        assert not box.overlaps(axis.get_tightbbox(renderer)), axis.get_title()
+    loads_axis = figure.axes[0]
+    assert [t.get_text() for t in loads_axis.get_xticklabels()] == [str(w) for w in range(8)]
+    job._chart(labels, reports, tmp_path / "run.png")
+    assert (tmp_path / "run.png").stat().st_size > 0

@@ -53,7 +53,8 @@ def _write_corpus(stream: Iterator[pl.DataFrame], directory: Path, files: int = 
     return words.height
 
 
-def _chart(labels: list[str], reports: list[RunReport], path: Path) -> None:
+def _run_figure(labels: list[str], reports: list[RunReport]) -> Any:
+    """run.png: load per worker and phase times, one bar per pipeline."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -71,17 +72,39 @@ def _chart(labels: list[str], reports: list[RunReport], path: Path) -> None:
     loads_axis.set_xlabel("worker")
     loads_axis.set_ylabel("tuples (as Spark aggregated them)")
     loads_axis.set_title("Load per worker")
-    loads_axis.legend()
     for i, (label, report) in enumerate(zip(labels, reports)):
         seconds = report.phase_seconds
         phases_axis.bar([p + i * width for p in range(len(PHASES))], [seconds[p] for p in PHASES], width, label=label)
     phases_axis.set_xticks([p + width / 2 for p in range(len(PHASES))], PHASES)
     phases_axis.set_ylabel("seconds")
     phases_axis.set_title("Phase times")
-    phases_axis.legend()
-    figure.tight_layout()
+    # One legend for both panels, below them: inside, it covered the first workers' bars.
+    handles, names = loads_axis.get_legend_handles_labels()
+    figure.legend(handles, names, loc="lower center", ncol=len(names), frameon=False)
+    figure.tight_layout(rect=(0, 0.08, 1, 1))
+    return figure
+
+
+def _chart(labels: list[str], reports: list[RunReport], path: Path) -> None:
+    import matplotlib.pyplot as plt
+
+    figure = _run_figure(labels, reports)
     figure.savefig(path, dpi=100)
     plt.close(figure)
+
+
+def _by_run(figures: pl.DataFrame, labels: list[str]) -> pl.DataFrame:
+    """One row per figure and one column per run, so that the table is as wide as the
+    runs, not the figures; missing figures (None) read "–"."""
+    shown = figures.drop("grouper").with_columns(pl.col(pl.Float64).map_elements(lambda v: f"{v:.4g}", return_dtype=pl.String))
+    shown = shown.select(pl.all().cast(pl.String).fill_null("–")).with_columns(pl.Series("run", labels))
+    return shown.transpose(include_header=True, header_name="figure", column_names="run")
+
+
+def _cell(value: object) -> str:
+    if value is None:
+        return "–"
+    return f"{value:.4g}" if isinstance(value, float) else str(value)
 
 
 def _html(
@@ -90,7 +113,7 @@ def _html(
     def table(frame: pl.DataFrame) -> str:
         head = "".join(f"<th>{html.escape(c)}</th>" for c in frame.columns)
         body = "".join(
-            "<tr>" + "".join(f"<td>{html.escape(f'{v:.4g}' if isinstance(v, float) else str(v))}</td>" for v in row) + "</tr>"
+            "<tr>" + "".join(f"<td>{html.escape(_cell(v))}</td>" for v in row) + "</tr>"
             for row in frame.iter_rows()
         )
         return f"<table><tr>{head}</tr>{body}</table>"
@@ -335,9 +358,7 @@ def run(
     print_(f"{words:,} words, {expected.height:,} distinct; {workers} workers; Spark's own groupBy: {native_seconds:.2f} s")
     with pl.Config(tbl_rows=-1, tbl_cols=-1, tbl_hide_dataframe_shape=True, tbl_hide_column_data_types=True,
                    float_precision=4, tbl_width_chars=220):
-        shown = figures.with_columns(pl.col(pl.Float64).round(4)).select(pl.all().cast(pl.String))
-        print_(str(shown.with_columns(pl.Series("run", labels)).drop("grouper")
-                   .transpose(include_header=True, header_name="figure", column_names="run")))
+        print_(str(_by_run(figures, labels)))
         print_(str(loads))
     _chart(labels, reports, directory / "run.png")
     title = f"keysplit run: {dataset}, {words:,} words, {workers} workers"
@@ -347,7 +368,7 @@ def run(
         {"plan": name, **{k: v for k, v in figures.items() if k != "task_seconds"}} for name, figures in case["plans"].items()
     ])
     (directory / "run.html").write_text(
-        _html(title, figures.with_columns(pl.Series("run", labels)), loads, "run.png", grouped, "grouped.png")
+        _html(title, _by_run(figures, labels), loads, "run.png", grouped, "grouped.png")
     )
     print_(f"report: {directory / 'run.html'}, {directory / 'run.png'} and {directory / 'grouped.png'}")
     failed = [label for label, _, equal, _ in runs if not equal] + ([] if case["equal"] else ["grouped map"])
