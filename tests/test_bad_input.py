@@ -163,3 +163,30 @@ def test_a_batch_of_a_hundred_million_keys_routes_in_place() -> None:
     probe = fresh("key", 64)
     for i in (0, 1, 99_999_999, 54_321_987):
         assert ids[i] == probe.route_key(int(keys[i]))
+
+
+@pytest.mark.parametrize(
+    ("make_error", "kind", "builtin"),
+    [
+        (lambda: keysplit.Grouper("pgk", workers=4), keysplit.ConfigError, ValueError),
+        (lambda: keysplit.Grouper("pkg", workers=0), keysplit.ConfigError, ValueError),
+        (lambda: keysplit.Grouper("flexd", workers=4, delta=-1.0), keysplit.ConfigError, ValueError),
+        (lambda: keysplit.Grouper("flexd", workers=4, delta="big"), keysplit.ConfigTypeError, TypeError),
+        (lambda: keysplit.Grouper("pkg", workers="4"), keysplit.ConfigTypeError, TypeError),
+        (lambda: keysplit.sketches.SpaceSaving(0), keysplit.ConfigError, ValueError),
+        (lambda: keysplit.Grouper("pkg", workers=4).route(["a", None]), keysplit.KeyInputError, ValueError),
+        (lambda: keysplit.Grouper("pkg", workers=4).route([2**64]), keysplit.KeyInputError, ValueError),
+        (lambda: keysplit.Grouper("pkg", workers=4).route(pl.Series([1.5])), keysplit.KeyTypeError, TypeError),
+        (lambda: keysplit.Grouper("pkg", workers=4).route("abc"), keysplit.KeyTypeError, TypeError),
+        (lambda: keysplit.Grouper("pkg", workers=4).route([["nested"]]), keysplit.KeyTypeError, TypeError),
+        (lambda: keysplit.route(pl.DataFrame({"k": [1]}), key="x", grouper=keysplit.Grouper("pkg", workers=2)),
+         keysplit.KeyInputError, ValueError),
+        (lambda: keysplit.route_sources("pkg", workers=2, sources=[["a"], [None]]), keysplit.KeyInputError, ValueError),
+        (lambda: keysplit.route_sources("pkg", workers=2, sources=[["a"], [1.5]]), keysplit.KeyTypeError, TypeError),
+        (lambda: keysplit.Grouper.restore(b"KSPLSNAP" + bytes(30)), keysplit.SnapshotError, ValueError),
+    ],
+)
+def test_errors_are_typed_and_still_the_builtin_they_were(make_error, kind, builtin) -> None:
+    with pytest.raises(kind) as caught:
+        make_error()
+    assert isinstance(caught.value, keysplit.KeysplitError) and isinstance(caught.value, builtin)

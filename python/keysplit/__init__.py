@@ -5,16 +5,22 @@ data without copying it. See ``keysplit.groupers()`` for what is available.
 """
 
 from keysplit import datasets, metrics, simulate, sketches, tables
-from keysplit._core import MAX_WORKERS, SnapshotError, WorkerIds, __version__, hash_key
+from keysplit._core import MAX_WORKERS, WorkerIds, __version__, hash_key
+from keysplit._errors import ConfigError, ConfigTypeError, KeyInputError, KeysplitError, KeyTypeError, SnapshotError
 from keysplit._grouper import Grouper, GrouperInfo, GrouperName, NullPolicy, groupers
 from keysplit._routing import route, route_batches
 from keysplit._sources import RoutedSources, route_sources
 
 __all__ = [
     "MAX_WORKERS",
+    "ConfigError",
+    "ConfigTypeError",
     "Grouper",
     "GrouperInfo",
     "GrouperName",
+    "KeyInputError",
+    "KeyTypeError",
+    "KeysplitError",
     "NullPolicy",
     "RoutedSources",
     "SnapshotError",

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import polars as pl
 
 from keysplit import _core
-from keysplit._errors import did_you_mean
+from keysplit._errors import ConfigError, ConfigTypeError, did_you_mean
 
 # At run time too: typing.get_type_hints(GrouperInfo), and Polars through it, resolve it.
 from collections.abc import Mapping  # noqa: TC003
@@ -79,7 +79,7 @@ def groupers() -> list[GrouperInfo]:
 
 def _require_int(name: str, value: object) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
+        raise ConfigTypeError(f"{name} must be an int, got {type(value).__name__}")
     return value
 
 
@@ -91,15 +91,15 @@ def _grouper_names() -> tuple[str, ...]:
 def _check_config(name: object, workers: object, seed: object) -> None:
     """The checks every grouper construction makes before the core sees its arguments."""
     if not isinstance(name, str):
-        raise TypeError(f"name must be a str, got {type(name).__name__}")
+        raise ConfigTypeError(f"name must be a str, got {type(name).__name__}")
     known = _grouper_names()
     if name not in known:
         hint = did_you_mean(name, known)
-        raise ValueError(f'unknown grouper "{name}"; {hint}known groupers: {", ".join(known)}')
+        raise ConfigError(f'unknown grouper "{name}"; {hint}known groupers: {", ".join(known)}')
     if not 1 <= _require_int("workers", workers) <= _core.MAX_WORKERS:
-        raise ValueError(f"workers must be between 1 and {_core.MAX_WORKERS}, got {workers}")
+        raise ConfigError(f"workers must be between 1 and {_core.MAX_WORKERS}, got {workers}")
     if not 0 <= _require_int("seed", seed) < _SEED_LIMIT:
-        raise ValueError(f"seed must be in [0, 2**64), got {seed}")
+        raise ConfigError(f"seed must be in [0, 2**64), got {seed}")
 
 
 def _importable_keys(keys: Any) -> Any:
@@ -170,7 +170,7 @@ class Grouper:
         from keysplit.simulate import parse_spec
 
         if not isinstance(spec, str):
-            raise TypeError(f"spec must be a str, got {type(spec).__name__}")
+            raise ConfigTypeError(f"spec must be a str, got {type(spec).__name__}")
         name, params = parse_spec(spec)
         return cls(name, workers=workers, seed=seed, **params)
 

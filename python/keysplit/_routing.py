@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
+from keysplit._errors import ConfigError, KeyInputError, KeyTypeError
 from keysplit._grouper import Grouper, NullPolicy
 
 if TYPE_CHECKING:
@@ -42,7 +43,7 @@ def route_batches(
         raise TypeError(f"grouper must be a keysplit.Grouper, got {type(grouper).__name__}")
     frame = from_pandas(frame)
     if batch_rows is not None and (isinstance(batch_rows, bool) or not isinstance(batch_rows, int) or batch_rows < 1):
-        raise ValueError(f"batch_rows must be a positive int or None, got {batch_rows!r}")
+        raise ConfigError(f"batch_rows must be a positive int or None, got {batch_rows!r}")
     if isinstance(frame, pl.DataFrame):
         schema = frame.schema
         batches: Iterator[pl.DataFrame] = (
@@ -52,11 +53,11 @@ def route_batches(
         schema = frame.collect_schema()
         batches = iter(frame.collect_batches(chunk_size=batch_rows, maintain_order=True))
     else:
-        raise TypeError(f"frame must be a Polars or pandas DataFrame or a LazyFrame, got {type(frame).__name__}")
+        raise KeyTypeError(f"frame must be a Polars or pandas DataFrame or a LazyFrame, got {type(frame).__name__}")
     if key not in schema:
-        raise ValueError(f"key column {key!r} is not in the frame; columns: {list(schema)}")
+        raise KeyInputError(f"key column {key!r} is not in the frame; columns: {list(schema)}")
     if out in schema:
-        raise ValueError(f"output column {out!r} already exists; choose another name with out=")
+        raise ConfigError(f"output column {out!r} already exists; choose another name with out=")
     for batch in batches:
         ids = grouper.route(batch.get_column(key), nulls=nulls)
         yield batch.with_columns(pl.Series(ids).alias(out))
@@ -97,7 +98,7 @@ def route(
         if nulls == "raise" and "null" in str(error):
             lazy = frame.lazy() if isinstance(frame, pl.DataFrame) else frame
             total = lazy.select(pl.col(key).null_count()).collect().item()
-            raise ValueError(
+            raise KeyInputError(
                 f"the keys hold {total} null(s) in the whole frame; nothing was routed (the grouper "
                 'is as it was). Nulls are refused by default: pass nulls="group" to route every null as one key'
             ) from None

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from keysplit import _core
+from keysplit._errors import ConfigError, ConfigTypeError, KeyTypeError
 from keysplit._grouper import GrouperName, NullPolicy, _check_config, _importable_keys, _require_int
 
 if TYPE_CHECKING:
@@ -74,13 +75,13 @@ def route_sources(
     """
     _check_config(name, workers, seed)
     if not isinstance(shared_loads, bool):
-        raise TypeError(f"shared_loads must be a bool, got {type(shared_loads).__name__}")
+        raise ConfigTypeError(f"shared_loads must be a bool, got {type(shared_loads).__name__}")
     if threads is None:
         threads = _default_threads()
     elif _require_int("threads", threads) < 1:
-        raise ValueError(f"threads must be at least 1, got {threads}")
+        raise ConfigError(f"threads must be at least 1, got {threads}")
     if isinstance(sources, (str, bytes)) or not isinstance(sources, (list, tuple)):
-        raise TypeError(f"sources must be a list of key columns, got {type(sources).__name__}")
+        raise KeyTypeError(f"sources must be a list of key columns, got {type(sources).__name__}")
     columns = [_importable_keys(keys) for keys in sources]
     ids, loads, state_bytes = _core.route_sources(
         name, workers, columns, seed, params, shared_loads, nulls, threads

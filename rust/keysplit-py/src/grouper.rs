@@ -8,23 +8,24 @@ use keysplit_core::snapshot::snapshot_grouper;
 use keysplit_core::sources::{SourceRouting, SourcesConfig, SourcesError};
 use keysplit_core::worker_ids::worker_ids_buffer;
 use keysplit_core::{ConfigError, Grouper, LoadScope, NullPolicy, RouteError};
-use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
+use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyInt, PyString, PyTuple};
 
+use crate::errors::{self, ConfigTypeError, KeyInputError, prefixed};
 use crate::keys::{extract_keys, owned_key};
 use crate::snapshot::{reduce_by_snapshot, snapshot_error};
 use crate::worker_ids::WorkerIds;
 
 pub fn config_error(e: ConfigError) -> PyErr {
     match e {
-        ConfigError::ParamType { .. } => PyTypeError::new_err(e.to_string()),
-        _ => PyValueError::new_err(e.to_string()),
+        ConfigError::ParamType { .. } => ConfigTypeError::new_err(e.to_string()),
+        _ => errors::ConfigError::new_err(e.to_string()),
     }
 }
 
 fn route_error(e: RouteError) -> PyErr {
-    PyValueError::new_err(e.to_string())
+    KeyInputError::new_err(e.to_string())
 }
 
 pub fn param_value(name: &str, value: &Bound<'_, PyAny>) -> PyResult<ParamValue> {
@@ -32,7 +33,9 @@ pub fn param_value(name: &str, value: &Bound<'_, PyAny>) -> PyResult<ParamValue>
         Ok(ParamValue::Bool(b.is_true()))
     } else if value.is_instance_of::<PyInt>() {
         value.extract::<i64>().map(ParamValue::Int).map_err(|_| {
-            PyValueError::new_err(format!("parameter {name:?} = {value} does not fit in 64 bits"))
+            errors::ConfigError::new_err(format!(
+                "parameter {name:?} = {value} does not fit in 64 bits"
+            ))
         })
     } else if let Ok(f) = value.cast::<PyFloat>() {
         Ok(ParamValue::Float(f.value()))
@@ -40,7 +43,7 @@ pub fn param_value(name: &str, value: &Bound<'_, PyAny>) -> PyResult<ParamValue>
         Ok(ParamValue::Str(s.to_str()?.to_owned().into()))
     } else {
         let type_name = value.get_type().name()?;
-        Err(PyTypeError::new_err(format!(
+        Err(ConfigTypeError::new_err(format!(
             "parameter {name:?} must be a bool, int, float or str, got {type_name}"
         )))
     }
@@ -63,7 +66,7 @@ pub fn null_policy(nulls: &str) -> PyResult<NullPolicy> {
     match nulls {
         "raise" => Ok(NullPolicy::Raise),
         "group" => Ok(NullPolicy::Group),
-        other => Err(PyValueError::new_err(format!(
+        other => Err(errors::ConfigError::new_err(format!(
             "nulls must be \"raise\" or \"group\", got {other:?}"
         ))),
     }
@@ -230,14 +233,7 @@ pub fn route_sources(
         .iter()
         .enumerate()
         .map(|(i, source)| {
-            extract_keys(source).map_err(|e| {
-                let message = format!("source {i}: {}", e.value(py));
-                if e.is_instance_of::<PyTypeError>(py) {
-                    PyTypeError::new_err(message)
-                } else {
-                    PyValueError::new_err(message)
-                }
-            })
+            extract_keys(source).map_err(|e| prefixed(py, e, &format!("source {i}: ")))
         })
         .collect::<PyResult<Vec<_>>>()?;
     let scope = if shared_loads { LoadScope::Shared } else { LoadScope::Private };
@@ -249,7 +245,7 @@ pub fn route_sources(
             SourcesConfig { name, workers, seed, params: &given, scope, nulls: policy, threads };
         keysplit_core::sources::route_sources(&config, &views).map_err(|e| match e {
             SourcesError::Config(e) => config_error(e),
-            SourcesError::Route { .. } => PyValueError::new_err(e.to_string()),
+            SourcesError::Route { .. } => KeyInputError::new_err(e.to_string()),
         })
     })?;
     let mut ids = Vec::with_capacity(routed.len());

@@ -1,5 +1,6 @@
 //! Python key containers to zero-copy `KeyBatch` views.
 
+use crate::errors::{KeyInputError, KeyTypeError, prefixed};
 use arrow_array::cast::AsArray;
 use arrow_array::types::{
     Int8Type, Int16Type, Int32Type, Int64Type, UInt8Type, UInt16Type, UInt32Type, UInt64Type,
@@ -9,7 +10,6 @@ use arrow_schema::DataType;
 use keysplit_core::grouper::NULL_KEY;
 use keysplit_core::hash::fingerprint;
 use keysplit_core::{KeyBatch, KeyLabel, KeyValues, NullPolicy, OwnedKey, RouteError};
-use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyByteArray, PyBytes, PyCapsule, PyInt, PyList, PyString, PyTuple};
@@ -61,11 +61,11 @@ pub enum KeyError {
 impl From<KeyError> for PyErr {
     fn from(e: KeyError) -> PyErr {
         match e {
-            KeyError::UnsupportedType(dt) => PyTypeError::new_err(format!(
+            KeyError::UnsupportedType(dt) => KeyTypeError::new_err(format!(
                 "unsupported key type {dt}; supported key types: {SUPPORTED_KEY_TYPES}. \
                  Floats have no stable key identity (0.0 == -0.0, NaN != NaN): cast them first"
             )),
-            KeyError::Invalid(e) => PyValueError::new_err(e.to_string()),
+            KeyError::Invalid(e) => KeyInputError::new_err(e.to_string()),
         }
     }
 }
@@ -126,7 +126,7 @@ fn normalize_chunks(chunks: Vec<ArrayRef>) -> PyResult<Vec<ArrayRef>> {
         .into_iter()
         .map(|chunk| match chunk.data_type() {
             DataType::Dictionary(_, value_type) => arrow_cast::cast(&chunk, value_type)
-                .map_err(|e| PyValueError::new_err(format!("cannot decode dictionary keys: {e}"))),
+                .map_err(|e| KeyInputError::new_err(format!("cannot decode dictionary keys: {e}"))),
             DataType::Null => Ok(new_null_array(&DataType::Binary, chunk.len())),
             _ => Ok(chunk),
         })
@@ -139,7 +139,7 @@ pub fn extract_keys(obj: &Bound<'_, PyAny>) -> PyResult<Keys> {
         return owned_keys(obj);
     }
     if obj.is_instance_of::<PyString>() || obj.is_instance_of::<PyBytes>() {
-        return Err(PyTypeError::new_err(
+        return Err(KeyTypeError::new_err(
             "route() takes a column of keys; use route_key() for a single key",
         ));
     }
@@ -150,7 +150,7 @@ pub fn extract_keys(obj: &Bound<'_, PyAny>) -> PyResult<Keys> {
         let capsule =
             obj.call_method1(intern!(obj.py(), "__arrow_c_stream__"), (obj.py().None(),))?;
         let capsule = capsule.cast::<PyCapsule>().map_err(|_| {
-            PyTypeError::new_err(format!(
+            KeyTypeError::new_err(format!(
                 "{}.__arrow_c_stream__() did not return a PyCapsule",
                 type_name(obj)
             ))
@@ -158,11 +158,11 @@ pub fn extract_keys(obj: &Bound<'_, PyAny>) -> PyResult<Keys> {
         let chunks = PyArrayReader::from_arrow_pycapsule(capsule)?
             .into_reader()?
             .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| PyValueError::new_err(format!("cannot read the key stream: {e}")))?;
+            .map_err(|e| KeyInputError::new_err(format!("cannot read the key stream: {e}")))?;
         return Ok(Keys::Arrow(normalize_chunks(chunks)?));
     }
     let any: AnyArray = obj.extract().map_err(|e| {
-        PyTypeError::new_err(format!(
+        KeyTypeError::new_err(format!(
             "keys must be an Arrow array or stream (a Polars Series, a PyArrow Array or \
              ChunkedArray), a NumPy integer array or a list, got {}: {e}",
             type_name(obj)
@@ -173,7 +173,7 @@ pub fn extract_keys(obj: &Bound<'_, PyAny>) -> PyResult<Keys> {
         AnyArray::Stream(stream) => stream
             .into_reader()?
             .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| PyValueError::new_err(format!("cannot read the key stream: {e}")))?,
+            .map_err(|e| KeyInputError::new_err(format!("cannot read the key stream: {e}")))?,
     };
     Ok(Keys::Arrow(normalize_chunks(chunks)?))
 }
@@ -198,10 +198,10 @@ pub fn owned_key(item: &Bound<'_, PyAny>) -> PyResult<Option<OwnedKey>> {
         } else if let Ok(v) = item.extract::<u64>() {
             Ok(Some(OwnedKey::Int(v)))
         } else {
-            Err(PyValueError::new_err(format!("integer key {item} does not fit in 64 bits")))
+            Err(KeyInputError::new_err(format!("integer key {item} does not fit in 64 bits")))
         }
     } else {
-        Err(PyTypeError::new_err(format!(
+        Err(KeyTypeError::new_err(format!(
             "a key must be str, bytes, int or None, got {}",
             type_name(item)
         )))
@@ -214,14 +214,9 @@ fn owned_keys(seq: &Bound<'_, PyAny>) -> PyResult<Keys> {
     let mut validity: Option<Vec<u8>> = None;
     for (row, item) in seq.try_iter()?.enumerate() {
         let item = item?;
-        match owned_key(&item).map_err(|e| {
-            let message = format!("key at index {row}: {}", e.value(seq.py()));
-            if e.is_instance_of::<PyTypeError>(seq.py()) {
-                PyTypeError::new_err(message)
-            } else {
-                PyValueError::new_err(message)
-            }
-        })? {
+        match owned_key(&item)
+            .map_err(|e| prefixed(seq.py(), e, &format!("key at index {row}: ")))?
+        {
             Some(key) => keys.push(key),
             None => {
                 let bits = validity.get_or_insert_with(|| vec![0xff; len.div_ceil(8)]);
@@ -255,7 +250,7 @@ pub fn keys_with_fingerprints(
         if policy == NullPolicy::Raise {
             let nulls: usize = batches.iter().map(|b| b.null_count()).sum();
             if nulls > 0 {
-                return Err(PyValueError::new_err(RouteError::NullKeys { nulls }.to_string()));
+                return Err(KeyInputError::new_err(RouteError::NullKeys { nulls }.to_string()));
             }
         }
         let mut out = Vec::with_capacity(keys.len());
@@ -284,7 +279,7 @@ pub fn key_label(obj: &Bound<'_, PyAny>, keys: &Keys, row: usize) -> PyResult<Ke
             }
             here
         })
-        .ok_or_else(|| PyValueError::new_err("key row out of range"))?;
+        .ok_or_else(|| KeyInputError::new_err("key row out of range"))?;
     if chunk.is_null(row) {
         return Ok(KeyLabel::Null);
     }
@@ -327,7 +322,7 @@ fn python_key_label(item: &Bound<'_, PyAny>) -> PyResult<KeyLabel> {
     }
     match owned_key(item)? {
         Some(OwnedKey::Bytes(bytes)) => Ok(KeyLabel::Bytes(bytes)),
-        _ => Err(PyTypeError::new_err(format!("cannot read {} as a key", type_name(item)))),
+        _ => Err(KeyTypeError::new_err(format!("cannot read {} as a key", type_name(item)))),
     }
 }
 
@@ -344,6 +339,6 @@ pub fn key_label_object<'py>(py: Python<'py>, key: &KeyLabel) -> PyResult<Bound<
 
 /// The fingerprint of one key; `None` is refused.
 pub fn key_fingerprint(obj: &Bound<'_, PyAny>) -> PyResult<u64> {
-    let key = owned_key(obj)?.ok_or_else(|| PyTypeError::new_err("a key is needed, got None"))?;
+    let key = owned_key(obj)?.ok_or_else(|| KeyTypeError::new_err("a key is needed, got None"))?;
     Ok(fingerprint(key.as_key()))
 }

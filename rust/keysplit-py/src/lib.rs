@@ -6,11 +6,12 @@ use arrow_array::UInt64Array;
 use keysplit_core::grouper::{MAX_WORKERS, registry};
 use keysplit_core::hash;
 use keysplit_core::streams::Zipf;
-use pyo3::exceptions::{PyTypeError, PyValueError};
+
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 use pyo3_arrow::PyArray;
 
+mod errors;
 mod grouper;
 mod keys;
 mod sketches;
@@ -47,7 +48,7 @@ fn groupers(py: Python<'_>) -> PyResult<Bound<'_, PyList>> {
 #[pyo3(signature = (key, seed=0, index=0))]
 fn hash_key(key: &Bound<'_, PyAny>, seed: u64, index: u64) -> PyResult<u64> {
     let key = keys::owned_key(key)?
-        .ok_or_else(|| PyTypeError::new_err("hash_key() needs a key, got None"))?;
+        .ok_or_else(|| errors::KeyTypeError::new_err("hash_key() needs a key, got None"))?;
     Ok(key.as_key().hash(hash::candidate_seed(seed, index)))
 }
 
@@ -61,7 +62,8 @@ struct ZipfStream {
 impl ZipfStream {
     #[new]
     fn new(keys: u64, z: f64, seed: u64) -> PyResult<Self> {
-        let zipf = Zipf::new(keys, z, seed).map_err(|e| PyValueError::new_err(e.to_string()))?;
+        let zipf =
+            Zipf::new(keys, z, seed).map_err(|e| errors::ConfigError::new_err(e.to_string()))?;
         Ok(Self { zipf })
     }
 
@@ -78,7 +80,7 @@ impl ZipfStream {
     /// The probability of key rank `rank`.
     fn probability(&self, rank: u64) -> PyResult<f64> {
         if rank >= self.zipf.keys() {
-            return Err(PyValueError::new_err(format!(
+            return Err(errors::ConfigError::new_err(format!(
                 "rank {rank} is out of range for {} keys",
                 self.zipf.keys()
             )));
@@ -93,7 +95,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("MAX_WORKERS", MAX_WORKERS)?;
     m.add("SUPPORTED_KEY_TYPES", keys::SUPPORTED_KEY_TYPES)?;
     m.add_class::<GrouperCore>()?;
-    m.add("SnapshotError", m.py().get_type::<snapshot::SnapshotError>())?;
     m.add("SNAPSHOT_FORMAT_VERSION", keysplit_core::snapshot::FORMAT_VERSION)?;
     m.add_class::<WorkerIds>()?;
     m.add_function(wrap_pyfunction!(groupers, m)?)?;

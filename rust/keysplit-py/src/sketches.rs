@@ -1,10 +1,10 @@
 //! The sketches of keysplit-core, over keys as `route` reads them (each key enters as its
 //! 64-bit fingerprint).
 
+use crate::errors::ConfigError;
 use keysplit_core::sketches::{
     CountMin, HyperLogLog, KeyedSpaceSaving, SketchError, SlidingWindowCounter,
 };
-use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyTuple};
 
@@ -15,7 +15,7 @@ use crate::keys::{
 use crate::snapshot::{reduce_by_snapshot, sketch_restore, sketch_snapshot, snapshot_error};
 
 fn sketch_error(e: SketchError) -> PyErr {
-    PyValueError::new_err(e.to_string())
+    ConfigError::new_err(e.to_string())
 }
 
 /// Count-Min sketch (Cormode and Muthukrishnan 2005): a frequency upper bound for every

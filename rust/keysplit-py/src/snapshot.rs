@@ -1,17 +1,9 @@
 //! Snapshots from Python: bytes out, bytes in, and pickling through them.
 
+use crate::errors::SnapshotError;
 use keysplit_core::SketchSnapshot;
-use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyTuple};
-
-pyo3::create_exception!(
-    keysplit._core,
-    SnapshotError,
-    PyValueError,
-    "Snapshot bytes that cannot be restored: truncated, corrupt, of another format version \
-     or of another kind of object. The message says which."
-);
 
 pub fn snapshot_error(e: keysplit_core::SnapshotError) -> PyErr {
     SnapshotError::new_err(e.to_string())

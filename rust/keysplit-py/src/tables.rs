@@ -1,7 +1,7 @@
 //! The papers' tables, computed by the library's own functions.
 
+use crate::errors::ConfigError;
 use keysplit_core::groupers::{dkg, pdstream};
-use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 
 /// The largest sampling window the probability table is computed for here: each entry is
@@ -19,17 +19,17 @@ pub fn pdstream_probability_table(
     epsilon: f64,
 ) -> PyResult<Vec<f64>> {
     if !(1..=MAX_TABLE_WINDOW).contains(&window) {
-        return Err(PyValueError::new_err(format!(
+        return Err(ConfigError::new_err(format!(
             "window must be between 1 and {MAX_TABLE_WINDOW}, got {window}"
         )));
     }
     if !(expected_probability > 0.0 && expected_probability < 1.0) {
-        return Err(PyValueError::new_err(format!(
+        return Err(ConfigError::new_err(format!(
             "expected_probability must be in (0, 1), got {expected_probability}"
         )));
     }
     if !(epsilon > 0.0 && epsilon < 1.0) {
-        return Err(PyValueError::new_err(format!("epsilon must be in (0, 1), got {epsilon}")));
+        return Err(ConfigError::new_err(format!("epsilon must be in (0, 1), got {epsilon}")));
     }
     Ok(py.detach(|| pdstream::probability_table(window, expected_probability, epsilon)))
 }
@@ -39,7 +39,7 @@ pub fn pdstream_probability_table(
 #[pyfunction]
 pub fn dkg_threshold_table(machines: Vec<u32>) -> PyResult<Vec<(u32, f64, f64, u32)>> {
     if let Some(&bad) = machines.iter().find(|&&m| m == 0) {
-        return Err(PyValueError::new_err(format!("machines must be at least 1, got {bad}")));
+        return Err(ConfigError::new_err(format!("machines must be at least 1, got {bad}")));
     }
     Ok(dkg::threshold_table(&machines)
         .into_iter()
