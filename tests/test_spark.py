@@ -264,3 +264,36 @@ def test_run_report_page_fits_and_its_legend_covers_no_bar(tmp_path):
     assert [t.get_text() for t in loads_axis.get_xticklabels()] == [str(w) for w in range(8)]
     job._chart(labels, reports, tmp_path / "run.png")
     assert (tmp_path / "run.png").stat().st_size > 0
+
+
+def test_keysplit_run_takes_ones_own_file(spark, tmp_path):
+    """The main job on a file no corpus ships: integer keys with nulls and a hot key."""
+    from keysplit.spark import job
+
+    path = tmp_path / "events.parquet"
+    users = [None if i % 97 == 0 else (0 if i % 3 == 0 else (i * i) % 501) for i in range(30_000)]
+    pl.DataFrame({"user": users, "other": range(30_000)}).write_parquet(path)
+    lines: list[str] = []
+    code = job.run(
+        dataset=f"file:path={path},key=user", grouper="pdstream", workers=4, report_dir=tmp_path / "run",
+        print_=lines.append, spark=spark,
+    )
+    output = "\n".join(lines)
+    assert code == 0, output
+    assert "every pipeline equals Spark's groupBy" in output
+    assert {"run.html", "run.png", "grouped.png"} <= {p.name for p in (tmp_path / "run").iterdir()}
+
+
+def test_keysplit_run_refuses_a_dataset_before_starting_spark(tmp_path):
+    import subprocess
+
+    from test_cli import keysplit_command
+
+    missing = subprocess.run(
+        [*keysplit_command(), "run", "--dataset", f"file:path={tmp_path}/none.parquet,key=k"],
+        capture_output=True, text=True, timeout=60,
+    )
+    assert missing.returncode == 2 and "none.parquet" in missing.stderr
+    assert "Spark Connect server" not in missing.stdout
+    unknown = subprocess.run([*keysplit_command(), "run", "--dataset", "kvj"], capture_output=True, text=True, timeout=60)
+    assert unknown.returncode == 2 and "kvj" in unknown.stderr

@@ -105,10 +105,11 @@ def _output_path(text: str) -> str:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from keysplit.spark.job import run
+    from keysplit.spark.job import corpus_stream, run
 
     # Checked before the job starts Spark, so that a typo is reported at once.
     Grouper.from_spec(args.grouper, workers=args.workers, seed=args.seed)
+    corpus_stream(args.dataset, batch_rows=1, tuples=args.tuples, seed=args.seed)
 
     return run(
         dataset=args.dataset, grouper=args.grouper, workers=args.workers, seed=args.seed,
@@ -187,7 +188,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     job = commands.add_parser(
         "run", help="the main job: a word count on an embedded Spark server, KG vs a skew-aware grouper"
     )
-    job.add_argument("--dataset", default="kjv", choices=["kjv", "wordfreq", "zipf"])
+    job.add_argument(
+        "--dataset", default="kjv",
+        help="kjv (default), wordfreq, zipf, or any dataset spec of simulate, e.g. "
+        "file:path=events.parquet,key=user or nycflights:key=dest (keys are counted as strings)",
+    )
     job.add_argument(
         "--grouper", default="pdstream",
         help="the skew-aware grouper set against KG, optionally with parameters: flexd:delta=2.0",

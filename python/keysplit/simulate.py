@@ -178,7 +178,14 @@ def dataset(
         if p["path"] is None:
             raise ValueError(f"dataset {spec!r}: name the file with path=...")
         shown = {k: v for k, v in p.items() if v is not None}
-        return Dataset(_label(kind, shown), lambda: datasets.from_file(batch_rows=batch_rows, **p))
+
+        def open_file() -> Iterator[pl.DataFrame]:
+            return datasets.from_file(batch_rows=batch_rows, **p)
+
+        # Opening reads only the file's schema: a missing file or column is named now,
+        # before any routing (or any Spark server) starts.
+        open_file()
+        return Dataset(_label(kind, shown), open_file)
     raise ValueError(f"unknown dataset {kind!r}; known: {', '.join(DATASET_KINDS)}")
 
 

@@ -16,6 +16,7 @@ each task are drawn side by side (``grouped.png``): the commonest words make one
 
 from __future__ import annotations
 
+import contextlib
 import html
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -28,29 +29,44 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
 
     from keysplit.spark.report import RunReport
+    from keysplit.spark.session import Session
 
 
-def dataset_stream(name: str, *, batch_rows: int, tuples: int, seed: int) -> Callable[[], Iterator[pl.DataFrame]]:
-    """A function giving the named corpus afresh each time: ``kjv``, ``wordfreq`` or ``zipf``."""
+#: The corpora ``keysplit run`` names itself; any other spec is one of ``keysplit simulate``'s.
+CORPORA = ("kjv", "wordfreq", "zipf")
+
+
+def corpus_stream(name: str, *, batch_rows: int, tuples: int, seed: int) -> Callable[[], Iterator[pl.DataFrame]]:
+    """A function giving the corpus afresh each time: ``kjv``, ``wordfreq`` or ``zipf``,
+    or any dataset spec of ``keysplit simulate`` (``file:path=events.parquet,key=user``,
+    ``nycflights:key=dest``, ``zipf:z=1.5``…), resolved now so that a bad one fails here."""
     if name == "zipf":
         return lambda: datasets.zipf(keys=100_000, tuples=tuples, z=1.1, seed=seed, batch_rows=batch_rows)
     if name == "kjv":
         return lambda: datasets.kjv(batch_rows=batch_rows)
     if name == "wordfreq":
         return lambda: datasets.wordfreq_words(tuples=tuples, seed=seed, batch_rows=batch_rows)
-    raise ValueError(f"unknown dataset {name!r}; known: kjv, wordfreq, zipf")
+    from keysplit import simulate
+
+    return simulate.dataset(name, seed=seed, tuples=tuples, batch_rows=batch_rows).open
 
 
-def _write_corpus(stream: Iterator[pl.DataFrame], directory: Path, files: int = 4) -> int:
+def _write_corpus(stream: Iterator[pl.DataFrame], directory: Path, files: int = 4) -> pl.DataFrame:
     """The corpus as ``files`` Parquet files (each word and its ``position``): a Spark
-    DataFrame of ``files`` input partitions."""
-    words = pl.concat(list(stream)).select("key").with_row_index("position").select("key", pl.col("position").cast(pl.Int64))
+    DataFrame of ``files`` input partitions. Returns the words, which the client streams
+    route, so that every pipeline and ``groupBy`` count the very same keys."""
+    # Keys as strings, whatever the dataset's type: the job is a word count, and the
+    # grouped-map case's schema names a string key.
+    words = (
+        pl.concat(list(stream)).select(pl.col("key").cast(pl.String)).with_row_index("position")
+        .select("key", pl.col("position").cast(pl.Int64))
+    )
     directory.mkdir(parents=True, exist_ok=True)
     for old in directory.glob("*.parquet"):
         old.unlink()
     for index, part in enumerate(words.iter_slices(max(1, -(-words.height // files)))):
         part.write_parquet(directory / f"part-{index}.parquet")
-    return words.height
+    return words
 
 
 def _run_figure(labels: list[str], reports: list[RunReport]) -> Any:
@@ -272,13 +288,15 @@ def run(
     batch_rows: int = 200_000,
     report_dir: str | Path = "results/run",
     print_: Callable[[str], None] = print,
+    spark: Session | None = None,
 ) -> int:
     """Runs the job; returns 0 when every pipeline equals ``groupBy`` and Spark agrees with the client.
 
     Three pipelines over one corpus: KG and ``grouper`` routing the corpus as a client
     stream (ingested as files), and ``grouper`` routing the corpus as a Spark DataFrame on
     the executors (one source per Parquet file). Spark's own ``groupBy`` of the same
-    DataFrame, timed in the same session, is the reference and the baseline.
+    DataFrame, timed in the same session, is the reference and the baseline. ``spark``: a
+    session to run in (left open); None starts an embedded server for the job.
     """
     import time
 
@@ -290,13 +308,18 @@ def run(
 
     # Arguments are checked before Spark starts: a typo costs nothing.
     Grouper.from_spec(grouper, workers=workers, seed=seed)
-    stream = dataset_stream(dataset, batch_rows=batch_rows, tuples=tuples, seed=seed)
+    open_dataset = corpus_stream(dataset, batch_rows=batch_rows, tuples=tuples, seed=seed)
     directory = Path(report_dir)
     corpus = directory / "corpus"
     runs: list[tuple[str, RunReport, bool, float]] = []
-    with session() as handle:
+    with (contextlib.nullcontext(spark) if spark is not None else session()) as handle:
         print_(f"keysplit run: word count of {dataset!r} on an embedded Spark Connect server ({handle.url})")
-        words = _write_corpus(stream(), corpus)
+        corpus_words = _write_corpus(open_dataset(), corpus).select("key")
+        words = corpus_words.height
+
+        def stream() -> Iterator[pl.DataFrame]:
+            return corpus_words.iter_slices(batch_rows)
+
         frame = handle.spark.read.parquet(str(corpus))
         plan = frame.groupBy("key").agg(F.count(F.lit(1)).alias("count"))
         # One untimed run of each plan first: the first query of a kind pays for the JVM's
