@@ -6,10 +6,13 @@ orderings the papers state, never the numbers of one run.
 
 from __future__ import annotations
 
+import importlib
 import inspect
+import pkgutil
 import re
 import subprocess
 from pathlib import Path
+from types import ModuleType
 
 import polars as pl
 import pytest
@@ -17,6 +20,8 @@ import pytest
 import keysplit
 from keysplit import reproduction
 from keysplit.cli import main
+from keysplit.reproduction.cli import _read_rows
+from keysplit.reproduction.common import _ROW_SCHEMA, _with_differences
 from test_cli import keysplit_command
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "reproduction.md"
@@ -96,8 +101,8 @@ def dkg_rows(dkg_stddev_per_skew: float = 2.0, paper: dict[tuple[str, str], floa
             ("dkg", "distcost", 2.0 + s),
         )
     ]
-    schema = {**reproduction._ROW_SCHEMA, "paper": pl.Float64}
-    return reproduction._with_differences(pl.DataFrame(rows, schema=schema, orient="row"))
+    schema = {**_ROW_SCHEMA, "paper": pl.Float64}
+    return _with_differences(pl.DataFrame(rows, schema=schema, orient="row"))
 
 
 def test_claims_reports_broken_orderings() -> None:
@@ -178,8 +183,8 @@ def _documented_run() -> tuple[pl.DataFrame, pl.DataFrame]:
             numbers.append((experiment, cells[0], int(cells[1]), param, float(value), cells[3], float(cells[5]), float(cells[4])))
         elif len(cells) == 4 and cells[3] in ("True", "False"):
             claims.append((*cells[:3], cells[3] == "True"))
-    schema = {**reproduction._ROW_SCHEMA, "paper": pl.Float64}
-    frame = reproduction._with_differences(pl.DataFrame(numbers, schema=schema, orient="row"))
+    schema = {**_ROW_SCHEMA, "paper": pl.Float64}
+    frame = _with_differences(pl.DataFrame(numbers, schema=schema, orient="row"))
     checked = pl.DataFrame(claims, schema=["experiment", "claim", "source", "holds"], orient="row")
     return frame, checked
 
@@ -224,7 +229,7 @@ def test_cli_prints_the_summary_before_the_tables(tmp_path: Path) -> None:
         [*keysplit_command(), "reproduce", "dkg", "--scale", "0.02", "--no-progress", "--output", str(saved)],
         check=True, capture_output=True, text=True,
     )
-    expected = reproduction.summary(reproduction._read_rows(str(saved))).row(0, named=True)
+    expected = reproduction.summary(_read_rows(str(saved))).row(0, named=True)
     lines = run.stdout.splitlines()
     assert lines[0] == "== summary per paper"
     summary_line = next(line for line in lines if "Dynamic Key Grouping" in line)
@@ -288,10 +293,17 @@ def test_cli_refuses_bad_arguments_before_running_anything(tmp_path: Path, argum
     assert "[1/" not in run.stderr and run.stdout == "" and list(tmp_path.iterdir()) == []
 
 
-def test_docs_and_module_cite_public_references_not_team_files() -> None:
+def _reproduction_modules() -> list[ModuleType]:
+    """The package keysplit.reproduction and each of its modules."""
+    names = [info.name for info in pkgutil.iter_modules(reproduction.__path__, f"{reproduction.__name__}.")]
+    return [reproduction, *(importlib.import_module(name) for name in names)]
+
+
+def test_docs_and_modules_cite_public_references_not_team_files() -> None:
     text = DOCS.read_text(encoding="utf-8")
-    source = inspect.getsource(reproduction)
-    for place in (text, source):
+    sources = [inspect.getsource(module) for module in _reproduction_modules()]
+    assert len(sources) > 1
+    for place in (text, *sources):
         assert "papers/" not in place and "spec/" not in place and "our copy" not in place
     headings = [line for line in text.splitlines() if line.startswith("## ") and "Verdict" not in line]
     assert len(headings) == 5
