@@ -35,10 +35,12 @@ wheel: $(DEPS_STAMP)
 	$(BIN)/python -m pip install --quiet --no-deps --force-reinstall $(WHEEL_DIR)/keysplit-*.whl
 	$(BIN)/python -m pip check
 
-lint:
+lint: $(DEPS_STAMP)
 	cargo fmt --all --check
 	cargo clippy --workspace --all-targets --locked -- -D warnings
 	RUSTDOCFLAGS="-D warnings" cargo doc -p keysplit-core --no-deps --locked
+	$(BIN)/ruff check python tests benches
+	$(BIN)/ruff format --check python tests benches
 
 rust-test:
 	cargo test --workspace --locked

@@ -118,7 +118,13 @@ def state_sizes(rows: int) -> list[dict[str, object]]:
         grouper = keysplit.Grouper(name, workers=workers, seed=1)
         grouper.route(keys)
         results.append(
-            {"grouper": name, "workers": workers, "rows": rows, "state_bytes": grouper.state_bytes, "limit_bytes": limit}
+            {
+                "grouper": name,
+                "workers": workers,
+                "rows": rows,
+                "state_bytes": grouper.state_bytes,
+                "limit_bytes": limit,
+            }
         )
     return results
 
@@ -142,11 +148,11 @@ def main() -> None:
         )
     states = state_sizes(1_000_000)
     for row in states:
-        print(f"{row['grouper']:>16} n={row['workers']}: state {row['state_bytes']:,} bytes (limit {row['limit_bytes']:,})")
+        print(
+            f"{row['grouper']:>16} n={row['workers']}: state {row['state_bytes']:,} bytes (limit {row['limit_bytes']:,})"
+        )
     args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(
-        json.dumps({"call_overhead": overheads, "copies": copies, "state": states}, indent=1) + "\n"
-    )
+    args.output.write_text(json.dumps({"call_overhead": overheads, "copies": copies, "state": states}, indent=1) + "\n")
     print(f"wrote {args.output}")
 
 

@@ -105,9 +105,14 @@ def main() -> None:
                     f"{args.threads} threads {row['mkeys_per_s']:7.1f} M/s, speed-up {row['speedup']:.2f}x",
                     flush=True,
                 )
-    meta = {"cores": os.cpu_count(), "load_average_start": load_start, "load_average_end": os.getloadavg(),
-            "date": time.strftime("%Y-%m-%d %H:%M"), "repeat": args.repeat,
-            "control_speedup": control}
+    meta = {
+        "cores": os.cpu_count(),
+        "load_average_start": load_start,
+        "load_average_end": os.getloadavg(),
+        "date": time.strftime("%Y-%m-%d %H:%M"),
+        "repeat": args.repeat,
+        "control_speedup": control,
+    }
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(json.dumps({"machine": meta, "results": results}, indent=1) + "\n")
     print(f"wrote {args.output}")

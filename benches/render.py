@@ -42,9 +42,7 @@ def throughput_section(data: dict) -> str:
         "(above 1: keysplit is faster)."
     ]
     for (rows,), by_rows in frame.sort("rows").group_by("rows", maintain_order=True):
-        by_rows = by_rows.with_columns(
-            (pl.col("key_type") + " n=" + pl.col("workers").cast(pl.String)).alias("column")
-        )
+        by_rows = by_rows.with_columns((pl.col("key_type") + " n=" + pl.col("workers").cast(pl.String)).alias("column"))
         tables = []
         for value, title in (
             ("mkeys_per_s", "M keys/s"),
@@ -71,15 +69,22 @@ def throughput_section(data: dict) -> str:
 
 def overhead_section(data: dict) -> str:
     calls = pl.DataFrame(data["call_overhead"]).with_columns(pl.col("us_per_call").round(2))
-    copies = pl.DataFrame(data["copies"]).with_columns(
-        (pl.col(c) / 1e6).round(1).alias(c.replace("_bytes", " MB"))
-        for c in ("key_buffer_bytes", "ids_bytes", "rss_peak_growth_bytes")
-    ).select("input", "rows", "key_buffer MB", "ids MB", "rss_peak_growth MB", "tracemalloc_peak_bytes")
+    copies = (
+        pl.DataFrame(data["copies"])
+        .with_columns(
+            (pl.col(c) / 1e6).round(1).alias(c.replace("_bytes", " MB"))
+            for c in ("key_buffer_bytes", "ids_bytes", "rss_peak_growth_bytes")
+        )
+        .select("input", "rows", "key_buffer MB", "ids MB", "rss_peak_growth MB", "tracemalloc_peak_bytes")
+    )
     states = pl.DataFrame(data["state"]).with_columns((pl.col("state_bytes") / 1e6).round(3).alias("MB"))
     return (
-        "#### Python call overhead (µs per call, one key)\n\n" + markdown(calls)
-        + "\n\n#### Key buffers are not copied\n\n" + markdown(copies)
-        + "\n\n#### Memory: the papers' settings\n\n" + markdown(states)
+        "#### Python call overhead (µs per call, one key)\n\n"
+        + markdown(calls)
+        + "\n\n#### Key buffers are not copied\n\n"
+        + markdown(copies)
+        + "\n\n#### Memory: the papers' settings\n\n"
+        + markdown(states)
     )
 
 

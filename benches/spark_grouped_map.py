@@ -62,6 +62,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import polars as pl
+
+import keysplit
+from keysplit import spark as ks
+from keysplit.spark.hot_keys import offline_replication
 from spark_vs_native import (
     BENCH_CONF,
     DISTRIBUTIONS,
@@ -74,10 +78,6 @@ from spark_vs_native import (
     machine,
     names,
 )
-
-import keysplit
-from keysplit import spark as ks
-from keysplit.spark.hot_keys import offline_replication
 
 RESULTS = Path(__file__).parent / "results"
 SLOTS = (8, 32, 128)
@@ -93,14 +93,21 @@ SCHEMAS = {"top3": "key long, rank int, value long, n long", "score3": "key long
 
 def top3(pdf: pd.DataFrame) -> pd.DataFrame:
     best = pdf["value"].nlargest(3)
-    return pd.DataFrame({"key": pdf["key"].iloc[0], "rank": range(1, len(best) + 1), "value": best.to_numpy(), "n": len(pdf)})
+    return pd.DataFrame(
+        {"key": pdf["key"].iloc[0], "rank": range(1, len(best) + 1), "value": best.to_numpy(), "n": len(pdf)}
+    )
 
 
 def top3_merge(pdf: pd.DataFrame) -> pd.DataFrame:
     best = pdf["value"].nlargest(3)
-    return pd.DataFrame({
-        "key": pdf["key"].iloc[0], "rank": range(1, len(best) + 1), "value": best.to_numpy(), "n": pdf["n"].max(),
-    })
+    return pd.DataFrame(
+        {
+            "key": pdf["key"].iloc[0],
+            "rank": range(1, len(best) + 1),
+            "value": best.to_numpy(),
+            "n": pdf["n"].max(),
+        }
+    )
 
 
 def score3(pdf: pd.DataFrame) -> pd.DataFrame:
@@ -108,16 +115,18 @@ def score3(pdf: pd.DataFrame) -> pd.DataFrame:
     user = pdf["user"].to_numpy() / 1e6
     scores = np.empty(len(pdf))
     for start in range(0, len(pdf), SCORE_BLOCK):
-        v, u = value[start:start + SCORE_BLOCK], user[start:start + SCORE_BLOCK]
+        v, u = value[start : start + SCORE_BLOCK], user[start : start + SCORE_BLOCK]
         features = np.stack([v, u, v * u, v * v, u * u, np.sin(6 * v), np.cos(6 * u), np.ones_like(v)], axis=1)
-        scores[start:start + SCORE_BLOCK] = np.tanh(features @ W1) @ W2
+        scores[start : start + SCORE_BLOCK] = np.tanh(features @ W1) @ W2
     best = np.sort(scores)[::-1][:3]
     return pd.DataFrame({"key": pdf["key"].iloc[0], "rank": range(1, len(best) + 1), "score": best, "n": len(pdf)})
 
 
 def score3_merge(pdf: pd.DataFrame) -> pd.DataFrame:
     best = np.sort(pdf["score"].to_numpy())[::-1][:3]
-    return pd.DataFrame({"key": pdf["key"].iloc[0], "rank": range(1, len(best) + 1), "score": best, "n": pdf["n"].max()})
+    return pd.DataFrame(
+        {"key": pdf["key"].iloc[0], "rank": range(1, len(best) + 1), "score": best, "n": pdf["n"].max()}
+    )
 
 
 FUNCTIONS = {"top3": (top3, top3_merge), "score3": (score3, score3_merge)}
@@ -125,10 +134,15 @@ FUNCTIONS = {"top3": (top3, top3_merge), "score3": (score3, score3_merge)}
 
 def polars_top3(directory: Path) -> pl.DataFrame:
     return (
-        pl.scan_parquet(directory / "*.parquet").select("key", "value")
-        .sort("value", descending=True).group_by("key", maintain_order=True).head(3)
+        pl.scan_parquet(directory / "*.parquet")
+        .select("key", "value")
+        .sort("value", descending=True)
+        .group_by("key", maintain_order=True)
+        .head(3)
         .with_columns(rank=pl.int_range(1, pl.len() + 1).over("key").cast(pl.Int32))
-        .select("key", "rank", "value").sort("key", "rank").collect()
+        .select("key", "rank", "value")
+        .sort("key", "rank")
+        .collect()
     )
 
 
@@ -165,7 +179,13 @@ class Plans:
             return salted.groupBy("key", "salt").applyInPandas(f, schema).groupBy("key").applyInPandas(merge, schema)
         grouper = None if plan == "two-pass" else self.online
         return ks.apply_grouped(
-            frame, key="key", function=f, merge=merge, schema=schema, grouper=grouper, workers=WORKERS,
+            frame,
+            key="key",
+            function=f,
+            merge=merge,
+            schema=schema,
+            grouper=grouper,
+            workers=WORKERS,
             session=self.handle,
         )
 
@@ -175,9 +195,13 @@ def stage_summary(stages: list[dict[str, Any]]) -> dict[str, Any]:
     shuffled = [s for s in stages if s["role"] in ("post-shuffle", "shuffle") and s["tasks"]]
     function_stage = max(shuffled, key=lambda s: sum(s["task_seconds"]), default=None)
     return {
-        "function_stage": None if function_stage is None else {
-            "tasks": function_stage["tasks"], "max_task_s": function_stage["max_task_s"],
-            "median_task_s": function_stage["median_task_s"], "straggler_ratio": function_stage["straggler_ratio"],
+        "function_stage": None
+        if function_stage is None
+        else {
+            "tasks": function_stage["tasks"],
+            "max_task_s": function_stage["max_task_s"],
+            "median_task_s": function_stage["median_task_s"],
+            "straggler_ratio": function_stage["straggler_ratio"],
         },
         "rows_shuffled": sum(s["shuffle_write_records"] for s in stages),
         "task_seconds_total": sum(sum(s["task_seconds"]) for s in stages),
@@ -185,7 +209,9 @@ def stage_summary(stages: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def timed(status: SparkStatus, handle: ks.Session, plans: Plans, plan: str, frame: Any, function: str) -> tuple[dict[str, Any], pl.DataFrame]:
+def timed(
+    status: SparkStatus, handle: ks.Session, plans: Plans, plan: str, frame: Any, function: str
+) -> tuple[dict[str, Any], pl.DataFrame]:
     gc.collect()
     first = status.next_execution()
     started = time.perf_counter()
@@ -196,55 +222,103 @@ def timed(status: SparkStatus, handle: ks.Session, plans: Plans, plan: str, fram
     gc.collect()
     assert isinstance(table, pl.DataFrame)
     stages = status.stages_since(first, native=plan == "applyInPandas")
-    return {"wall_s": wall, "largest_call": int(table["n"].max() or 0), **stage_summary(stages), "stages": stages}, table
+    return {
+        "wall_s": wall,
+        "largest_call": int(table["n"].max() or 0),
+        **stage_summary(stages),
+        "stages": stages,
+    }, table
 
 
 def report_figures(handle: ks.Session, frame: Any, plan: str, online: str) -> dict[str, Any]:
     grouper = None if plan == "two-pass" else online
     _, report = ks.apply_grouped_with_report(
-        frame, key="key", function=top3, merge=top3_merge, schema=SCHEMAS["top3"], grouper=grouper,
-        workers=WORKERS, session=handle,
+        frame,
+        key="key",
+        function=top3,
+        merge=top3_merge,
+        schema=SCHEMAS["top3"],
+        grouper=grouper,
+        workers=WORKERS,
+        session=handle,
     )
     return {
-        "split_keys": report.split.height, "most_workers_of_a_key": int(report.split["workers"].max() or 1),
-        "calls": report.calls.height, "keys": report.keys, "largest_call": report.largest_call,
-        "median_call": report.median_call, "load_imbalance": report.load_imbalance,
-        "replication_factor": report.replication_factor, "offline_replication": report.offline_replication,
-        "merge_rows": report.merge_rows, "salting_calls_expected": report.salting_calls,
+        "split_keys": report.split.height,
+        "most_workers_of_a_key": int(report.split["workers"].max() or 1),
+        "calls": report.calls.height,
+        "keys": report.keys,
+        "largest_call": report.largest_call,
+        "median_call": report.median_call,
+        "load_imbalance": report.load_imbalance,
+        "replication_factor": report.replication_factor,
+        "offline_replication": report.offline_replication,
+        "merge_rows": report.merge_rows,
+        "salting_calls_expected": report.salting_calls,
         "salting_merge_rows_estimated": report.salting_merge_rows,
     }
 
 
 def row_cells(row: dict[str, Any]) -> list[str]:
     stage = row["function_stage"]
-    straggler = "–" if stage is None else f"{stage['max_task_s']:.2f} / {stage['median_task_s']:.2f} s ({stage['straggler_ratio']:.1f})"
+    straggler = (
+        "–"
+        if stage is None
+        else f"{stage['max_task_s']:.2f} / {stage['median_task_s']:.2f} s ({stage['straggler_ratio']:.1f})"
+    )
     makespans = " / ".join(f"{row[f'makespan_{n}_slots_computed_s']:.1f}" for n in SLOTS)
     gains = " / ".join(f"{row[f'speedup_{n}_slots_computed']:.2f}×" for n in SLOTS)
     return [
-        row["setup"], row["distribution"], row["function"], row["plan"], f"{row['wall_s']:.1f}",
-        f"{row['wall_over_native']:.2f}", straggler, f"{row['largest_call']:,}", makespans, gains,
+        row["setup"],
+        row["distribution"],
+        row["function"],
+        row["plan"],
+        f"{row['wall_s']:.1f}",
+        f"{row['wall_over_native']:.2f}",
+        straggler,
+        f"{row['largest_call']:,}",
+        makespans,
+        gains,
         f"{row['rows_shuffled']:,}",
     ]
 
 
 def markdown_table(rows: list[dict[str, Any]]) -> str:
     header = [
-        "setup", "keys", "function", "plan", "wall s", "wall ÷ applyInPandas", "function stage: slowest / median task",
-        "largest call (rows)", "makespan on 8 / 32 / 128 slots, computed (s)", "speed-up on 8 / 32 / 128 slots, computed",
+        "setup",
+        "keys",
+        "function",
+        "plan",
+        "wall s",
+        "wall ÷ applyInPandas",
+        "function stage: slowest / median task",
+        "largest call (rows)",
+        "makespan on 8 / 32 / 128 slots, computed (s)",
+        "speed-up on 8 / 32 / 128 slots, computed",
         "rows shuffled",
     ]
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join(["---"] * 4 + ["--:"] * 2 + ["---", "--:", "---", "---", "--:"]) + "|"]
+    lines = [
+        "| " + " | ".join(header) + " |",
+        "|" + "|".join(["---"] * 4 + ["--:"] * 2 + ["---", "--:", "---", "---", "--:"]) + "|",
+    ]
     lines += ["| " + " | ".join(row_cells(row)) + " |" for row in rows]
     return "\n".join(lines)
 
 
-def run_setup(setup: str, args: argparse.Namespace, data: dict[str, Path], exact: dict[str, pl.DataFrame], report: Report) -> None:
+def run_setup(
+    setup: str, args: argparse.Namespace, data: dict[str, Path], exact: dict[str, pl.DataFrame], report: Report
+) -> None:
     started = time.perf_counter()
     conf = {
-        **BENCH_CONF, "spark.sql.shuffle.partitions": str(WORKERS), "spark.sql.adaptive.coalescePartitions.enabled": "false",
+        **BENCH_CONF,
+        "spark.sql.shuffle.partitions": str(WORKERS),
+        "spark.sql.adaptive.coalescePartitions.enabled": "false",
     }
     with ks.session(master=SETUPS[setup], ui=True, driver_memory=args.driver_memory, **conf) as handle:
-        info: dict[str, Any] = {"master": SETUPS[setup], "session": repr(handle), "startup_s": time.perf_counter() - started}
+        info: dict[str, Any] = {
+            "master": SETUPS[setup],
+            "session": repr(handle),
+            "startup_s": time.perf_counter() - started,
+        }
         report.document["setups"][setup] = info
         assert handle.server is not None and handle.server.ui_port is not None
         status = SparkStatus(handle.server.ui_port)
@@ -259,7 +333,9 @@ def run_setup(setup: str, args: argparse.Namespace, data: dict[str, Path], exact
         info["warmup_s"] = time.perf_counter() - warm
         for name, directory in data.items():
             frame = handle.spark.read.parquet(str(directory))
-            figures = {plan: report_figures(handle, frame, plan, args.online) for plan in keysplit_plans if plan in order}
+            figures = {
+                plan: report_figures(handle, frame, plan, args.online) for plan in keysplit_plans if plan in order
+            }
             for function in args.functions:
                 label = f"{setup} {name} {function}"
                 native_runs = []
@@ -279,13 +355,18 @@ def run_setup(setup: str, args: argparse.Namespace, data: dict[str, Path], exact
                 native_wall = statistics.mean(r["wall_s"] for r in native_runs)
                 for plan, run in [("applyInPandas", native), *measured.items()]:
                     row = {
-                        "setup": setup, "distribution": name, "function": function, "plan": plan, **run,
+                        "setup": setup,
+                        "distribution": name,
+                        "function": function,
+                        "plan": plan,
+                        **run,
                         "native_wall_s": [r["wall_s"] for r in native_runs],
                         "wall_over_native": run["wall_s"] / native_wall,
                         **{
                             f"speedup_{n}_slots_computed": statistics.mean(
                                 r[f"makespan_{n}_slots_computed_s"] for r in native_runs
-                            ) / run[f"makespan_{n}_slots_computed_s"]
+                            )
+                            / run[f"makespan_{n}_slots_computed_s"]
                             for n in SLOTS
                         },
                         "largest_call_smaller_by": native["largest_call"] / max(run["largest_call"], 1),
@@ -294,7 +375,16 @@ def run_setup(setup: str, args: argparse.Namespace, data: dict[str, Path], exact
                         "equal": True,
                     }
                     report.add(row)
-                print(markdown_table([r for r in report.document["results"] if r["setup"] == setup and r["distribution"] == name and r["function"] == function]), flush=True)
+                print(
+                    markdown_table(
+                        [
+                            r
+                            for r in report.document["results"]
+                            if r["setup"] == setup and r["distribution"] == name and r["function"] == function
+                        ]
+                    ),
+                    flush=True,
+                )
     info["seconds"] = time.perf_counter() - started
 
 
@@ -324,17 +414,24 @@ def main() -> None:
         exact[name] = polars_top3(data[name])
         counts = pl.scan_parquet(data[name] / "*.parquet").group_by("key").len().collect()["len"]
         described[name] = {
-            "zipf_exponent": DISTRIBUTIONS[name], "directory": str(data[name]), "distinct_keys": counts.len(),
-            "hot_key_rows": int(counts.max() or 0), "hot_key_share": int(counts.max() or 0) / args.rows,
+            "zipf_exponent": DISTRIBUTIONS[name],
+            "directory": str(data[name]),
+            "distinct_keys": counts.len(),
+            "hot_key_rows": int(counts.max() or 0),
+            "hot_key_share": int(counts.max() or 0) / args.rows,
             "offline_replication": offline_replication(counts, WORKERS),
         }
-        print(f"{name}: {counts.len()} distinct keys, the hot key holds {described[name]['hot_key_share']:.1%}", flush=True)
+        print(
+            f"{name}: {counts.len()} distinct keys, the hot key holds {described[name]['hot_key_share']:.1%}",
+            flush=True,
+        )
     settings = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}
     report = Report(
         args.output,
         {
             "benchmark": "keysplit.spark.apply_grouped against applyInPandas and uniform salting",
-            "machine": meta, "settings": {**settings, "workers": WORKERS, "salts": SALTS, "slots": SLOTS},
+            "machine": meta,
+            "settings": {**settings, "workers": WORKERS, "salts": SALTS, "slots": SLOTS},
             "distributions": described,
         },
         started=started,

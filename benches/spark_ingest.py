@@ -46,7 +46,10 @@ def zipf_batches(rows: int, *, seed: int = 1, keys: int = 100_000, a: float = 1.
     for start in range(0, rows, BATCH):
         size = min(BATCH, rows - start)
         yield pl.DataFrame(
-            {"key": permutation[np.minimum(rng.zipf(a, size), keys)].astype(np.int64), "value": rng.integers(0, 1000, size)}
+            {
+                "key": permutation[np.minimum(rng.zipf(a, size), keys)].astype(np.int64),
+                "value": rng.integers(0, 1000, size),
+            }
         )
 
 
@@ -59,7 +62,10 @@ def rate(handle: ks.Session, path: str, rows: int, upload_dir: str) -> dict:
     report.check()
     seconds = report.phase_seconds
     return {
-        "path": report.ingestion, "rows": rows, "wall_s": wall, **{f"{k}_s": v for k, v in seconds.items()},
+        "path": report.ingestion,
+        "rows": rows,
+        "wall_s": wall,
+        **{f"{k}_s": v for k, v in seconds.items()},
         "ingest_rows_per_s": rows / seconds["ingest"],
         "client_rows_per_s": rows / (seconds["routing"] + seconds["ingest"]),
     }
@@ -73,7 +79,12 @@ def create_dataframe_baseline(handle: ks.Session, rows: int) -> dict:
         table = batch.to_arrow()
         handle.call("createDataFrame", lambda t=table: spark.createDataFrame(t).localCheckpoint(eager=True))
     seconds = time.perf_counter() - started
-    return {"path": "createDataFrame (baseline)", "rows": rows, "ingest_s": seconds, "ingest_rows_per_s": rows / seconds}
+    return {
+        "path": "createDataFrame (baseline)",
+        "rows": rows,
+        "ingest_s": seconds,
+        "ingest_rows_per_s": rows / seconds,
+    }
 
 
 def windows(handle: ks.Session, rows: int, window: int) -> dict:
@@ -81,7 +92,9 @@ def windows(handle: ks.Session, rows: int, window: int) -> dict:
     for index, batch in enumerate(zipf_batches(rows)):
         expected.append(batch.with_columns(window=pl.lit(index * BATCH // window, pl.Int64)))
     want = (
-        pl.concat(expected).group_by("window", "key").agg(pl.len().cast(pl.Int64).alias("count"), pl.col("value").sum().alias("sum_value"))
+        pl.concat(expected)
+        .group_by("window", "key")
+        .agg(pl.len().cast(pl.Int64).alias("count"), pl.col("value").sum().alias("sum_value"))
         .sort("window", "key")
     )
     del expected
@@ -93,8 +106,13 @@ def windows(handle: ks.Session, rows: int, window: int) -> dict:
     report.check()
     equal = result.select("window", "key", "count", "sum_value").equals(want)
     return {
-        "rows": rows, "window_rows": window, "windows": len(report.windows), "wall_s": wall,
-        "rows_per_s": rows / wall, "equals_polars": equal, "ingestion": report.ingestion,
+        "rows": rows,
+        "window_rows": window,
+        "windows": len(report.windows),
+        "wall_s": wall,
+        "rows_per_s": rows / wall,
+        "equals_polars": equal,
+        "ingestion": report.ingestion,
         **{f"{k}_s": v for k, v in report.phase_seconds.items()},
     }
 
@@ -111,9 +129,10 @@ def main() -> None:
         "machine": {"cores": os.cpu_count(), "date": datetime.date.today().isoformat()},
         "rates": [],
     }
-    with tempfile.TemporaryDirectory(prefix="keysplit-bench-upload-") as upload_dir, ks.session(
-        driver_memory="4g", **{"spark.sql.artifact.copyFromLocalToFs.allowDestLocal": "true"}
-    ) as handle:
+    with (
+        tempfile.TemporaryDirectory(prefix="keysplit-bench-upload-") as upload_dir,
+        ks.session(driver_memory="4g", **{"spark.sql.artifact.copyFromLocalToFs.allowDestLocal": "true"}) as handle,
+    ):
         rate(handle, "files", 1_000_000, upload_dir)  # warm-up
         for path, rows in (("files", args.rows), ("upload", args.rows), ("arrow", args.arrow_rows)):
             results["rates"].append(rate(handle, path, rows, upload_dir))

@@ -27,9 +27,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from spark_vs_native import BENCH_CONF, SparkStatus, dataset, lpt_makespan, machine
-
 from keysplit import spark as ks
+from spark_vs_native import BENCH_CONF, SparkStatus, dataset, lpt_makespan, machine
 
 RESULTS = Path(__file__).parent / "results"
 
@@ -44,7 +43,9 @@ def main() -> None:
     args = parser.parse_args()
     directory = dataset(args.data_dir, "zipf-2.0", rows=args.rows, keys=args.keys, files=8, seed=1)
     conf = {
-        **BENCH_CONF, "spark.sql.shuffle.partitions": "32", "spark.sql.adaptive.coalescePartitions.enabled": "false",
+        **BENCH_CONF,
+        "spark.sql.shuffle.partitions": "32",
+        "spark.sql.adaptive.coalescePartitions.enabled": "false",
         "spark.sql.autoBroadcastJoinThreshold": "-1",
         # The hot key's partition is about 100 MB, below the default skew threshold (256 MB),
         # so Spark would not split it at all; at 16 MB it does, into about 16 MB pieces.
@@ -63,7 +64,7 @@ def main() -> None:
         handle.call("warm-up", plan.collect)
         totals = set()
         for repeat in range(args.repeats):
-            for label in (list(results) if repeat % 2 == 0 else list(reversed(results))):
+            for label in list(results) if repeat % 2 == 0 else list(reversed(results)):
                 handle.spark.conf.set("spark.sql.adaptive.skewJoin.enabled", str(label.endswith("(default)")).lower())
                 first = status.next_execution()
                 started = time.perf_counter()
@@ -71,28 +72,46 @@ def main() -> None:
                 wall = time.perf_counter() - started
                 stages = status.stages_since(first, native=True)
                 join = max(stages, key=lambda s: sum(s["task_seconds"]) if s["role"] != "map" else 0.0)
-                results[label].append({
-                    "wall_s": wall, "join_tasks": join["tasks"], "join_max_task_s": join["max_task_s"],
-                    "join_median_task_s": join["median_task_s"],
-                    "makespan_32_slots_computed_s": sum(lpt_makespan(s["task_seconds"], 32) for s in stages),
-                })
-                print(f"{label}: {wall:.2f} s, join stage {join['tasks']} tasks, slowest "
-                      f"{join['max_task_s']:.2f} s / median {join['median_task_s']:.2f} s", flush=True)
+                results[label].append(
+                    {
+                        "wall_s": wall,
+                        "join_tasks": join["tasks"],
+                        "join_max_task_s": join["max_task_s"],
+                        "join_median_task_s": join["median_task_s"],
+                        "makespan_32_slots_computed_s": sum(lpt_makespan(s["task_seconds"], 32) for s in stages),
+                    }
+                )
+                print(
+                    f"{label}: {wall:.2f} s, join stage {join['tasks']} tasks, slowest "
+                    f"{join['max_task_s']:.2f} s / median {join['median_task_s']:.2f} s",
+                    flush=True,
+                )
     if len(totals) != 1:
         raise AssertionError(f"the plans disagree: {totals}")
     summary = {
-        label: {name: statistics.median(run[name] for run in runs) for name in runs[0]} for label, runs in results.items()
+        label: {name: statistics.median(run[name] for run in runs) for name in runs[0]}
+        for label, runs in results.items()
     }
     args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(json.dumps({
-        "benchmark": "a skewed sort-merge join with and without adaptive execution's skew-join split",
-        "machine": machine(), "settings": {"rows": args.rows, "keys": args.keys, "repeats": args.repeats, "conf": conf},
-        "runs": results, "median": summary,
-    }, indent=1) + "\n")
+    args.output.write_text(
+        json.dumps(
+            {
+                "benchmark": "a skewed sort-merge join with and without adaptive execution's skew-join split",
+                "machine": machine(),
+                "settings": {"rows": args.rows, "keys": args.keys, "repeats": args.repeats, "conf": conf},
+                "runs": results,
+                "median": summary,
+            },
+            indent=1,
+        )
+        + "\n"
+    )
     for label, figures in summary.items():
-        print(f"{label}: median {figures['wall_s']:.2f} s, join stage {figures['join_tasks']:.0f} tasks, slowest "
-              f"{figures['join_max_task_s']:.2f} s / median {figures['join_median_task_s']:.2f} s; "
-              f"32-slot makespan (computed) {figures['makespan_32_slots_computed_s']:.2f} s")
+        print(
+            f"{label}: median {figures['wall_s']:.2f} s, join stage {figures['join_tasks']:.0f} tasks, slowest "
+            f"{figures['join_max_task_s']:.2f} s / median {figures['join_median_task_s']:.2f} s; "
+            f"32-slot makespan (computed) {figures['makespan_32_slots_computed_s']:.2f} s"
+        )
 
 
 if __name__ == "__main__":

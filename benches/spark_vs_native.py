@@ -142,7 +142,13 @@ def draw_keys(rng: np.random.Generator, rows: int, keys: int, z: float | None) -
 def dataset(root: Path, name: str, *, rows: int, keys: int, files: int, seed: int) -> Path:
     """The directory of ``name``'s Parquet files, written on first use and reused after."""
     spec = {
-        "distribution": name, "rows": rows, "keys": keys, "files": files, "seed": seed, "values": VALUES, "users": USERS,
+        "distribution": name,
+        "rows": rows,
+        "keys": keys,
+        "files": files,
+        "seed": seed,
+        "values": VALUES,
+        "users": USERS,
     }
     directory = root / f"{name}-rows{rows}-keys{keys}-files{files}-seed{seed}"
     marker = directory / "_dataset.json"  # "_": Spark skips it
@@ -159,7 +165,7 @@ def dataset(root: Path, name: str, *, rows: int, keys: int, files: int, seed: in
     )
     partial = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=root))
     bounds = np.linspace(0, rows, files + 1).astype(int)
-    for index, (start, end) in enumerate(zip(bounds[:-1], bounds[1:])):
+    for index, (start, end) in enumerate(zip(bounds[:-1], bounds[1:], strict=True)):
         pq.write_table(table.slice(start, end - start), partial / f"part-{index:03d}.parquet")
     (partial / "_dataset.json").write_text(json.dumps(spec))
     partial.rename(directory)  # the marker appears only with every file
@@ -429,7 +435,13 @@ def summarise(runs: list[Run], plan: str, hot_partition: int | None) -> dict[str
 
 
 def measure(
-    bench: Bench, frame: Any, exact: pl.DataFrame, hot_partition: int | None, grouper: str, workers: int, repeats: int,
+    bench: Bench,
+    frame: Any,
+    exact: pl.DataFrame,
+    hot_partition: int | None,
+    grouper: str,
+    workers: int,
+    repeats: int,
     label: str,
 ) -> dict[str, Any]:
     """``repeats`` pairs of native and keysplit runs, ABBA, each checked against ``exact``."""
@@ -456,7 +468,7 @@ def measure(
         "native": native,
         "keysplit": keysplit_summary,
         "keysplit_over_native": keysplit_summary["median_wall_s"] / native["median_wall_s"],
-        "paired_ratios": [k.wall_s / n.wall_s for n, k in zip(native_runs, keysplit_runs)],
+        "paired_ratios": [k.wall_s / n.wall_s for n, k in zip(native_runs, keysplit_runs, strict=True)],
         "distinct_count_errors": errors,
         "load_average": os.getloadavg(),
     }
@@ -478,18 +490,30 @@ def straggler_cell(stage: dict[str, Any] | None) -> str:
 
 def markdown_table(rows: list[dict[str, Any]]) -> str:
     header = [
-        "setup", "distribution", "grouper", "workers", "native s", "keysplit s", "keysplit/native",
-        "native final stage: slowest / median task (ratio)", "keysplit partial stage: slowest / median task (ratio)",
+        "setup",
+        "distribution",
+        "grouper",
+        "workers",
+        "native s",
+        "keysplit s",
+        "keysplit/native",
+        "native final stage: slowest / median task (ratio)",
+        "keysplit partial stage: slowest / median task (ratio)",
         "makespan on 32 slots, computed: native / keysplit",
     ]
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join(["---"] * 4 + ["--:"] * 3 + ["---"] * 3) + "|"]
     for row in rows:
         native, keysplit_summary = row["native"], row["keysplit"]
         cells = [
-            row["setup"], row["distribution"], row["grouper"], str(row["workers"]),
-            f"{native['median_wall_s']:.2f}", f"{keysplit_summary['median_wall_s']:.2f}",
+            row["setup"],
+            row["distribution"],
+            row["grouper"],
+            str(row["workers"]),
+            f"{native['median_wall_s']:.2f}",
+            f"{keysplit_summary['median_wall_s']:.2f}",
             f"{row['keysplit_over_native']:.2f}",
-            straggler_cell(native["final_stage"]), straggler_cell(keysplit_summary["partial_stage"]),
+            straggler_cell(native["final_stage"]),
+            straggler_cell(keysplit_summary["partial_stage"]),
             f"{native['plan_makespan_32_slots_computed_s']:.2f} / "
             f"{keysplit_summary['plan_makespan_32_slots_computed_s']:.2f} s",
         ]
@@ -547,9 +571,7 @@ class Report:
     """The JSON document, rewritten after every measured row so that a long run that stops
     keeps what it measured."""
 
-    def __init__(
-        self, path: Path, document: dict[str, Any], *, started: float, table: Any = None
-    ) -> None:
+    def __init__(self, path: Path, document: dict[str, Any], *, started: float, table: Any = None) -> None:
         self.table = table or markdown_table
         self.path = path
         self.document = {**document, "setups": {}, "results": [], "complete": False}
@@ -577,7 +599,10 @@ def run_setup(
     started = time.perf_counter()
     with ks.session(master=SETUPS[setup], ui=True, driver_memory=args.driver_memory, **conf) as handle:
         info = {
-            "master": SETUPS[setup], "session": repr(handle), "startup_s": time.perf_counter() - started, "conf": conf,
+            "master": SETUPS[setup],
+            "session": repr(handle),
+            "startup_s": time.perf_counter() - started,
+            "conf": conf,
         }
         report.document["setups"][setup] = info
         assert handle.server is not None and handle.server.ui_port is not None
@@ -655,7 +680,9 @@ def main() -> None:
         exact[name] = exact_figures(data[name])
         counts = exact[name]["count"]
         described[name] = {
-            "zipf_exponent": DISTRIBUTIONS[name], "directory": str(data[name]), "distinct_keys": exact[name].height,
+            "zipf_exponent": DISTRIBUTIONS[name],
+            "directory": str(data[name]),
+            "distinct_keys": exact[name].height,
             "hot_key_share": counts.max() / args.rows,
         }
         share = described[name]["hot_key_share"]
@@ -667,7 +694,10 @@ def main() -> None:
             "benchmark": "keysplit.spark.aggregate_with_report against Spark's groupBy (keysplit.spark.reference)",
             "machine": meta,
             "settings": {
-                **settings, "aggs": AGGS, "terminal_action": "toArrow", "figures": "the median run of the repeats",
+                **settings,
+                "aggs": AGGS,
+                "terminal_action": "toArrow",
+                "figures": "the median run of the repeats",
             },
             "distributions": described,
         },

@@ -143,9 +143,7 @@ class KeyTwin:
 class PkgTwin:
     """PKG, and PK-M with ``choices = M`` candidates (the holistic paper's PK-5)."""
 
-    def __init__(
-        self, workers: int, seed: int = 0, distinct_candidates: bool = True, choices: int = 2
-    ) -> None:
+    def __init__(self, workers: int, seed: int = 0, distinct_candidates: bool = True, choices: int = 2) -> None:
         self.workers = workers
         self.seed = seed
         self.distinct_candidates = distinct_candidates

@@ -115,9 +115,7 @@ class _HeadTailTwin:
 
 
 class DChoicesTwin(_HeadTailTwin):
-    def __init__(
-        self, workers: int, seed: int = 0, epsilon: float = 1e-4, **params: object
-    ) -> None:
+    def __init__(self, workers: int, seed: int = 0, epsilon: float = 1e-4, **params: object) -> None:
         super().__init__(workers, seed, **params)
         self.epsilon = epsilon
         self.head: set[int] = set()

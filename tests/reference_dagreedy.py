@@ -44,9 +44,7 @@ class Window:
 
 
 class DaGreedyTwin:
-    def __init__(
-        self, workers: int, seed: int = 0, interval_tuples: int = 100_000, window_panes: int = 10
-    ) -> None:
+    def __init__(self, workers: int, seed: int = 0, interval_tuples: int = 100_000, window_panes: int = 10) -> None:
         self.workers = workers
         self.seed = seed
         self.interval_tuples = interval_tuples
@@ -77,10 +75,7 @@ class DaGreedyTwin:
         # The score's order, compared exactly: [k on w] * sum(L) - n * L_w (see the module).
         total = self.window.total()
         holders = self.window.holders(item)
-        scores = [
-            (total if w in holders else 0) - self.workers * self.window.load(w)
-            for w in range(self.workers)
-        ]
+        scores = [(total if w in holders else 0) - self.workers * self.window.load(w) for w in range(self.workers)]
         return scores.index(max(scores))  # ties to the lowest index
 
     def route(self, key: str | bytes | int) -> int:

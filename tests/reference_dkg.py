@@ -120,10 +120,7 @@ class DkgTwin:
                 best, best_load = worker, load
         # Algorithm 5 (shouldScaleOut), capped at Table 1's maximum.
         should_scale_out = (
-            self.warmed_up()
-            and not self.below_threshold(best_load)
-            and in_old
-            and width < self.max_width
+            self.warmed_up() and not self.below_threshold(best_load) and in_old and width < self.max_width
         )
         if should_scale_out:
             candidate = (first + width) % self.workers
@@ -144,9 +141,7 @@ class DkgTwin:
             self.items[k] = item
             self.baby.append(k)
         item.count += 1
-        worker, item.width = self.choose_best_task(
-            self.first_worker(key), item.width, item.space == "old"
-        )
+        worker, item.width = self.choose_best_task(self.first_worker(key), item.width, item.space == "old")
         self.loads[worker] += 1
         self.in_window += 1
         if self.in_window >= self.window_tuples:

@@ -26,6 +26,7 @@ from __future__ import annotations
 import math
 
 import xxhash
+
 from reference import MASK64, fingerprint, h
 
 HLL_SEED = int.from_bytes(b"hyperlog", "little")

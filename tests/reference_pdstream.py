@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections import deque
 from fractions import Fraction
-from functools import lru_cache
+from functools import cache
 from math import comb
 
 from reference import fingerprint, h
@@ -38,14 +38,12 @@ def tail_is_below(trials: int, at_least: int, p: float, target: float) -> bool:
     p_exact = Fraction(p)
     a, d = p_exact.numerator, p_exact.denominator
     b = d - a
-    tail_times_d_pow_n = sum(
-        comb(trials, i) * a**i * b ** (trials - i) for i in range(at_least, trials + 1)
-    )
+    tail_times_d_pow_n = sum(comb(trials, i) * a**i * b ** (trials - i) for i in range(at_least, trials + 1))
     t = Fraction(target)
     return tail_times_d_pow_n * t.denominator < t.numerator * d**trials
 
 
-@lru_cache(maxsize=None)
+@cache
 def estimate_probability(trials: int, occurrences: int, expected: float, epsilon: float) -> float:
     """Algorithm 1: bisect ``[0, 1]`` until the bracket is at most ``epsilon`` wide."""
     p_lower, p_upper = 0.0, 1.0
@@ -93,9 +91,7 @@ class PdStreamTwin:
 
     def estimated_candidates(self, n_k: int) -> int:
         """Eq. 16: ``floor(p_hat * n)``, capped at ``n``."""
-        p_hat = estimate_probability(
-            self.window_length, n_k, self.expected_probability, self.epsilon
-        )
+        p_hat = estimate_probability(self.window_length, n_k, self.expected_probability, self.epsilon)
         return min(int(p_hat * self.workers), self.workers)
 
     def least_loaded(self, candidates: list[int]) -> int:

@@ -10,8 +10,7 @@ worker (or round robin); any other key goes to ``h_0(k) mod n``.
 
 from __future__ import annotations
 
-from reference import fingerprint, h
-from reference import SplitMix64
+from reference import SplitMix64, fingerprint, h
 
 RNG_INDEX = int.from_bytes(b"pstream\0", "little")
 

@@ -111,12 +111,7 @@ def elb_rebalance(y: list[int], table: list[int], workers: int, tolerance: float
         pick = None
         for a in donors:
             for i in by_load:
-                if (
-                    table[i] == a
-                    and 0 < y[i] < loads[a] - loads[b]
-                    and loads[a] - y[i] >= v
-                    and loads[b] + y[i] <= u
-                ):
+                if table[i] == a and 0 < y[i] < loads[a] - loads[b] and loads[a] - y[i] >= v and loads[b] + y[i] <= u:
                     pick = (a, i)
                     break
             if pick is not None:
@@ -133,9 +128,7 @@ def elb_rebalance(y: list[int], table: list[int], workers: int, tolerance: float
 def covariance_times_m_squared(history: list[list[int]], i: int, j: int) -> int:
     """``m^2 * cov(X_i, X_j)``, exactly: ``m * sum_t y_it y_jt - sum_t y_it * sum_t y_jt``."""
     m = len(history)
-    return m * sum(y[i] * y[j] for y in history) - sum(y[i] for y in history) * sum(
-        y[j] for y in history
-    )
+    return m * sum(y[i] * y[j] for y in history) - sum(y[i] for y in history) * sum(y[j] for y in history)
 
 
 def clb_split(history: list[list[int]], workers: int, theta: float) -> list[list[int]]:
@@ -167,9 +160,7 @@ def clb_split(history: list[list[int]], workers: int, theta: float) -> list[list
             break
         k = min(candidates, key=lambda i: (-w[i], i))
         h_ = set_of[k]
-        moved = [
-            i for i in sets[h_] if i != k and correlated(covariance_times_m_squared(history, k, i))
-        ]
+        moved = [i for i in sets[h_] if i != k and correlated(covariance_times_m_squared(history, k, i))]
         kept = [i for i in sets[h_] if i not in moved]
         if not moved:
             moved = [k]

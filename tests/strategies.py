@@ -13,7 +13,5 @@ workers = st.integers(min_value=1, max_value=64)
 
 # Few distinct keys, so that they repeat and load-dependent choices matter.
 string_keys = st.lists(st.sampled_from(["", "a", "b", "hot", "café", "x" * 20, "🔑"]), max_size=300)
-int_keys = st.lists(
-    st.one_of(st.integers(0, 9), st.sampled_from([-1, (1 << 63) - 1, -(1 << 63)])), max_size=300
-)
+int_keys = st.lists(st.one_of(st.integers(0, 9), st.sampled_from([-1, (1 << 63) - 1, -(1 << 63)])), max_size=300)
 keys = st.one_of(string_keys, int_keys)

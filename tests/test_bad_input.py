@@ -14,9 +14,9 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 import pytest
-from strategies import GROUPER_NAMES
 
 import keysplit
+from strategies import GROUPER_NAMES
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -132,10 +132,7 @@ HOSTILE_VALUES = [math.nan, math.inf, -math.inf, -1, -1.0, 0, 0.0, 1 << 62, 1e30
 
 def hostile_param_cases() -> list[tuple[str, str, object]]:
     return [
-        (info.name, param, value)
-        for info in keysplit.groupers()
-        for param in info.defaults
-        for value in HOSTILE_VALUES
+        (info.name, param, value) for info in keysplit.groupers() for param in info.defaults for value in HOSTILE_VALUES
     ]
 
 
@@ -179,8 +176,11 @@ def test_a_batch_of_a_hundred_million_keys_routes_in_place() -> None:
         (lambda: keysplit.Grouper("pkg", workers=4).route(pl.Series([1.5])), keysplit.KeyTypeError, TypeError),
         (lambda: keysplit.Grouper("pkg", workers=4).route("abc"), keysplit.KeyTypeError, TypeError),
         (lambda: keysplit.Grouper("pkg", workers=4).route([["nested"]]), keysplit.KeyTypeError, TypeError),
-        (lambda: keysplit.route(pl.DataFrame({"k": [1]}), key="x", grouper=keysplit.Grouper("pkg", workers=2)),
-         keysplit.KeyInputError, ValueError),
+        (
+            lambda: keysplit.route(pl.DataFrame({"k": [1]}), key="x", grouper=keysplit.Grouper("pkg", workers=2)),
+            keysplit.KeyInputError,
+            ValueError,
+        ),
         (lambda: keysplit.route_sources("pkg", workers=2, sources=[["a"], [None]]), keysplit.KeyInputError, ValueError),
         (lambda: keysplit.route_sources("pkg", workers=2, sources=[["a"], [1.5]]), keysplit.KeyTypeError, TypeError),
         (lambda: keysplit.Grouper.restore(b"KSPLSNAP" + bytes(30)), keysplit.SnapshotError, ValueError),

@@ -15,6 +15,8 @@ import polars as pl
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+
+import keysplit
 from reference import fingerprint
 from reference_choices import (
     TWINS,
@@ -25,8 +27,6 @@ from reference_choices import (
     default_theta,
 )
 from strategies import keys, seeds, workers
-
-import keysplit
 
 
 @st.composite
@@ -44,16 +44,12 @@ def choices_params(draw: st.DrawFn, name: str) -> dict:
 
 
 # Skewed integer streams, so that heads form: key 0 often, a few others sometimes.
-skewed_keys = st.lists(
-    st.one_of(st.just(0), st.just(0), st.integers(0, 3), st.integers(0, 50)), max_size=400
-)
+skewed_keys = st.lists(st.one_of(st.just(0), st.just(0), st.integers(0, 3), st.integers(0, 50)), max_size=400)
 
 
 @pytest.mark.parametrize("name", sorted(TWINS))
 @given(data=st.data(), stream=st.one_of(keys, skewed_keys), n=workers, seed=seeds)
-def test_routes_like_its_reference_twin(
-    name: str, data: st.DataObject, stream: list, n: int, seed: int
-) -> None:
+def test_routes_like_its_reference_twin(name: str, data: st.DataObject, stream: list, n: int, seed: int) -> None:
     params = data.draw(choices_params(name))
     twin = TWINS[name](n, seed, **params)
     expected = [twin.route(k) for k in stream]
@@ -98,18 +94,14 @@ def check_twin_invariants(twin, stream: list) -> None:
 
 @pytest.mark.parametrize("name", sorted(TWINS))
 @given(data=st.data(), stream=skewed_keys, n=workers, seed=seeds)
-def test_twin_invariants(
-    name: str, data: st.DataObject, stream: list, n: int, seed: int
-) -> None:
+def test_twin_invariants(name: str, data: st.DataObject, stream: list, n: int, seed: int) -> None:
     """Twin only."""
     check_twin_invariants(TWINS[name](n, seed, **data.draw(choices_params(name))), stream)
 
 
 @pytest.mark.parametrize("name", sorted(TWINS))
 @given(data=st.data(), stream=skewed_keys, n=workers, seed=seeds)
-def test_rust_routing_keeps_the_invariants(
-    name: str, data: st.DataObject, stream: list, n: int, seed: int
-) -> None:
+def test_rust_routing_keeps_the_invariants(name: str, data: st.DataObject, stream: list, n: int, seed: int) -> None:
     """The Rust routing equals the twin's, whose d and head the invariants then inspect."""
     params = data.draw(choices_params(name))
     routed = keysplit.Grouper(name, workers=n, seed=seed, **params).route(stream).to_list()
@@ -180,9 +172,7 @@ def test_twin_routes_the_golden_stream_as_the_rust_core(
 
 
 @pytest.mark.parametrize(("name", "n", "seed", "params", "digest"), GOLDEN)
-def test_rust_routes_the_golden_stream(
-    name: str, n: int, seed: int, params: dict, digest: int
-) -> None:
+def test_rust_routes_the_golden_stream(name: str, n: int, seed: int, params: dict, digest: int) -> None:
     grouper = keysplit.Grouper(name, workers=n, seed=seed, **params)
     assert fnv1a(grouper.route(golden_stream()).to_list()) == digest
 

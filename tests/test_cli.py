@@ -18,8 +18,21 @@ def keysplit_command() -> list[str]:
 def test_simulate_prints_imbalance_and_replication_per_grouper(tmp_path: Path) -> None:
     output = tmp_path / "results.csv"
     run = subprocess.run(
-        [*keysplit_command(), "simulate", "--tuples", "200000", "--keys", "1000", "--z", "1.4", "--output", str(output)],
-        check=True, capture_output=True, text=True,
+        [
+            *keysplit_command(),
+            "simulate",
+            "--tuples",
+            "200000",
+            "--keys",
+            "1000",
+            "--z",
+            "1.4",
+            "--output",
+            str(output),
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
     )
     assert "load_imbalance" in run.stdout and "replication_factor" in run.stdout
     table = pl.read_csv(output)
@@ -49,11 +62,29 @@ def test_simulate_runs_every_combination_and_plot_reads_it(tmp_path: Path) -> No
     output = tmp_path / "results.parquet"
     subprocess.run(
         [
-            *keysplit_command(), "simulate", "--groupers", "key,pkg,flexd:delta=2.0,threshold=0.1",
-            "--workers", "4,8", "--z", "1.0,1.5", "--tuples", "20000", "--keys", "500",
-            "--datasets", "zipf", "nycflights:key=carrier", "--windows", "none,10000", "--output", str(output),
+            *keysplit_command(),
+            "simulate",
+            "--groupers",
+            "key,pkg,flexd:delta=2.0,threshold=0.1",
+            "--workers",
+            "4,8",
+            "--z",
+            "1.0,1.5",
+            "--tuples",
+            "20000",
+            "--keys",
+            "500",
+            "--datasets",
+            "zipf",
+            "nycflights:key=carrier",
+            "--windows",
+            "none,10000",
+            "--output",
+            str(output),
         ],
-        check=True, capture_output=True, text=True,
+        check=True,
+        capture_output=True,
+        text=True,
     )
     results = pl.read_parquet(output)
     whole = results.filter(pl.col("window").is_null())
@@ -63,7 +94,9 @@ def test_simulate_runs_every_combination_and_plot_reads_it(tmp_path: Path) -> No
     assert whole.filter(pl.col("dataset") == "nycflights:key=carrier")["tuples"].unique().to_list() == [336_776]
     plot = subprocess.run(
         [*keysplit_command(), "plot", str(output), "--out", str(tmp_path / "plots")],
-        check=True, capture_output=True, text=True,
+        check=True,
+        capture_output=True,
+        text=True,
     )
     assert (tmp_path / "plots" / "report.html").exists() and "report.html" in plot.stdout
 
@@ -71,7 +104,8 @@ def test_simulate_runs_every_combination_and_plot_reads_it(tmp_path: Path) -> No
 def test_missing_dataset_sources_are_reported(tmp_path: Path) -> None:
     run = subprocess.run(
         [*keysplit_command(), "simulate", "--datasets", f"file:path={tmp_path / 'none.csv'},key=k"],
-        capture_output=True, text=True,
+        capture_output=True,
+        text=True,
     )
     assert run.returncode == 2
     assert "no such data file" in run.stderr and "Traceback" not in run.stderr
@@ -88,7 +122,9 @@ def test_run_checks_its_grouper_before_starting_spark() -> None:
     bad_parameter = subprocess.run(
         [*keysplit_command(), "run", "--grouper", "flexd:delta=two"], capture_output=True, text=True, timeout=60
     )
-    assert bad_parameter.returncode == 2 and 'parameter "delta" of grouper "flexd" must be float' in bad_parameter.stderr
+    assert (
+        bad_parameter.returncode == 2 and 'parameter "delta" of grouper "flexd" must be float' in bad_parameter.stderr
+    )
     zero = subprocess.run([*keysplit_command(), "run", "--workers", "0"], capture_output=True, text=True, timeout=60)
     assert zero.returncode == 2 and "must be a positive int" in zero.stderr
 
@@ -99,17 +135,22 @@ def test_simulate_writes_json_refuses_an_unknown_suffix_and_can_group_nulls(tmp_
     dataset = f"file:path={data},key=key"
     refused = subprocess.run(
         [*keysplit_command(), "simulate", "--datasets", dataset, "--output", str(tmp_path / "r.txt")],
-        capture_output=True, text=True,
+        capture_output=True,
+        text=True,
     )
     assert refused.returncode == 2 and "end the name with .parquet, .csv, .json" in refused.stderr
     nulls = subprocess.run(
-        [*keysplit_command(), "simulate", "--datasets", dataset], capture_output=True, text=True,
+        [*keysplit_command(), "simulate", "--datasets", dataset],
+        capture_output=True,
+        text=True,
     )
     assert nulls.returncode != 0 and "null" in nulls.stderr
     output = tmp_path / "r.json"
     subprocess.run(
         [*keysplit_command(), "simulate", "--datasets", dataset, "--nulls", "group", "--output", str(output)],
-        check=True, capture_output=True, text=True,
+        check=True,
+        capture_output=True,
+        text=True,
     )
     from keysplit.simulate import read_results
 
@@ -129,7 +170,9 @@ def test_discovery_version_one_grouper_and_all_groupers() -> None:
     assert typo.returncode == 2 and 'did you mean "pkg"?' in typo.stderr
     every = subprocess.run(
         [*keysplit_command(), "simulate", "--groupers", "all", "--tuples", "5000", "--keys", "200", "--no-progress"],
-        check=True, capture_output=True, text=True,
+        check=True,
+        capture_output=True,
+        text=True,
     )
     assert all(info.name in every.stdout for info in keysplit.groupers())
 

@@ -10,18 +10,16 @@ from fractions import Fraction
 
 from hypothesis import given
 from hypothesis import strategies as st
+
+import keysplit
 from reference import fingerprint, h
 from reference_dagreedy import DaGreedyTwin
 from strategies import keys, seeds, workers
 
-import keysplit
-
 intervals = st.integers(min_value=1, max_value=40)
 panes = st.integers(min_value=1, max_value=4)
 # Skewed streams: one key about half of the time, so that keys turn hot.
-skewed = st.lists(
-    st.one_of(st.just("hot"), st.sampled_from(["a", "b", "c", 0, 1, 2])), max_size=300
-)
+skewed = st.lists(st.one_of(st.just("hot"), st.sampled_from(["a", "b", "c", 0, 1, 2])), max_size=300)
 streams = st.one_of(keys, skewed)
 # Tuple positions before which end_window() is called.
 window_ends = st.sets(st.integers(0, 300), max_size=4)
@@ -50,9 +48,7 @@ def test_routes_like_its_reference_twin(
     stream: list, n: int, seed: int, interval: int, window: int, ends: set[int]
 ) -> None:
     twin = DaGreedyTwin(n, seed, interval_tuples=interval, window_panes=window)
-    grouper = keysplit.Grouper(
-        "dagreedy", workers=n, seed=seed, interval_tuples=interval, window_panes=window
-    )
+    grouper = keysplit.Grouper("dagreedy", workers=n, seed=seed, interval_tuples=interval, window_panes=window)
     for i, key in enumerate(stream):
         if i in ends:
             twin.end_window()
@@ -61,16 +57,12 @@ def test_routes_like_its_reference_twin(
     assert grouper.loads == twin.loads
     # The whole stream as one batch, without window ends.
     plain = DaGreedyTwin(n, seed, interval_tuples=interval, window_panes=window)
-    batch = keysplit.Grouper(
-        "dagreedy", workers=n, seed=seed, interval_tuples=interval, window_panes=window
-    )
+    batch = keysplit.Grouper("dagreedy", workers=n, seed=seed, interval_tuples=interval, window_panes=window)
     assert (batch.route(stream).to_list() if stream else []) == [plain.route(k) for k in stream]
 
 
 @given(stream=streams, n=workers, seed=seeds, interval=intervals)
-def test_rust_sends_cold_keys_to_their_hash_worker(
-    stream: list, n: int, seed: int, interval: int
-) -> None:
+def test_rust_sends_cold_keys_to_their_hash_worker(stream: list, n: int, seed: int, interval: int) -> None:
     grouper = keysplit.Grouper("dagreedy", workers=n, seed=seed, interval_tuples=interval)
     routed = grouper.route(stream).to_list() if stream else []
     for key, worker, hot in zip(stream, routed, hot_flags(stream, n, interval), strict=True):
@@ -90,8 +82,7 @@ def test_twin_cold_keys_hash_and_hot_keys_take_the_argmax_of_the_score(
         holders = twin.window.holders(item)
         avg = Fraction(total, n)
         scores = [
-            Fraction(1, 2) * (w in holders)
-            - (Fraction(1, 2) * (twin.window.load(w) - avg) / avg if avg else 0)
+            Fraction(1, 2) * (w in holders) - (Fraction(1, 2) * (twin.window.load(w) - avg) / avg if avg else 0)
             for w in range(n)
         ]
         float_scores = [twin.score(item, w) for w in range(n)]

@@ -8,18 +8,16 @@ from __future__ import annotations
 
 from hypothesis import given
 from hypothesis import strategies as st
+
+import keysplit
 from reference import fingerprint, h
 from reference_dalton import Q_INIT, DaltonTwin
 from strategies import keys, seeds, workers
 
-import keysplit
-
 intervals = st.integers(min_value=1, max_value=40)
 panes = st.integers(min_value=1, max_value=4)
 epsilons = st.one_of(st.sampled_from([0.0, 0.1, 1.0]), st.floats(0.0, 1.0))
-skewed = st.lists(
-    st.one_of(st.just("hot"), st.sampled_from(["a", "b", "c", 0, 1, 2])), max_size=300
-)
+skewed = st.lists(st.one_of(st.just("hot"), st.sampled_from(["a", "b", "c", 0, 1, 2])), max_size=300)
 streams = st.one_of(keys, skewed)
 window_ends = st.sets(st.integers(0, 300), max_size=4)
 
@@ -43,7 +41,12 @@ def hot_flags(stream: list, n: int, interval: int) -> list[bool]:
 
 
 @given(
-    stream=streams, n=workers, seed=seeds, interval=intervals, window=panes, epsilon=epsilons,
+    stream=streams,
+    n=workers,
+    seed=seeds,
+    interval=intervals,
+    window=panes,
+    epsilon=epsilons,
     ends=window_ends,
 )
 def test_routes_like_its_reference_twin(
@@ -68,9 +71,7 @@ def test_routes_like_its_reference_twin(
 def test_rust_sends_cold_keys_to_their_hash_worker(
     stream: list, n: int, seed: int, interval: int, epsilon: float
 ) -> None:
-    grouper = keysplit.Grouper(
-        "dalton", workers=n, seed=seed, interval_tuples=interval, epsilon=epsilon
-    )
+    grouper = keysplit.Grouper("dalton", workers=n, seed=seed, interval_tuples=interval, epsilon=epsilon)
     routed = grouper.route(stream).to_list() if stream else []
     for key, worker, hot in zip(stream, routed, hot_flags(stream, n, interval), strict=True):
         if not hot:
@@ -78,7 +79,11 @@ def test_rust_sends_cold_keys_to_their_hash_worker(
 
 
 @given(
-    stream=streams, n=st.integers(1, 12), seed=seeds, interval=intervals, window=panes,
+    stream=streams,
+    n=st.integers(1, 12),
+    seed=seeds,
+    interval=intervals,
+    window=panes,
     epsilon=epsilons,
 )
 def test_twin_cold_keys_hash_and_reached_keys_stay_on_known_workers(
@@ -101,7 +106,10 @@ def test_twin_cold_keys_hash_and_reached_keys_stay_on_known_workers(
 
 
 @given(
-    stream=streams, n=st.integers(1, 16), seed=seeds, interval=st.integers(2, 30),
+    stream=streams,
+    n=st.integers(1, 16),
+    seed=seeds,
+    interval=st.integers(2, 30),
     epsilon=epsilons,
 )
 def test_within_one_window_a_key_that_stays_hot_never_exceeds_max_split(

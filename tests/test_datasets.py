@@ -123,7 +123,16 @@ def test_kjv_words_in_text_order() -> None:
     assert_bounded(batches, 100_000)
     words = pl.concat(batches)
     assert words["key"].head(10).to_list() == [
-        "in", "the", "beginning", "god", "created", "the", "heaven", "and", "the", "earth",
+        "in",
+        "the",
+        "beginning",
+        "god",
+        "created",
+        "the",
+        "heaven",
+        "and",
+        "the",
+        "earth",
     ]
     assert words["key"].tail(3).to_list() == ["you", "all", "amen"]
     counts = words["key"].value_counts(sort=True)
@@ -213,7 +222,13 @@ def test_from_file_reads_tables_and_text(tmp_path: Path) -> None:
         assert pl.concat(batches).equals(table.rename({"user": "key", "amount": "value"}))
     (tmp_path / "t.txt").write_text("The cat's hat.\nTHE end, the END!\n\n")
     assert pl.concat(datasets.from_file(tmp_path / "t.txt"))["key"].to_list() == [
-        "the", "cat's", "hat", "the", "end", "the", "end",
+        "the",
+        "cat's",
+        "hat",
+        "the",
+        "end",
+        "the",
+        "end",
     ]
 
 
@@ -248,6 +263,8 @@ def test_missing_sources_say_how_to_get_them() -> None:
     ]:
         run = subprocess.run(
             [sys.executable, "-c", blocked.format(module=module, call=call)],
-            capture_output=True, text=True, check=True,
+            capture_output=True,
+            text=True,
+            check=True,
         )
         assert hint in run.stdout, run.stdout + run.stderr

@@ -7,10 +7,10 @@ import math
 
 from hypothesis import given
 from hypothesis import strategies as st
-from reference_dkg import DkgTwin, max_machines, threshold_load, threshold_table
-from strategies import keys, seeds, workers
 
 import keysplit
+from reference_dkg import DkgTwin, max_machines, threshold_load, threshold_table
+from strategies import keys, seeds, workers
 
 # Table 1: machines, ideal load (%), threshold load (%), max machines.
 TABLE_1 = [

@@ -11,11 +11,11 @@ import re
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+
+import keysplit
 from reference import h
 from reference_flexd import FlexDTwin
 from strategies import keys, seeds, workers
-
-import keysplit
 
 # Small segments, thresholds and micro-batches, so that keys turn hot, cross their
 # thresholds, segments close and clean-ups run within a few hundred tuples.
@@ -58,9 +58,7 @@ GOLDEN = [
 
 
 @given(stream=streams, n=workers, seed=seeds, p=params, ends=window_ends)
-def test_routes_like_its_reference_twin(
-    stream: list, n: int, seed: int, p: dict, ends: set[int]
-) -> None:
+def test_routes_like_its_reference_twin(stream: list, n: int, seed: int, p: dict, ends: set[int]) -> None:
     twin = FlexDTwin(n, seed, **p)
     grouper = keysplit.Grouper("flexd", workers=n, seed=seed, **p)
     for i, key in enumerate(stream):
@@ -86,9 +84,7 @@ def test_the_twin_routes_the_golden_stream() -> None:
 
 
 @given(stream=streams, n=st.integers(1, 12), seed=seeds, p=params, ends=window_ends)
-def test_twin_instances_are_one_plus_the_crossings(
-    stream: list, n: int, seed: int, p: dict, ends: set[int]
-) -> None:
+def test_twin_instances_are_one_plus_the_crossings(stream: list, n: int, seed: int, p: dict, ends: set[int]) -> None:
     twin = FlexDTwin(n, seed, **p)
     for i, key in enumerate(stream):
         hot, entry = twin.is_hot(key), twin.entry(key)

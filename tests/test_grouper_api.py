@@ -53,7 +53,12 @@ def test_introspection() -> None:
         (("key", 4), {"seed": "1"}, TypeError, "seed must be an int, got str"),
         (("nope", 4), {}, ValueError, 'unknown grouper "nope"; known groupers: shuffle, key, .*pkg'),
         ((3, 4), {}, TypeError, "name must be a str"),
-        (("pkg", 4), {"distinct": True}, ValueError, 'has no parameter "distinct"; its parameters: distinct_candidates, choices'),
+        (
+            ("pkg", 4),
+            {"distinct": True},
+            ValueError,
+            'has no parameter "distinct"; its parameters: distinct_candidates, choices',
+        ),
         (("key", 4), {"d": 2}, ValueError, 'grouper "key" takes no parameter, got "d"'),
         (("pkg", 4), {"distinct_candidates": 1}, TypeError, "must be bool, got int"),
         (("pkg", 4), {"distinct_candidates": None}, TypeError, "must be a bool, int, float or str, got NoneType"),
@@ -92,7 +97,9 @@ print(json.dumps({name: keysplit.Grouper(name, workers=11, seed=42).route(keys).
 
 def test_same_seed_and_input_route_the_same_in_a_separate_process() -> None:
     runs = [
-        json.loads(subprocess.run([sys.executable, "-c", ROUTING_SCRIPT], check=True, capture_output=True, text=True).stdout)
+        json.loads(
+            subprocess.run([sys.executable, "-c", ROUTING_SCRIPT], check=True, capture_output=True, text=True).stdout
+        )
         for _ in range(2)
     ]
     assert runs[0] == runs[1]

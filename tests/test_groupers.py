@@ -8,10 +8,10 @@ import polars as pl
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from reference import TWINS, PkgTwin, all_twins, h
-from strategies import GROUPER_NAMES, keys, seeds, workers
 
 import keysplit
+from reference import TWINS, PkgTwin, all_twins, h
+from strategies import GROUPER_NAMES, keys, seeds, workers
 
 
 def workers_per_key(stream: list, routed: list[int]) -> dict[object, set[int]]:
@@ -53,9 +53,7 @@ def test_key_grouping_sends_each_key_to_exactly_one_worker(stream: list, n: int,
 
 
 @given(stream=keys, n=workers, seed=seeds, distinct=st.booleans())
-def test_pkg_sends_each_key_to_at_most_two_of_its_candidates(
-    stream: list, n: int, seed: int, distinct: bool
-) -> None:
+def test_pkg_sends_each_key_to_at_most_two_of_its_candidates(stream: list, n: int, seed: int, distinct: bool) -> None:
     grouper = keysplit.Grouper("pkg", workers=n, seed=seed, distinct_candidates=distinct)
     routed = grouper.route(stream).to_list()
     twin = PkgTwin(n, seed, distinct)

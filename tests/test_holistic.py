@@ -13,11 +13,11 @@ import re
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+
+import keysplit
 from reference import fingerprint
 from reference_holistic import TWINS, HyperLogLogTwin
 from strategies import keys, seeds, workers
-
-import keysplit
 
 NAMES = ["cm", "am", "cam", "lm", "cm_hll", "am_hll", "cam_hll", "lm_hll"]
 EXACT_AFFINITY = ["am", "cam"]
@@ -67,9 +67,7 @@ def test_batch_routing_equals_the_twin(stream: list, n: int, seed: int, named) -
 
 
 @given(stream=streams, n=workers, seed=seeds, named=named_params(), ends=window_ends)
-def test_every_key_goes_to_one_of_its_candidates(
-    stream: list, n: int, seed: int, named, ends: set[int]
-) -> None:
+def test_every_key_goes_to_one_of_its_candidates(stream: list, n: int, seed: int, named, ends: set[int]) -> None:
     name, params = named
     twin = TWINS[name](n, seed, **params)
     for i, key in enumerate(stream):

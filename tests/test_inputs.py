@@ -8,9 +8,9 @@ import pyarrow as pa
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from strategies import int_keys, seeds, string_keys
 
 import keysplit
+from strategies import int_keys, seeds, string_keys
 
 
 def route(keys: object, name: str = "pkg", seed: int = 7, nulls: str = "raise") -> list[int]:
@@ -46,9 +46,7 @@ def test_string_keys_route_the_same_in_every_container(keys: list[str], seed: in
 
 
 @given(keys=int_keys, seed=seeds, cuts=st.lists(st.integers(0, 300), max_size=4))
-def test_integer_keys_route_the_same_in_every_width_and_container(
-    keys: list[int], seed: int, cuts: list[int]
-) -> None:
+def test_integer_keys_route_the_same_in_every_width_and_container(keys: list[int], seed: int, cuts: list[int]) -> None:
     expected = route(keys, seed=seed)
     containers: list[object] = [
         pl.Series(keys, dtype=pl.Int64),
@@ -60,7 +58,10 @@ def test_integer_keys_route_the_same_in_every_width_and_container(
     if all(0 <= k < 2**32 for k in keys):
         containers += [pa.array(keys, type=pa.uint32()), np.array(keys, dtype=np.uint32)]
     if all(-(2**15) <= k < 2**15 for k in keys):
-        containers += [pl.Series(keys, dtype=pl.Int16), np.array(keys, dtype=np.int8 if all(-128 <= k < 128 for k in keys) else np.int16)]
+        containers += [
+            pl.Series(keys, dtype=pl.Int16),
+            np.array(keys, dtype=np.int8 if all(-128 <= k < 128 for k in keys) else np.int16),
+        ]
     if all(k >= 0 for k in keys):
         containers += [pl.Series(keys, dtype=pl.UInt64), np.array(keys, dtype=np.uint64)]
     for container in containers:

@@ -96,9 +96,7 @@ def test_summarize_gives_every_metric_per_window_and_overall() -> None:
 
 
 def test_state_moved_counts_only_keys_that_arrive_again_elsewhere() -> None:
-    frame = pl.DataFrame(
-        {"key": ["a", "b", "b", "a"], "worker": [0, 1, 0, 0], "window": [0, 0, 1, 2]}
-    )
+    frame = pl.DataFrame({"key": ["a", "b", "b", "a"], "worker": [0, 1, 0, 0], "window": [0, 0, 1, 2]})
     # b moves 1 -> 0 entering window 1 (1 tuple); a is absent from window 1 and then
     # returns to its old worker, so nothing of it moves.
     assert metrics.summarize(frame, workers=2, window="window")["state_moved"].to_list() == [0, 1, 0, 1]
@@ -114,15 +112,13 @@ def test_summarize_without_windows_has_one_row_and_no_state_moved() -> None:
 
 @settings(max_examples=60)
 @given(
-    rows=st.lists(
-        st.tuples(st.sampled_from("abcdef"), st.integers(0, 4), st.integers(0, 2)), max_size=80
-    ),
+    rows=st.lists(st.tuples(st.sampled_from("abcdef"), st.integers(0, 4), st.integers(0, 2)), max_size=80),
     cut=st.integers(1, 10),
 )
 def test_streaming_metrics_equal_summarize(rows: list[tuple[str, int, int]], cut: int) -> None:
-    frame = pl.DataFrame(
-        rows, schema={"key": pl.String, "worker": pl.Int64, "window": pl.Int64}, orient="row"
-    ).sort("window", maintain_order=True)
+    frame = pl.DataFrame(rows, schema={"key": pl.String, "worker": pl.Int64, "window": pl.Int64}, orient="row").sort(
+        "window", maintain_order=True
+    )
     for window in (None, "window"):
         streaming = metrics.StreamingMetrics(5, window=window)
         for batch in frame.iter_slices(cut):

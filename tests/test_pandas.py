@@ -37,5 +37,7 @@ def test_pandas_nulls_are_refused_and_counted() -> None:
 def test_a_pandas_frame_routes_as_its_polars_twin() -> None:
     frame = pd.DataFrame({"word": WORDS, "n": range(len(WORDS))})
     routed = keysplit.route(frame, key="word", grouper=keysplit.Grouper("w_choices", workers=4), nulls="group")
-    twin = keysplit.route(pl.from_pandas(frame), key="word", grouper=keysplit.Grouper("w_choices", workers=4), nulls="group")
+    twin = keysplit.route(
+        pl.from_pandas(frame), key="word", grouper=keysplit.Grouper("w_choices", workers=4), nulls="group"
+    )
     assert isinstance(routed, pl.DataFrame) and routed.equals(twin)

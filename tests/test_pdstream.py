@@ -8,10 +8,10 @@ from collections import defaultdict
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from reference_pdstream import PdStreamTwin, estimate_probability, probability_table, window_length
-from strategies import keys, seeds, workers
 
 import keysplit
+from reference_pdstream import PdStreamTwin, estimate_probability, probability_table, window_length
+from strategies import keys, seeds, workers
 
 # Table III: p_hat in percent for n_k = 1..16, N = 16, P_hat(X_k >= n_k) = 99%, eps = 1e-4.
 TABLE_III = [25.0, 34.9, 43.1, 50.3, 56.9, 63.0, 68.7, 73.9, 78.8, 83.4, 87.5, 91.2, 94.5, 97.1, 99.0, 99.9]
@@ -56,9 +56,7 @@ def test_routes_like_its_reference_twin(stream: list, n: int, seed: int, p: dict
 
 
 @given(stream=keys, n=workers, seed=seeds, p=params)
-def test_the_twins_candidate_sets_grow_by_one_within_the_table_bound(
-    stream: list, n: int, seed: int, p: dict
-) -> None:
+def test_the_twins_candidate_sets_grow_by_one_within_the_table_bound(stream: list, n: int, seed: int, p: dict) -> None:
     twin = PdStreamTwin(n, seed, **p)
     largest_bound: dict[object, int] = defaultdict(int)
     for key in stream:

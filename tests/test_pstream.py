@@ -7,11 +7,11 @@ from collections import defaultdict
 
 from hypothesis import given
 from hypothesis import strategies as st
+
+import keysplit
 from reference import h
 from reference_pstream import PStreamTwin
 from strategies import keys, seeds, workers
-
-import keysplit
 
 
 @st.composite

@@ -10,6 +10,8 @@ from collections import defaultdict
 import pytest
 from hypothesis import assume, example, given
 from hypothesis import strategies as st
+
+import keysplit
 from reference import h
 from reference_rebalancing import (
     TWINS,
@@ -25,8 +27,6 @@ from reference_rebalancing import (
 )
 from strategies import keys, seeds
 
-import keysplit
-
 # CLB's split is quadratic in p: keep p small enough for the plain-Python twin.
 small_workers = st.integers(min_value=1, max_value=12)
 
@@ -39,9 +39,7 @@ clb_params = st.fixed_dictionaries(
         "covariance_threshold": st.floats(0.0, 0.99),
     }
 )
-named_params = st.one_of(
-    st.tuples(st.just("elb"), elb_params), st.tuples(st.just("clb"), clb_params)
-)
+named_params = st.one_of(st.tuples(st.just("elb"), elb_params), st.tuples(st.just("clb"), clb_params))
 # Where to call end_window(): after these tuple positions.
 window_ends = st.sets(st.integers(0, 300), max_size=20)
 
@@ -67,9 +65,7 @@ def test_routes_like_its_reference_twin(stream: list, n: int, seed: int, named) 
 
 
 @given(stream=keys, n=small_workers, seed=seeds, named=named_params, ends=window_ends)
-def test_end_window_routes_like_its_reference_twin(
-    stream: list, n: int, seed: int, named, ends: set[int]
-) -> None:
+def test_end_window_routes_like_its_reference_twin(stream: list, n: int, seed: int, named, ends: set[int]) -> None:
     name, p = named
     twin = TWINS[name](n, seed, **p)
     expected = drive(twin, stream, ends)
@@ -88,9 +84,7 @@ def test_end_window_routes_like_its_reference_twin(
 
 
 @given(stream=keys, n=small_workers, seed=seeds, name=st.sampled_from(["elb", "clb"]))
-def test_sends_each_key_to_one_worker_between_rebalances(
-    stream: list, n: int, seed: int, name: str
-) -> None:
+def test_sends_each_key_to_one_worker_between_rebalances(stream: list, n: int, seed: int, name: str) -> None:
     """One window (the default 600 000 tuples): F(h_0(k) mod p) = (h_0(k) mod p) mod n."""
     routed = keysplit.Grouper(name, workers=n, seed=seed).route(stream).to_list()
     placed: dict[object, set[int]] = defaultdict(set)
@@ -204,9 +198,7 @@ def test_twin_follows_end_window_as_the_rust_core() -> None:
     ends = {i for i in range(len(stream)) if i % 333 == 332}
     elb = ElbTwin(6, 99, substreams=60, window_tuples=(1 << 64) - 1, tolerance=0.2)
     assert (fnv1a(drive(elb, stream, ends)), elb.total_movement) == (0xC9F7EBE942900FD7, 21)
-    clb = ClbTwin(
-        4, 5, substreams=40, window_tuples=(1 << 64) - 1, period_windows=2, covariance_threshold=0.5
-    )
+    clb = ClbTwin(4, 5, substreams=40, window_tuples=(1 << 64) - 1, period_windows=2, covariance_threshold=0.5)
     assert (fnv1a(drive(clb, stream, ends)), clb.total_movement) == (0x89DF45E50EB10C45, 1151)
 
 
@@ -237,9 +229,7 @@ def test_elb_keeps_every_worker_within_bounds_when_feasible(
     tolerance=st.floats(0.1, 0.5),
     skew=st.integers(0, 2),
 )
-def test_elb_repairs_feasible_unbalanced_windows(
-    y: list[int], n: int, tolerance: float, skew: int
-) -> None:
+def test_elb_repairs_feasible_unbalanced_windows(y: list[int], n: int, tolerance: float, skew: int) -> None:
     """Twin only: every substream starts on the first skew + 1 workers."""
     assume(elb_feasible(y, n, tolerance))
     table = elb_rebalance(y, [(i % (skew + 1)) % n for i in range(len(y))], n, tolerance)
@@ -248,15 +238,11 @@ def test_elb_repairs_feasible_unbalanced_windows(
 
 
 @given(
-    history=st.lists(
-        st.lists(st.integers(0, 20), min_size=12, max_size=12), min_size=1, max_size=5
-    ),
+    history=st.lists(st.lists(st.integers(0, 20), min_size=12, max_size=12), min_size=1, max_size=5),
     n=st.integers(1, 16),
     theta=st.floats(0.0, 0.99),
 )
-def test_clb_split_partitions_the_substreams(
-    history: list[list[int]], n: int, theta: float
-) -> None:
+def test_clb_split_partitions_the_substreams(history: list[list[int]], n: int, theta: float) -> None:
     """Twin only: min(n, p) non-empty sets covering every substream, each on its own worker."""
     sets = clb_split(history, n, theta)
     assert len(sets) == min(n, 12)
@@ -269,11 +255,13 @@ def test_clb_split_partitions_the_substreams(
 
 @given(stream=keys, n=small_workers, seed=seeds, named=named_params, ends=window_ends)
 @example(  # found by CI: a count-closed window then end_window() on the same tuple
-    stream=[0] * 18 + [1], n=2, seed=1, named=("elb", {"substreams": 0, "window_tuples": 19, "tolerance": 0.5}), ends={18}
+    stream=[0] * 18 + [1],
+    n=2,
+    seed=1,
+    named=("elb", {"substreams": 0, "window_tuples": 19, "tolerance": 0.5}),
+    ends={18},
 )
-def test_twin_psi_is_eq_2_and_routing_follows_the_table(
-    stream: list, n: int, seed: int, named, ends: set[int]
-) -> None:
+def test_twin_psi_is_eq_2_and_routing_follows_the_table(stream: list, n: int, seed: int, named, ends: set[int]) -> None:
     """Twin only: every tuple goes to F(substream); psi adds up Eq. 2 over rebalances."""
     name, p = named
     twin = TWINS[name](n, seed, **p)

@@ -153,8 +153,15 @@ def test_summary_counts_numbers_and_claims_and_gives_a_verdict_per_paper() -> No
     passing = reproduction.summary(dkg_rows(paper=close))
     assert passing.to_dicts() == [
         {
-            "paper": "Dynamic Key Grouping", "numbers": 2, "within_15pct": 1, "over_15pct": 0, "near_zero": 1,
-            "claims_held": 10, "claims_failed": 0, "unexplained": 0, "verdict": "PASS",
+            "paper": "Dynamic Key Grouping",
+            "numbers": 2,
+            "within_15pct": 1,
+            "over_15pct": 0,
+            "near_zero": 1,
+            "claims_held": 10,
+            "claims_failed": 0,
+            "unexplained": 0,
+            "verdict": "PASS",
         }
     ]
     # docs/reproduction.md explains DistCost over 15% (the stand-in stream has no rare keys).
@@ -180,7 +187,9 @@ def _documented_run() -> tuple[pl.DataFrame, pl.DataFrame]:
         cells = [c.strip() for c in line.strip().strip("|").split("|")] if line.startswith("| ") else []
         if len(cells) == 8 and re.fullmatch(r"\w+=[-0-9.e+]+", cells[2]):
             param, value = cells[2].split("=")
-            numbers.append((experiment, cells[0], int(cells[1]), param, float(value), cells[3], float(cells[5]), float(cells[4])))
+            numbers.append(
+                (experiment, cells[0], int(cells[1]), param, float(value), cells[3], float(cells[5]), float(cells[4]))
+            )
         elif len(cells) == 4 and cells[3] in ("True", "False"):
             claims.append((*cells[:3], cells[3] == "True"))
     schema = {**_ROW_SCHEMA, "paper": pl.Float64}
@@ -218,7 +227,9 @@ def test_no_relative_difference_against_a_paper_number_at_zero(tmp_path: Path) -
     tables = tmp_path / "tables.md"
     subprocess.run(
         [*keysplit_command(), "reproduce", "dkg", "--from", str(saved), "--markdown", str(tables)],
-        check=True, capture_output=True, text=True,
+        check=True,
+        capture_output=True,
+        text=True,
     )
     assert "| shuffle | 10 | skew=0.5 | stddev | 0 | 0 | – |  |" in tables.read_text(encoding="utf-8")
 
@@ -227,7 +238,9 @@ def test_cli_prints_the_summary_before_the_tables(tmp_path: Path) -> None:
     saved = tmp_path / "dkg.json"
     run = subprocess.run(
         [*keysplit_command(), "reproduce", "dkg", "--scale", "0.02", "--no-progress", "--output", str(saved)],
-        check=True, capture_output=True, text=True,
+        check=True,
+        capture_output=True,
+        text=True,
     )
     expected = reproduction.summary(_read_rows(str(saved))).row(0, named=True)
     lines = run.stdout.splitlines()
@@ -236,11 +249,17 @@ def test_cli_prints_the_summary_before_the_tables(tmp_path: Path) -> None:
     cells = [c.strip() for c in re.split(r"[│┆]", summary_line) if c.strip()]
     assert cells == [str(v) for v in expected.values()]
     assert expected["numbers"] == 8 and expected["verdict"] in ("PASS", "KNOWN", "FAIL")
-    assert lines.index(summary_line) < lines.index("== dkg (scale 0.02)") < lines.index("== claims the papers state in words")
+    assert (
+        lines.index(summary_line)
+        < lines.index("== dkg (scale 0.02)")
+        < lines.index("== claims the papers state in words")
+    )
     tables = tmp_path / "tables.md"
     subprocess.run(
         [*keysplit_command(), "reproduce", "dkg", "--from", str(saved), "--markdown", str(tables)],
-        check=True, capture_output=True, text=True,
+        check=True,
+        capture_output=True,
+        text=True,
     )
     text = tables.read_text(encoding="utf-8")
     assert text.index("#### Summary") < text.index("#### `dkg`")
@@ -284,9 +303,7 @@ def test_cli_progress_goes_to_stderr_and_no_progress_silences_it() -> None:
     ],
 )
 def test_cli_refuses_bad_arguments_before_running_anything(tmp_path: Path, arguments: list[str], message: str) -> None:
-    run = subprocess.run(
-        [*keysplit_command(), "reproduce", *arguments], capture_output=True, text=True, cwd=tmp_path
-    )
+    run = subprocess.run([*keysplit_command(), "reproduce", *arguments], capture_output=True, text=True, cwd=tmp_path)
     assert run.returncode == 2
     assert message in run.stderr and "keysplit reproduce: error: argument" in run.stderr
     # Nothing ran: no progress line, no table, no file.

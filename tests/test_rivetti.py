@@ -7,11 +7,11 @@ from collections import defaultdict
 
 from hypothesis import given
 from hypothesis import strategies as st
+
+import keysplit
 from reference import fingerprint, h
 from reference_rivetti import DkgRivettiTwin
 from strategies import keys, seeds, workers
-
-import keysplit
 
 learning = st.integers(min_value=1, max_value=120)
 
@@ -78,9 +78,7 @@ def test_default_learning_length() -> None:
 
 
 @given(stream=keys, n=workers, seed=seeds, learn=learning)
-def test_twin_kg_while_learning_then_one_worker_per_key(
-    stream: list, n: int, seed: int, learn: int
-) -> None:
+def test_twin_kg_while_learning_then_one_worker_per_key(stream: list, n: int, seed: int, learn: int) -> None:
     twin = DkgRivettiTwin(n, seed, learning_tuples=learn)
     check_kg_then_one_worker(stream, [twin.route(k) for k in stream], n, seed, learn)
 

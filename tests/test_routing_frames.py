@@ -24,7 +24,9 @@ def test_routing_a_frame_keeps_row_order_and_equals_routing_its_column(
     data = frame(rows)
     expected = keysplit.Grouper("pkg", workers=5, seed=2).route(data["key"]).to_list()
     source = data.lazy() if lazy else data
-    routed = keysplit.route(source, key="key", grouper=keysplit.Grouper("pkg", workers=5, seed=2), batch_rows=batch_rows)
+    routed = keysplit.route(
+        source, key="key", grouper=keysplit.Grouper("pkg", workers=5, seed=2), batch_rows=batch_rows
+    )
     assert routed.columns == ["key", "value", "worker"]
     assert routed.schema["worker"] == pl.UInt32
     assert routed["value"].to_list() == list(range(rows))

@@ -27,8 +27,11 @@ if TYPE_CHECKING:
 
 def test_results_equal_summarize_over_the_routed_stream() -> None:
     results = simulate(
-        groupers=["key", "pkg", "cm"], workers=[3, 8], datasets=["zipf:keys=500,tuples=30000,z=1.3"],
-        windows=[None, 7_000], seed=2,
+        groupers=["key", "pkg", "cm"],
+        workers=[3, 8],
+        datasets=["zipf:keys=500,tuples=30000,z=1.3"],
+        windows=[None, 7_000],
+        seed=2,
     )
     # One whole-stream row per grouper x workers x window size, plus one row per window.
     assert results.filter(pl.col("window").is_null()).height == 3 * 2 * 2
@@ -43,7 +46,8 @@ def test_results_equal_summarize_over_the_routed_stream() -> None:
             routed = stream.with_columns(worker=pl.Series(g.route(stream["key"])))
             expected = metrics.summarize(routed, workers=workers)
             row = results.filter(
-                pl.col("grouper") == grouper, pl.col("workers") == workers,
+                pl.col("grouper") == grouper,
+                pl.col("workers") == workers,
                 pl.col("window_tuples").is_null(),
             )
             columns = list(metrics.SUMMARY_COLUMNS[1:])
@@ -73,18 +77,22 @@ def test_same_seed_same_metrics_and_datasets_from_objects() -> None:
     custom = Dataset("custom", lambda: iter([frame]), tuples=5_000)
 
     def run() -> pl.DataFrame:
-        return simulate(groupers=["pkg", "dkg"], workers=[5], datasets=[custom, "drift:keys=100,tuples=8000,period=2000"], seed=4)
+        return simulate(
+            groupers=["pkg", "dkg"], workers=[5], datasets=[custom, "drift:keys=100,tuples=8000,period=2000"], seed=4
+        )
 
     first, second = run(), run()
     assert first.drop("ns_per_tuple").equals(second.drop("ns_per_tuple"))
     assert first["dataset"].unique(maintain_order=True).to_list() == [
-        "custom", "drift:keys=100,tuples=8000,z=1.2,period=2000",
+        "custom",
+        "drift:keys=100,tuples=8000,z=1.2,period=2000",
     ]
 
 
 def test_specs_and_bad_input() -> None:
     assert parse_spec("tpch:key=l_partkey,zipf_z=1.0,scale=0.01") == (
-        "tpch", {"key": "l_partkey", "zipf_z": 1.0, "scale": 0.01},
+        "tpch",
+        {"key": "l_partkey", "zipf_z": 1.0, "scale": 0.01},
     )
     assert parse_spec("file:path=/data/x.csv") == ("file", {"path": "/data/x.csv"})
     assert dataset("zipf:z=2", keys=10).name == "zipf:keys=10,tuples=1000000,z=2"
@@ -114,9 +122,11 @@ PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 def test_plot_writes_pngs_and_a_self_contained_report(tmp_path: Path) -> None:
     groupers = ["shuffle", "key", "pkg", "flexd:delta=2.0"]
     results = simulate(
-        groupers=groupers, workers=[4, 8],
+        groupers=groupers,
+        workers=[4, 8],
         datasets=[
-            "zipf:keys=1000,tuples=20000,z=1.0", "zipf:keys=1000,tuples=20000,z=1.6",
+            "zipf:keys=1000,tuples=20000,z=1.0",
+            "zipf:keys=1000,tuples=20000,z=1.6",
             "drift:keys=1000,tuples=20000,z=1.4,period=5000",
         ],
         windows=[None, 5_000],
@@ -188,10 +198,26 @@ def results_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     stream.select(user=pl.format("u{}", "key")).write_parquet(users)
     files["file"] = directory / "file.csv"
     subprocess.run(
-        [sys.executable, "-m", "keysplit", "simulate", "--groupers", "all", "--workers", "4,16",
-         "--datasets", f"file:path={users},key=user", "--windows", "none,5000", "--no-progress",
-         "--output", str(files["file"])],
-        check=True, capture_output=True, text=True,
+        [
+            sys.executable,
+            "-m",
+            "keysplit",
+            "simulate",
+            "--groupers",
+            "all",
+            "--workers",
+            "4,16",
+            "--datasets",
+            f"file:path={users},key=user",
+            "--windows",
+            "none,5000",
+            "--no-progress",
+            "--output",
+            str(files["file"]),
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
     )
     return files
 
@@ -321,14 +347,22 @@ def test_pareto_labels_stay_apart_and_inside_their_panel(charts: dict[str, list[
                 assert len(named) == len(set(named)) and set(named) <= set(ALL_GROUPERS)
                 for i, box in enumerate(boxes):
                     assert ax.bbox.x0 <= box.x0 and box.x1 <= ax.bbox.x1, (kind, name, ax.texts[i].get_text())
-                    assert not any(box.overlaps(other) for other in boxes[i + 1:]), (kind, name, ax.texts[i].get_text())
+                    assert not any(box.overlaps(other) for other in boxes[i + 1 :]), (
+                        kind,
+                        name,
+                        ax.texts[i].get_text(),
+                    )
 
 
 def test_report_opens_with_a_summary_and_stays_small(results_files: dict[str, Path], tmp_path: Path) -> None:
     """The sweep (8 charts of every grouper) through plots.plot, the CSV through keysplit plot."""
     plots.plot(results_files["skew"], tmp_path / "skew")
-    subprocess.run([sys.executable, "-m", "keysplit", "plot", str(results_files["file"]), "--out", str(tmp_path / "file")],
-                   check=True, capture_output=True, text=True)
+    subprocess.run(
+        [sys.executable, "-m", "keysplit", "plot", str(results_files["file"]), "--out", str(tmp_path / "file")],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
     for kind, bound in (("skew", 800_000), ("file", 400_000)):
         report = (tmp_path / kind / "report.html").read_text()
         assert len(report) < bound, (kind, len(report))
@@ -337,7 +371,7 @@ def test_report_opens_with_a_summary_and_stays_small(results_files: dict[str, Pa
     sweep = (tmp_path / "skew" / "report.html").read_text()
     assert sweep.index("<img alt='trend-skew") == sweep.index("<img")
     # One summary line per dataset and worker count, each dataset named once.
-    table = sweep[sweep.index("<table class='summary'>"):sweep.index("</table>")]
+    table = sweep[sweep.index("<table class='summary'>") : sweep.index("</table>")]
     assert table.count("<tr>") == 1 + 3 * 2
     assert table.count("zipf:keys=2000,tuples=20000,z=0.8") == 1
 
@@ -374,8 +408,10 @@ def test_progress_moves_at_least_every_100k_rows(monkeypatch: pytest.MonkeyPatch
         def stop(self) -> None: ...
         def add_task(self, *_: object, **__: object) -> int:
             return 0
+
         def advance(self, _task: int, rows: int) -> None:
             self.steps.append(rows)
+
         def remove_task(self, _task: int) -> None: ...
 
     recorder = Recorder()

@@ -11,11 +11,11 @@ import pyarrow as pa
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from reference import fingerprint
-from strategies import keys
 
 import keysplit
 from keysplit import sketches
+from reference import fingerprint
+from strategies import keys
 
 STREAM = pl.concat(keysplit.datasets.zipf(keys=10_000, tuples=200_000, z=1.1, seed=3))["key"]
 TRUE = Counter(STREAM.to_list())

@@ -15,7 +15,6 @@ from hypothesis import strategies as st
 
 import keysplit
 from keysplit import sketches
-
 from strategies import GROUPER_NAMES
 
 if TYPE_CHECKING:
@@ -200,9 +199,7 @@ print("alive")
 
 
 def test_a_panic_on_forged_state_is_a_python_exception_not_an_abort() -> None:
-    result = subprocess.run(
-        [sys.executable, "-c", FORGED_ROUTING], capture_output=True, text=True, timeout=60
-    )
+    result = subprocess.run([sys.executable, "-c", FORGED_ROUTING], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     assert lines[0] == "first: PanicException"

@@ -55,8 +55,15 @@ def zipf_reference(spark, zipf_stream) -> pl.DataFrame:
 @pytest.mark.parametrize("name", [info.name for info in keysplit.groupers()])
 def test_every_grouper_equals_groupby(spark, zipf_stream, zipf_reference, name):
     result, report = aggregate_with_report(
-        zipf_stream, key="key", grouper=keysplit.Grouper(name, workers=6, seed=3), aggs=AGGS,
-        distinct="exact", session=spark, output="polars", batch_rows=10_000, timeout=TIMEOUT,
+        zipf_stream,
+        key="key",
+        grouper=keysplit.Grouper(name, workers=6, seed=3),
+        aggs=AGGS,
+        distinct="exact",
+        session=spark,
+        output="polars",
+        batch_rows=10_000,
+        timeout=TIMEOUT,
     )
     assert result.equals(zipf_reference)
     # Spark's loads and Γ, computed from the partials it aggregated, are the client's routing.
@@ -71,8 +78,14 @@ def test_sketched_distinct_within_its_error(spark, zipf_stream, zipf_reference):
     data = zipf_stream.with_columns(user=pl.int_range(zipf_stream.height) % 3_000)
     exact = _reference(spark, data, aggs=["distinct(user)"])
     result = aggregate(
-        data, key="key", grouper="pkg", aggs=["distinct(user)"], session=spark,
-        output="polars", batch_rows=10_000, timeout=TIMEOUT,
+        data,
+        key="key",
+        grouper="pkg",
+        aggs=["distinct(user)"],
+        session=spark,
+        output="polars",
+        batch_rows=10_000,
+        timeout=TIMEOUT,
     )
     joined = result.join(exact, on="key", suffix="_exact")
     assert joined.height == exact.height
@@ -94,8 +107,16 @@ def test_string_keys_nulls_and_count_windows(spark):
     aggs = ["count", "sum(value)", "mean(value)", "max(value)"]
     expected = _reference(spark, data, key="word", aggs=aggs, window="window")
     result, report = aggregate_with_report(
-        data.drop("window"), key="word", grouper="w_choices", workers=4, aggs=aggs, window=1_200,
-        session=spark, output="polars", batch_rows=1_000, timeout=TIMEOUT,
+        data.drop("window"),
+        key="word",
+        grouper="w_choices",
+        workers=4,
+        aggs=aggs,
+        window=1_200,
+        session=spark,
+        output="polars",
+        batch_rows=1_000,
+        timeout=TIMEOUT,
     )
     assert result.equals(expected)
     assert [w.window for w in report.windows] == [0, 1, 2, 3, 4]
@@ -110,8 +131,14 @@ def test_window_column_and_spark_output(spark, zipf_stream):
     data = zipf_stream.with_columns(day=(pl.int_range(zipf_stream.height) // 2_500).cast(pl.Int32))
     expected = _reference(spark, data, aggs=["count", "min(value)"], window="day")
     frame = aggregate(
-        data, key="key", grouper="cam", aggs=["count", "min(value)"], window="day", session=spark,
-        batch_rows=4_000, timeout=TIMEOUT,
+        data,
+        key="key",
+        grouper="cam",
+        aggs=["count", "min(value)"],
+        window="day",
+        session=spark,
+        batch_rows=4_000,
+        timeout=TIMEOUT,
     )
     result = pl.from_arrow(spark.call("collect", frame.toArrow, timeout=TIMEOUT)).sort("day", "key")
     assert result.equals(expected)
@@ -128,8 +155,14 @@ def test_operator_mode_windowed_word_count(spark, zipf_stream):
     )
     expected = pl.from_arrow(spark.call("reference", expected_frame.toArrow, timeout=TIMEOUT)).sort("window", "key")
     result, report = apply_operator(
-        data, operator=windowed_count(1_000), grouper="pdstream", workers=5, session=spark,
-        output="polars", batch_rows=3_000, timeout=TIMEOUT,
+        data,
+        operator=windowed_count(1_000),
+        grouper="pdstream",
+        workers=5,
+        session=spark,
+        output="polars",
+        batch_rows=3_000,
+        timeout=TIMEOUT,
     )
     assert result.equals(expected)
     routed = keysplit.route(data, key="key", grouper=keysplit.Grouper("pdstream", workers=5))
@@ -161,8 +194,16 @@ def test_observation_mismatch_is_an_error():
     from keysplit.spark.report import WindowReport
 
     window = WindowReport(
-        window=None, rows=3, spark_loads=[1, 2], source_loads=[[1, 2]], spark_partial_rows=2, keys=2,
-        client_loads=[2, 1], client_partial_rows=3, partition_rows=[1, 2], partition_workers=[[0], [1, 0]],
+        window=None,
+        rows=3,
+        spark_loads=[1, 2],
+        source_loads=[[1, 2]],
+        spark_partial_rows=2,
+        keys=2,
+        client_loads=[2, 1],
+        client_partial_rows=3,
+        partition_rows=[1, 2],
+        partition_workers=[[0], [1, 0]],
     )
     problems = window.disagreements()
     assert len(problems) == 3 and issubclass(ObservationMismatch, RuntimeError)
@@ -173,10 +214,16 @@ def test_reports_print_their_headline_figures_not_their_tables():
     from keysplit.spark.report import RunReport, WindowReport
 
     window = WindowReport(
-        window=3, rows=12_000, spark_loads=[5_000, 7_000], source_loads=[[5_000, 7_000]],
-        spark_partial_rows=150, keys=100,
+        window=3,
+        rows=12_000,
+        spark_loads=[5_000, 7_000],
+        source_loads=[[5_000, 7_000]],
+        spark_partial_rows=150,
+        keys=100,
     )
-    run = RunReport(grouper="pkg", workers=2, windows=[window], routed_on="executors", ingestion="none", wall_seconds=1.5)
+    run = RunReport(
+        grouper="pkg", workers=2, windows=[window], routed_on="executors", ingestion="none", wall_seconds=1.5
+    )
     assert repr(window) == "WindowReport(window=3, rows=12,000, keys=100, λ=0.1667, γ=1.5000, Γ=150)"
     assert repr(run) == (
         "RunReport(grouper='pkg', workers=2, routed_on='executors', ingestion='none', sources=1, "
@@ -187,7 +234,14 @@ def test_reports_print_their_headline_figures_not_their_tables():
 def test_a_pandas_frame_is_a_client_stream(spark, zipf_stream, zipf_reference):
     frame = zipf_stream.to_pandas()
     result = aggregate(
-        frame, key="key", grouper="pkg", workers=4, aggs=AGGS, distinct="exact", session=spark, output="polars",
+        frame,
+        key="key",
+        grouper="pkg",
+        workers=4,
+        aggs=AGGS,
+        distinct="exact",
+        session=spark,
+        output="polars",
         timeout=TIMEOUT,
     )
     assert result.equals(zipf_reference)
@@ -236,21 +290,39 @@ def test_run_report_page_fits_and_its_legend_covers_no_bar(tmp_path):
 
     def report(grouper: str, loads: list[int], routed_on: str) -> RunReport:
         window = WindowReport(
-            window=None, rows=sum(loads), spark_loads=loads, source_loads=[loads], spark_partial_rows=40, keys=20,
-            client_loads=loads if routed_on == "client" else None, client_partial_rows=40 if routed_on == "client" else None,
+            window=None,
+            rows=sum(loads),
+            spark_loads=loads,
+            source_loads=[loads],
+            spark_partial_rows=40,
+            keys=20,
+            client_loads=loads if routed_on == "client" else None,
+            client_partial_rows=40 if routed_on == "client" else None,
             seconds={"routing": 0.1, "ingest": 0.2, "partial": 0.3, "final": 0.1},
         )
-        return RunReport(grouper=grouper, workers=8, windows=[window], routed_on=routed_on, ingestion="files",
-                         summary=None, wall_seconds=1.0)
+        return RunReport(
+            grouper=grouper,
+            workers=8,
+            windows=[window],
+            routed_on=routed_on,
+            ingestion="files",
+            summary=None,
+            wall_seconds=1.0,
+        )
 
     labels = ["KG, client stream", "pdstream, client stream", "pdstream, Spark DataFrame"]
-    reports = [report("key", [90, 10, 0, 0, 0, 0, 0, 900], "client"),
-               report("pdstream", [125] * 8, "client"), report("pdstream", [125] * 8, "executors")]
+    reports = [
+        report("key", [90, 10, 0, 0, 0, 0, 0, 900], "client"),
+        report("pdstream", [125] * 8, "client"),
+        report("pdstream", [125] * 8, "executors"),
+    ]
     figures = pl.DataFrame([r.figures() for r in reports])
     by_run = job._by_run(figures, labels)
     assert by_run.columns == ["figure", *labels]
     assert "–" in by_run["pdstream, Spark DataFrame"].to_list()  # the client's figures, for executor routing
-    page = job._html("run", by_run, pl.DataFrame({"worker": range(8)}), "run.png", pl.DataFrame({"plan": ["a"]}), "g.png")
+    page = job._html(
+        "run", by_run, pl.DataFrame({"worker": range(8)}), "run.png", pl.DataFrame({"plan": ["a"]}), "g.png"
+    )
     assert "None" not in page and "<th>grouper</th>" not in page
     figure = job._run_figure(labels, reports)
     figure.canvas.draw()
@@ -275,8 +347,12 @@ def test_keysplit_run_takes_ones_own_file(spark, tmp_path):
     pl.DataFrame({"user": users, "other": range(30_000)}).write_parquet(path)
     lines: list[str] = []
     code = job.run(
-        dataset=f"file:path={path},key=user", grouper="pdstream", workers=4, report_dir=tmp_path / "run",
-        print_=lines.append, spark=spark,
+        dataset=f"file:path={path},key=user",
+        grouper="pdstream",
+        workers=4,
+        report_dir=tmp_path / "run",
+        print_=lines.append,
+        spark=spark,
     )
     output = "\n".join(lines)
     assert code == 0, output
@@ -291,9 +367,13 @@ def test_keysplit_run_refuses_a_dataset_before_starting_spark(tmp_path):
 
     missing = subprocess.run(
         [*keysplit_command(), "run", "--dataset", f"file:path={tmp_path}/none.parquet,key=k"],
-        capture_output=True, text=True, timeout=60,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert missing.returncode == 2 and "none.parquet" in missing.stderr
     assert "Spark Connect server" not in missing.stdout
-    unknown = subprocess.run([*keysplit_command(), "run", "--dataset", "kvj"], capture_output=True, text=True, timeout=60)
+    unknown = subprocess.run(
+        [*keysplit_command(), "run", "--dataset", "kvj"], capture_output=True, text=True, timeout=60
+    )
     assert unknown.returncode == 2 and "kvj" in unknown.stderr

@@ -17,7 +17,6 @@ from pathlib import Path
 import pytest
 
 from conftest import live_group_members
-
 from keysplit.spark import SparkConnectError, session
 from keysplit.spark.cluster import StandaloneCluster
 
@@ -90,19 +89,23 @@ def test_python_udfs_run_in_two_executor_jvms_with_this_interpreter(spark_cluste
         with open(f"/proc/{jvm}/cmdline", "rb") as cmdline:
             arguments = cmdline.read().decode().split("\0")
         rows = sum(batch.num_rows for batch in batches)
-        yield pa.RecordBatch.from_pydict({
-            "partition": [TaskContext.get().partitionId()],
-            "rows": [rows],
-            "python_pid": [os.getpid()],
-            "python": [sys.executable],
-            "pgid": [os.getpgid(0)],
-            "jvm_pid": [jvm],
-            "executor_id": [arguments[arguments.index("--executor-id") + 1]],
-            "backend": ["CoarseGrainedExecutorBackend" in " ".join(arguments)],
-        })
+        yield pa.RecordBatch.from_pydict(
+            {
+                "partition": [TaskContext.get().partitionId()],
+                "rows": [rows],
+                "python_pid": [os.getpid()],
+                "python": [sys.executable],
+                "pgid": [os.getpgid(0)],
+                "jvm_pid": [jvm],
+                "executor_id": [arguments[arguments.index("--executor-id") + 1]],
+                "backend": ["CoarseGrainedExecutorBackend" in " ".join(arguments)],
+            }
+        )
 
-    schema = ("partition long, rows long, python_pid long, python string, pgid long, jvm_pid long, "
-              "executor_id string, backend boolean")
+    schema = (
+        "partition long, rows long, python_pid long, python string, pgid long, jvm_pid long, "
+        "executor_id string, backend boolean"
+    )
     frame = spark_cluster.spark.range(0, 80_000, numPartitions=8).mapInArrow(report, schema)
     rows = [row.asDict() for row in spark_cluster.call("UDF report", frame.collect)]
 
@@ -220,12 +223,16 @@ def test_aggregate_on_the_cluster_equals_groupby(spark_cluster, tmp_path):
 
     rng = np.random.default_rng(3)
     rows = 400_000
-    data = pl.DataFrame({"key": np.minimum(rng.zipf(1.5, rows), 20_000).astype(np.int64), "value": rng.integers(0, 100, rows)})
+    data = pl.DataFrame(
+        {"key": np.minimum(rng.zipf(1.5, rows), 20_000).astype(np.int64), "value": rng.integers(0, 100, rows)}
+    )
     for index, part in enumerate(data.iter_slices(rows // 4)):
         part.write_parquet(tmp_path / f"part-{index}.parquet")
     frame = spark_cluster.spark.read.parquet(str(tmp_path))
     aggs = ["count", "sum(value)", "mean(value)"]
-    want = pl.from_arrow(spark_cluster.call("reference", reference(frame, key="key", aggs=aggs).toArrow, timeout=TIMEOUT))
+    want = pl.from_arrow(
+        spark_cluster.call("reference", reference(frame, key="key", aggs=aggs).toArrow, timeout=TIMEOUT)
+    )
     want = want.sort("key")
     on_executors, report = aggregate_with_report(
         frame, aggs=aggs, grouper="pdstream", workers=8, session=spark_cluster, output="polars", timeout=TIMEOUT

@@ -9,9 +9,8 @@ import time
 import polars as pl
 import pytest
 
-from conftest import live_group_members
-
 import keysplit
+from conftest import live_group_members
 from keysplit.spark import SparkConnectError, aggregate, aggregate_with_report, session
 
 TIMEOUT = 180.0
@@ -58,8 +57,16 @@ def test_unreachable_server_fails_fast_without_leaking_the_token():
 
 def test_killed_server_then_resume_equals_the_uninterrupted_run(spark, tmp_path):
     data = _stream()
-    options = dict(key="key", grouper="pdstream", workers=4, aggs=AGGS, window=2_000, batch_rows=1_000,
-                   output="polars", timeout=TIMEOUT)
+    options = dict(
+        key="key",
+        grouper="pdstream",
+        workers=4,
+        aggs=AGGS,
+        window=2_000,
+        batch_rows=1_000,
+        output="polars",
+        timeout=TIMEOUT,
+    )
     uninterrupted = aggregate(data, session=spark, **options)
 
     doomed = session(query_timeout=TIMEOUT)
@@ -91,13 +98,20 @@ def test_killed_server_then_resume_equals_the_uninterrupted_run(spark, tmp_path)
         aggregate(data, session=spark, checkpoint=tmp_path, **{**options, "workers": 5})
 
 
-
 def test_interrupted_client_then_resume_equals_the_uninterrupted_run(spark, tmp_path):
     # Ctrl-C in the client after its third window: the checkpoint keeps the finished
     # windows, and a re-run finishes the stream without losing or repeating a tuple.
     data = _stream()
-    options = dict(key="key", grouper="w_choices", workers=3, aggs=["count", "sum(value)"], window=2_000,
-                   batch_rows=700, output="polars", timeout=TIMEOUT)
+    options = dict(
+        key="key",
+        grouper="w_choices",
+        workers=3,
+        aggs=["count", "sum(value)"],
+        window=2_000,
+        batch_rows=700,
+        output="polars",
+        timeout=TIMEOUT,
+    )
     uninterrupted = aggregate(data, session=spark, **options)
 
     def interrupt_after_third_window(report):

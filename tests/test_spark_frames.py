@@ -77,8 +77,14 @@ def expected(spark, frame) -> pl.DataFrame:
 @pytest.mark.parametrize("name", [info.name for info in keysplit.groupers()])
 def test_every_grouper_on_the_executors_equals_groupby(spark, frame, partitions, expected, name):
     result, report = aggregate_with_report(
-        frame, key="key", grouper=keysplit.Grouper(name, workers=6, seed=3), aggs=AGGS, distinct="exact",
-        session=spark, output="polars", timeout=TIMEOUT,
+        frame,
+        key="key",
+        grouper=keysplit.Grouper(name, workers=6, seed=3),
+        aggs=AGGS,
+        distinct="exact",
+        session=spark,
+        output="polars",
+        timeout=TIMEOUT,
     )
     assert result.equals(expected)
     assert report.routed_on == "executors" and report.ingestion == "none"
@@ -95,7 +101,9 @@ def test_every_grouper_on_the_executors_equals_groupby(spark, frame, partitions,
 def test_routing_on_the_executors_is_the_same_every_run(spark, frame):
     def routed() -> pl.DataFrame:
         plan = route(frame, key="key", grouper="w_choices", workers=5, seed=9, session=spark)
-        return pl.from_arrow(spark.call("routing", plan.select("key", "value", "worker", "source").toArrow, timeout=TIMEOUT))
+        return pl.from_arrow(
+            spark.call("routing", plan.select("key", "value", "worker", "source").toArrow, timeout=TIMEOUT)
+        )
 
     first, second = routed(), routed()
     assert first.equals(second)
@@ -116,8 +124,14 @@ def test_a_shuffled_frame_is_refused_unless_ordered(spark, frame):
     numbered = frame.withColumn("row", F.monotonically_increasing_id()).repartition(4, "user")
     runs = [
         aggregate_with_report(
-            numbered, key="key", aggs=["count", "sum(value)"], grouper="d_choices", order_by="row",
-            session=spark, output="polars", timeout=TIMEOUT,
+            numbered,
+            key="key",
+            aggs=["count", "sum(value)"],
+            grouper="d_choices",
+            order_by="row",
+            session=spark,
+            output="polars",
+            timeout=TIMEOUT,
         )
         for _ in range(2)
     ]
@@ -134,7 +148,13 @@ def test_window_column_on_the_executors(spark, frame):
         spark.call("reference", reference(frame, key="key", aggs=aggs, window="day").toArrow, timeout=TIMEOUT)
     ).sort("day", "key", nulls_last=False)
     result, report = aggregate_with_report(
-        frame, key="key", aggs=aggs, grouper="dagreedy", window="day", session=spark, output="polars",
+        frame,
+        key="key",
+        aggs=aggs,
+        grouper="dagreedy",
+        window="day",
+        session=spark,
+        output="polars",
         timeout=TIMEOUT,
     )
     assert result.equals(want)
@@ -153,8 +173,13 @@ def test_operator_mode_on_the_executors(spark, frame):
     )
     want = pl.from_arrow(spark.call("reference", plan.toArrow, timeout=TIMEOUT)).sort("window", "key", nulls_last=False)
     result, report = apply_operator(
-        frame.select("key", "value"), operator=windowed_count(700), grouper="pdstream", workers=4, session=spark,
-        output="polars", timeout=TIMEOUT,
+        frame.select("key", "value"),
+        operator=windowed_count(700),
+        grouper="pdstream",
+        workers=4,
+        session=spark,
+        output="polars",
+        timeout=TIMEOUT,
     )
     assert result.equals(want)
     assert report.windows[0].partition_rows == report.spark_loads and sum(report.spark_loads) == 6_000
@@ -206,7 +231,9 @@ def test_an_executor_without_keysplit_says_how_to_ship_it(spark, frame, expected
             aggregate(frame, key="key", aggs=["count"], session=bare, timeout=TIMEOUT)
         ship_keysplit(bare)
         assert check_executors(bare) == keysplit.__version__
-        result = aggregate(frame, key="key", aggs=AGGS, distinct="exact", session=bare, output="polars", timeout=TIMEOUT)
+        result = aggregate(
+            frame, key="key", aggs=AGGS, distinct="exact", session=bare, output="polars", timeout=TIMEOUT
+        )
         assert result.equals(expected)
     finally:
         conf.unset("spark.sql.execution.pyspark.python")
@@ -238,7 +265,9 @@ def test_uint64_keys_from_parquet_route_as_the_client_routes_them(spark, tmp_pat
     data = data.with_columns(pl.when(pl.int_range(data.height) % 97 == 0).then(2**64 - 1).otherwise("key").alias("key"))
     data.write_parquet(tmp_path / "keys.parquet")
     frame = spark.spark.read.parquet(str(tmp_path))
-    result, report = aggregate_with_report(frame, grouper="pkg", workers=4, session=spark, output="polars", timeout=TIMEOUT)
+    result, report = aggregate_with_report(
+        frame, grouper="pkg", workers=4, session=spark, output="polars", timeout=TIMEOUT
+    )
     routed = keysplit.route(data, key="key", grouper=keysplit.Grouper("pkg", workers=4))
     assert report.source_loads == [metrics.worker_loads(routed, workers=4).to_list()]
     counts = data.group_by("key").len().sort("key")

@@ -36,9 +36,14 @@ def top3(pdf: pd.DataFrame) -> pd.DataFrame:
 def top3_merge(pdf: pd.DataFrame) -> pd.DataFrame:
     """The three largest of the partial top-3s; ``n`` keeps the largest call."""
     best = pdf.nlargest(3, "value")
-    return pd.DataFrame({
-        "key": best["key"], "rank": range(1, len(best) + 1), "value": best["value"], "n": pdf["n"].max(),
-    })
+    return pd.DataFrame(
+        {
+            "key": best["key"],
+            "rank": range(1, len(best) + 1),
+            "value": best["value"],
+            "n": pdf["n"].max(),
+        }
+    )
 
 
 def _skewed(rows: int, *, z: float, keys: int, seed: int) -> pl.DataFrame:
@@ -58,9 +63,12 @@ def _write(directory, data: pl.DataFrame, files: int = FILES):
 
 def _expected_top3(data: pl.DataFrame) -> pl.DataFrame:
     return (
-        data.sort("value", descending=True).group_by("key", maintain_order=True).head(3)
+        data.sort("value", descending=True)
+        .group_by("key", maintain_order=True)
+        .head(3)
         .with_columns(rank=pl.int_range(1, pl.len() + 1).over("key").cast(pl.Int32))
-        .select("key", "rank", "value").sort("key", "rank")
+        .select("key", "rank", "value")
+        .sort("key", "rank")
     )
 
 
@@ -84,7 +92,13 @@ def zipf_frame(spark, tmp_path_factory, zipf_data):
 @pytest.fixture(scope="module")
 def two_pass(spark, zipf_frame) -> tuple[pl.DataFrame, GroupedReport]:
     result, report = apply_grouped_with_report(
-        zipf_frame, key="key", function=top3, merge=top3_merge, schema=TOP3, workers=32, session=spark,
+        zipf_frame,
+        key="key",
+        function=top3,
+        merge=top3_merge,
+        schema=TOP3,
+        workers=32,
+        session=spark,
     )
     return _collect(result), report
 
@@ -126,8 +140,14 @@ def test_two_pass_splits_only_the_keys_that_need_it(zipf_data, two_pass):
 
 def test_online_grouper_equals_apply_in_pandas(spark, zipf_frame, zipf_data):
     result, report = apply_grouped_with_report(
-        zipf_frame, key="key", function=top3, merge=top3_merge, schema=TOP3, grouper="d_choices",
-        workers=16, session=spark,
+        zipf_frame,
+        key="key",
+        function=top3,
+        merge=top3_merge,
+        schema=TOP3,
+        grouper="d_choices",
+        workers=16,
+        session=spark,
     )
     assert _collect(result).select("key", "rank", "value").sort("key", "rank").equals(_expected_top3(zipf_data))
     assert report.plan == "d_choices"
@@ -139,7 +159,13 @@ def test_online_grouper_equals_apply_in_pandas(spark, zipf_frame, zipf_data):
 def test_online_plan_without_report_equals_polars(spark, zipf_frame, zipf_data):
     """The plain run keeps only the worker column it needs to find the split keys."""
     result = apply_grouped(
-        zipf_frame, key="key", function=top3, merge=top3_merge, schema=TOP3, grouper="w_choices", workers=16,
+        zipf_frame,
+        key="key",
+        function=top3,
+        merge=top3_merge,
+        schema=TOP3,
+        grouper="w_choices",
+        workers=16,
     )
     assert _collect(result).select("key", "rank", "value").sort("key", "rank").equals(_expected_top3(zipf_data))
 
@@ -149,7 +175,13 @@ def test_uniform_keys_split_nothing_and_merge_nothing(spark, tmp_path):
     data = pl.DataFrame({"key": rng.integers(0, 2_000, 60_000), "value": rng.permutation(60_000).astype(np.int64)})
     frame = spark.spark.read.parquet(str(_write(tmp_path / "uniform", data)))
     result, report = apply_grouped_with_report(
-        frame, key="key", function=top3, merge=top3_merge, schema=TOP3, workers=16, session=spark,
+        frame,
+        key="key",
+        function=top3,
+        merge=top3_merge,
+        schema=TOP3,
+        workers=16,
+        session=spark,
     )
     assert _collect(result).select("key", "rank", "value").sort("key", "rank").equals(_expected_top3(data))
     assert report.split.height == 0 and report.merge_calls.height == 0 and report.merge_rows == 0
@@ -159,12 +191,21 @@ def test_uniform_keys_split_nothing_and_merge_nothing(spark, tmp_path):
 
 def test_aqe_coalescing_cannot_undo_the_spread(spark, zipf_frame):
     conf = spark.spark.conf
-    before = {name: conf.get(name, None) for name in ("spark.sql.adaptive.enabled", "spark.sql.adaptive.coalescePartitions.enabled")}
+    before = {
+        name: conf.get(name, None)
+        for name in ("spark.sql.adaptive.enabled", "spark.sql.adaptive.coalescePartitions.enabled")
+    }
     conf.set("spark.sql.adaptive.enabled", "true")
     conf.set("spark.sql.adaptive.coalescePartitions.enabled", "true")
     try:
         _, report = apply_grouped_with_report(
-            zipf_frame, key="key", function=top3, merge=top3_merge, schema=TOP3, workers=24, session=spark,
+            zipf_frame,
+            key="key",
+            function=top3,
+            merge=top3_merge,
+            schema=TOP3,
+            workers=24,
+            session=spark,
         )
     finally:
         for name, value in before.items():
@@ -180,10 +221,15 @@ def test_no_column_is_clobbered_and_the_function_sees_the_frame_as_it_is(spark, 
     rng = np.random.default_rng(4)
     rows = 30_000
     keys = np.where(rng.random(rows) < 0.5, "hot", np.char.add("k", rng.integers(0, 300, rows).astype(str)))
-    data = pl.DataFrame({
-        "worker": rng.integers(0, 5, rows), "source": np.full(rows, 7), "__source": np.arange(rows),
-        "name": keys, "value": rng.permutation(rows).astype(np.int64),
-    })
+    data = pl.DataFrame(
+        {
+            "worker": rng.integers(0, 5, rows),
+            "source": np.full(rows, 7),
+            "__source": np.arange(rows),
+            "name": keys,
+            "value": rng.permutation(rows).astype(np.int64),
+        }
+    )
     frame = spark.spark.read.parquet(str(_write(tmp_path / "clobber", data)))
 
     def describe(key, pdf):
@@ -191,18 +237,32 @@ def test_no_column_is_clobbered_and_the_function_sees_the_frame_as_it_is(spark, 
         return pd.DataFrame([[key[0], int(pdf["worker"].sum()), int(pdf["source"].sum()), len(pdf)]])
 
     def add(key, pdf):
-        return pd.DataFrame({"name": [key[0]], "worker": [pdf["worker"].sum()], "source": [pdf["source"].sum()],
-                             "rows": [pdf["rows"].sum()]})
+        return pd.DataFrame(
+            {
+                "name": [key[0]],
+                "worker": [pdf["worker"].sum()],
+                "source": [pdf["source"].sum()],
+                "rows": [pdf["rows"].sum()],
+            }
+        )
 
     schema = "name string, worker long, source long, rows long"
     result, report = apply_grouped_with_report(
-        frame, key="name", function=describe, merge=add, schema=schema, workers=8, session=spark,
+        frame,
+        key="name",
+        function=describe,
+        merge=add,
+        schema=schema,
+        workers=8,
+        session=spark,
     )
     got = _collect(result).sort("name")
     assert got.columns == ["name", "worker", "source", "rows"]
-    expected = data.group_by("name").agg(
-        pl.col("worker").sum(), pl.col("source").sum(), pl.len().cast(pl.Int64).alias("rows")
-    ).sort("name")
+    expected = (
+        data.group_by("name")
+        .agg(pl.col("worker").sum(), pl.col("source").sum(), pl.len().cast(pl.Int64).alias("rows"))
+        .sort("name")
+    )
     assert got.equals(expected)
     share = (data["name"] == "hot").sum() / rows
     assert report.split["name"].to_list() == ["hot"] and report.split["workers"][0] == int(np.ceil(share * 8))
@@ -218,19 +278,30 @@ def test_null_and_string_keys_group_as_apply_in_pandas_does(spark, tmp_path):
     frame = spark.spark.read.parquet(str(_write(tmp_path / "nulls", data)))
     schema = "key string, rank int, value long, n long"
     result, report = apply_grouped_with_report(
-        frame, key="key", function=top3, merge=top3_merge, schema=schema, workers=8, session=spark,
+        frame,
+        key="key",
+        function=top3,
+        merge=top3_merge,
+        schema=schema,
+        workers=8,
+        session=spark,
     )
     native = _collect(frame.groupBy("key").applyInPandas(top3, schema))
     got = _collect(result)
-    assert got.drop("n").sort("key", "rank", nulls_last=True).equals(native.drop("n").sort("key", "rank", nulls_last=True))
+    assert (
+        got.drop("n").sort("key", "rank", nulls_last=True).equals(native.drop("n").sort("key", "rank", nulls_last=True))
+    )
     assert report.split["key"].to_list() == [None] and report.split["workers"][0] == 3
     with pytest.raises(Exception, match="null"):
-        apply_grouped(frame, key="key", function=top3, merge=top3_merge, schema=schema, workers=8, nulls="raise").collect()
+        apply_grouped(
+            frame, key="key", function=top3, merge=top3_merge, schema=schema, workers=8, nulls="raise"
+        ).collect()
 
 
 def test_empty_outputs_and_the_merge_of_a_split_key(spark, zipf_frame, zipf_data):
     """A function that returns no rows for some calls: the key's result is the merge of
     the others' (the merge gets what the calls returned, nothing for the empty ones)."""
+
     def big_values(pdf):
         kept = pdf[pdf["value"] > 600_000]
         return pd.DataFrame({"key": kept["key"].head(1), "total": [kept["value"].sum()] * min(1, len(kept))})
@@ -238,9 +309,16 @@ def test_empty_outputs_and_the_merge_of_a_split_key(spark, zipf_frame, zipf_data
     def add(pdf):
         return pd.DataFrame({"key": pdf["key"].head(1), "total": [pdf["total"].sum()] * min(1, len(pdf))})
 
-    result = _collect(apply_grouped(
-        zipf_frame, key="key", function=big_values, merge=add, schema="key long, total long", workers=16,
-    ))
+    result = _collect(
+        apply_grouped(
+            zipf_frame,
+            key="key",
+            function=big_values,
+            merge=add,
+            schema="key long, total long",
+            workers=16,
+        )
+    )
     expected = zipf_data.filter(pl.col("value") > 600_000).group_by("key").agg(total=pl.col("value").sum())
     assert result.sort("key").equals(expected.sort("key"))
 
@@ -249,9 +327,20 @@ def test_a_client_stream_needs_a_session_and_then_runs(spark, zipf_data):
     with pytest.raises(ValueError, match="session="):
         apply_grouped(zipf_data, key="key", function=top3, merge=top3_merge, schema=TOP3)
     result = apply_grouped(
-        zipf_data.head(50_000), key="key", function=top3, merge=top3_merge, schema=TOP3, workers=8, session=spark,
+        zipf_data.head(50_000),
+        key="key",
+        function=top3,
+        merge=top3_merge,
+        schema=TOP3,
+        workers=8,
+        session=spark,
     )
-    assert _collect(result).select("key", "rank", "value").sort("key", "rank").equals(_expected_top3(zipf_data.head(50_000)))
+    assert (
+        _collect(result)
+        .select("key", "rank", "value")
+        .sort("key", "rank")
+        .equals(_expected_top3(zipf_data.head(50_000)))
+    )
 
 
 def test_bad_arguments_are_refused_before_any_work(spark, zipf_frame):
@@ -277,12 +366,19 @@ def test_an_empty_frame_gives_an_empty_result_and_a_float_key_is_refused(spark, 
     empty = apply_grouped(zipf_frame.limit(0), key="key", function=top3, merge=top3_merge, schema=TOP3, workers=8)
     assert _collect(empty).height == 0
     with pytest.raises(ValueError, match="key column 'ratio' is double"):
-        apply_grouped(zipf_frame.withColumn("ratio", zipf_frame["value"] / 3), key="ratio", function=top3,
-                      merge=top3_merge, schema=TOP3, workers=8)
+        apply_grouped(
+            zipf_frame.withColumn("ratio", zipf_frame["value"] / 3),
+            key="ratio",
+            function=top3,
+            merge=top3_merge,
+            schema=TOP3,
+            workers=8,
+        )
 
 
 def test_a_function_that_breaks_its_contract_is_named(spark, zipf_frame):
     """The function stage runs inside apply_grouped, so its errors surface there."""
+
     def run(function, schema):
         return apply_grouped(zipf_frame, key="key", function=function, merge=top3_merge, schema=schema, workers=8)
 
@@ -344,9 +440,14 @@ def test_hot_keys_counts_null_keys_like_any_other(spark, tmp_path):
 
 
 def test_placement_gives_each_key_its_share_of_workers():
-    table = pl.DataFrame({
-        "key": [10, 11, 12, 13], "count": [600, 250, 100, 50], "workers": [5, 2, 1, 1], "rows": [1000] * 4,
-    })
+    table = pl.DataFrame(
+        {
+            "key": [10, 11, 12, 13],
+            "count": [600, 250, 100, 50],
+            "workers": [5, 2, 1, 1],
+            "rows": [1000] * 4,
+        }
+    )
     chosen = placement(table, key="key", workers=8)
     # Hottest first, each to its least-loaded workers (lowest index on a tie): 120 rows on
     # each of workers 0-4, 125 on 5 and 6, then the whole keys where the load is least.
@@ -410,32 +511,49 @@ def test_the_function_sees_what_apply_in_pandas_gives_it(spark, tmp_path):
 
     rows = 3_000
     i = pl.int_range(rows, eager=True)
-    data = pl.DataFrame({
-        "key": i % 37,
-        "count": pl.Series([None if n % 7 == 0 else n for n in range(rows)], dtype=pl.Int32),
-        "ratio": i.cast(pl.Float64) / 3,
-        "name": pl.Series([None if n % 5 == 0 else f"n{n % 11}" for n in range(rows)]),
-        "flag": i % 2 == 0,
-        "day": pl.Series([datetime.date(2026, 1, 1) + datetime.timedelta(days=n % 300) for n in range(rows)]),
-        "at": pl.Series([datetime.datetime(2026, 3, 29, 0, 30) + datetime.timedelta(minutes=17 * n) for n in range(rows)])
-        .dt.replace_time_zone("UTC"),
-        "price": pl.Series([f"{n % 1000}.{n % 100:02d}" for n in range(rows)]).str.to_decimal(scale=2),
-        "blob": pl.Series([bytes([n % 256, 7]) for n in range(rows)]),
-    })
+    data = pl.DataFrame(
+        {
+            "key": i % 37,
+            "count": pl.Series([None if n % 7 == 0 else n for n in range(rows)], dtype=pl.Int32),
+            "ratio": i.cast(pl.Float64) / 3,
+            "name": pl.Series([None if n % 5 == 0 else f"n{n % 11}" for n in range(rows)]),
+            "flag": i % 2 == 0,
+            "day": pl.Series([datetime.date(2026, 1, 1) + datetime.timedelta(days=n % 300) for n in range(rows)]),
+            "at": pl.Series(
+                [datetime.datetime(2026, 3, 29, 0, 30) + datetime.timedelta(minutes=17 * n) for n in range(rows)]
+            ).dt.replace_time_zone("UTC"),
+            "price": pl.Series([f"{n % 1000}.{n % 100:02d}" for n in range(rows)]).str.to_decimal(scale=2),
+            "blob": pl.Series([bytes([n % 256, 7]) for n in range(rows)]),
+        }
+    )
     frame = spark.spark.read.parquet(str(_write(tmp_path / "types", data)))
 
     def describe(pdf):
         described = {c: f"{pdf[c].dtype}:" + "|".join(sorted(map(repr, pdf[c].tolist()))) for c in pdf.columns}
-        return pd.DataFrame({
-            "key": pdf["key"].iloc[0], "column": list(described), "described": list(described.values()),
-            "first_day": min(pdf["day"]), "first_at": pdf["at"].min(), "top_price": max(pdf["price"]),
-        })
+        return pd.DataFrame(
+            {
+                "key": pdf["key"].iloc[0],
+                "column": list(described),
+                "described": list(described.values()),
+                "first_day": min(pdf["day"]),
+                "first_at": pdf["at"].min(),
+                "top_price": max(pdf["price"]),
+            }
+        )
 
     schema = "key long, column string, described string, first_day date, first_at timestamp, top_price decimal(10,2)"
     native = _collect(frame.groupBy("key").applyInPandas(describe, schema)).sort("key", "column")
-    ours = _collect(apply_grouped(
-        frame, key="key", function=describe, merge=lambda pdf: pdf, schema=schema, workers=4, session=spark,
-    )).sort("key", "column")
+    ours = _collect(
+        apply_grouped(
+            frame,
+            key="key",
+            function=describe,
+            merge=lambda pdf: pdf,
+            schema=schema,
+            workers=4,
+            session=spark,
+        )
+    ).sort("key", "column")
     assert native.height == 37 * 9
     assert ours.equals(native)
 
@@ -451,11 +569,14 @@ def test_progress_names_the_stages(spark, zipf_frame, zipf_data, monkeypatch):
         def add_task(self, description: str, **_: object) -> int:
             descriptions.append(description)
             return 0
+
         def update(self, _task: int, *, description: str, advance: int, refresh: bool) -> None:
             descriptions.append(description)
 
     monkeypatch.setattr(keysplit._progress, "progress_display", lambda _enabled: Recorded())
-    result = apply_grouped(zipf_frame, key="key", function=top3, merge=top3_merge, schema=TOP3, workers=8, session=spark)
+    result = apply_grouped(
+        zipf_frame, key="key", function=top3, merge=top3_merge, schema=TOP3, workers=8, session=spark
+    )
     assert _collect(result).select("key", "rank", "value").sort("key", "rank").equals(_expected_top3(zipf_data))
     assert descriptions[:2] == ["apply_grouped", "apply_grouped · reading the input"]
     for stage in ("summarising the key column", "placing the hot keys", "the function stage"):

@@ -24,7 +24,9 @@ AGGS = ["count", "sum(value)", "max(value)"]
 def _zipf(rows: int, *, a: float = 1.5, keys: int = 100_000, seed: int = 5) -> pl.DataFrame:
     rng = np.random.default_rng(seed)
     ranks = np.minimum(rng.zipf(a, rows), keys)
-    return pl.DataFrame({"key": rng.permutation(keys + 1)[ranks].astype(np.int64), "value": rng.integers(-500, 500, rows)})
+    return pl.DataFrame(
+        {"key": rng.permutation(keys + 1)[ranks].astype(np.int64), "value": rng.integers(-500, 500, rows)}
+    )
 
 
 def _expected(spark, frame) -> pl.DataFrame:
@@ -36,7 +38,13 @@ def test_hundreds_of_batches_in_one_window_through_arrow(spark):
     # A chain of ~60 unions overflows the plan's depth limit; the tree of unions does not.
     data = _zipf(36_000, keys=2_000)
     result, report = aggregate_with_report(
-        data, grouper="pkg", aggs=AGGS, ingest="arrow", batch_rows=100, session=spark, output="polars",
+        data,
+        grouper="pkg",
+        aggs=AGGS,
+        ingest="arrow",
+        batch_rows=100,
+        session=spark,
+        output="polars",
         timeout=TIMEOUT,
     )
     assert report.ingestion == "arrow" and report.rows == 36_000
@@ -47,8 +55,14 @@ def test_upload_copies_files_to_the_servers_filesystem(spark, tmp_path):
     data = _zipf(300_000, keys=5_000)
     server_dir = tmp_path / "server"
     result, report = aggregate_with_report(
-        data, grouper="w_choices", aggs=AGGS, ingest="upload", upload_dir=str(server_dir),
-        session=spark, output="polars", timeout=TIMEOUT,
+        data,
+        grouper="w_choices",
+        aggs=AGGS,
+        ingest="upload",
+        upload_dir=str(server_dir),
+        session=spark,
+        output="polars",
+        timeout=TIMEOUT,
     )
     assert report.ingestion == "upload"
     assert sorted(p.suffix for p in server_dir.rglob("*.parquet")) == [".parquet"]
@@ -92,7 +106,11 @@ def ten_million(tmp_path_factory) -> Path:
 def test_ten_million_rows_from_the_client_with_default_settings(spark, ten_million):
     frame = spark.spark.read.parquet(str(ten_million))
     result, report = aggregate_with_report(
-        pl.scan_parquet(ten_million / "*.parquet"), aggs=AGGS, session=spark, output="polars", timeout=TIMEOUT,
+        pl.scan_parquet(ten_million / "*.parquet"),
+        aggs=AGGS,
+        session=spark,
+        output="polars",
+        timeout=TIMEOUT,
     )
     assert report.rows == 10_000_000 and sum(report.spark_loads) == 10_000_000
     assert report.ingestion == "files" and report.disagreements() == []
@@ -106,7 +124,9 @@ def test_ten_million_rows_of_a_spark_dataframe(spark, ten_million):
     assert result.equals(_expected(spark, frame))
     # Every source routes with the same seed: their loads are balanced as one source's would be.
     one_source = keysplit.route(
-        pl.read_parquet(ten_million / "*.parquet").select("key"), key="key", grouper=keysplit.Grouper("pdstream", workers=8)
+        pl.read_parquet(ten_million / "*.parquet").select("key"),
+        key="key",
+        grouper=keysplit.Grouper("pdstream", workers=8),
     )
     assert report.load_imbalance < 0.01
     assert report.replication_factor == pytest.approx(keysplit.metrics.replication_factor(one_source), rel=0.02)

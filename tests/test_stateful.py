@@ -10,11 +10,11 @@ import pickle
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
+
+import keysplit
 from reference import all_twins
 from strategies import GROUPER_NAMES, seeds
 from test_snapshot import BUSY_PARAMS
-
-import keysplit
 
 TWINS = all_twins()
 STR_KEYS = st.sampled_from(["", "a", "b", "hot", "hot", "hot", "café", "x" * 20])
@@ -63,9 +63,7 @@ class GrouperAgainstTwin(RuleBasedStateMachine):
     def snapshot_and_restore(self, through_pickle: bool) -> None:
         grouper = self.groupers[self.source]
         self.groupers[self.source] = (
-            pickle.loads(pickle.dumps(grouper))
-            if through_pickle
-            else keysplit.Grouper.restore(grouper.snapshot())
+            pickle.loads(pickle.dumps(grouper)) if through_pickle else keysplit.Grouper.restore(grouper.snapshot())
         )
 
     @rule(source=st.integers(0, MAX_SOURCES - 1))
@@ -83,7 +81,5 @@ class GrouperAgainstTwin(RuleBasedStateMachine):
                 assert grouper.loads == list(twin.loads)
 
 
-GrouperAgainstTwin.TestCase.settings = settings(
-    max_examples=60, stateful_step_count=25, deadline=None
-)
+GrouperAgainstTwin.TestCase.settings = settings(max_examples=60, stateful_step_count=25, deadline=None)
 TestGrouperAgainstTwin = GrouperAgainstTwin.TestCase

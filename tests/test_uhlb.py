@@ -6,11 +6,11 @@ from __future__ import annotations
 from collections import defaultdict
 
 from hypothesis import given
+
+import keysplit
 from reference import h
 from reference_uhlb import PRIME, UhlbTwin, draw_coefficients
 from strategies import keys, seeds, workers
-
-import keysplit
 
 
 @given(stream=keys, n=workers, seed=seeds)

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import functools
 import sys
+
+# At run time too: typing.get_type_hints(GrouperInfo), and Polars through it, resolve it.
+from collections.abc import Mapping  # noqa: TC003
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -12,9 +15,6 @@ import polars as pl
 from keysplit import _core
 from keysplit._errors import ConfigError, ConfigTypeError, did_you_mean
 
-# At run time too: typing.get_type_hints(GrouperInfo), and Polars through it, resolve it.
-from collections.abc import Mapping  # noqa: TC003
-
 if TYPE_CHECKING:
     from keysplit._core import ParamValue, WorkerIds
 
@@ -22,9 +22,30 @@ NullPolicy = Literal["raise", "group"]
 #: Every registered grouper's name, for editors and type checkers (a test keeps it equal to
 #: the registry). Specs with parameters go through :meth:`Grouper.from_spec`.
 GrouperName = Literal[
-    "shuffle", "key", "uhlb", "pkg", "d_choices", "w_choices", "rr_head", "dkg_rivetti", "dkg", "flexd",
-    "pdstream", "cm", "am", "cam", "lm", "cm_hll", "am_hll", "cam_hll", "lm_hll", "elb", "clb", "pstream",
-    "dagreedy", "dalton",
+    "shuffle",
+    "key",
+    "uhlb",
+    "pkg",
+    "d_choices",
+    "w_choices",
+    "rr_head",
+    "dkg_rivetti",
+    "dkg",
+    "flexd",
+    "pdstream",
+    "cm",
+    "am",
+    "cam",
+    "lm",
+    "cm_hll",
+    "am_hll",
+    "cam_hll",
+    "lm_hll",
+    "elb",
+    "clb",
+    "pstream",
+    "dagreedy",
+    "dalton",
 ]
 
 _SEED_LIMIT = 1 << 64

@@ -30,7 +30,10 @@ def progress_display(enabled: bool | None) -> Any:
     except ImportError:
         return None
     return Progress(
-        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
         console=Console(stderr=True),
         transient=True,
     )

@@ -46,9 +46,7 @@ def route_batches(
         raise ConfigError(f"batch_rows must be a positive int or None, got {batch_rows!r}")
     if isinstance(frame, pl.DataFrame):
         schema = frame.schema
-        batches: Iterator[pl.DataFrame] = (
-            iter([frame]) if batch_rows is None else frame.iter_slices(batch_rows)
-        )
+        batches: Iterator[pl.DataFrame] = iter([frame]) if batch_rows is None else frame.iter_slices(batch_rows)
     elif isinstance(frame, pl.LazyFrame):
         schema = frame.collect_schema()
         batches = iter(frame.collect_batches(chunk_size=batch_rows, maintain_order=True))
@@ -88,9 +86,7 @@ def route(
     # One batch is refused by the core before any key is routed; several need a way back.
     before = grouper.snapshot() if isinstance(frame, pl.LazyFrame) or batch_rows is not None else None
     try:
-        routed = list(
-            route_batches(frame, key=key, grouper=grouper, out=out, nulls=nulls, batch_rows=batch_rows)
-        )
+        routed = list(route_batches(frame, key=key, grouper=grouper, out=out, nulls=nulls, batch_rows=batch_rows))
     except ValueError as error:
         if before is None:
             raise

@@ -83,7 +83,5 @@ def route_sources(
     if isinstance(sources, (str, bytes)) or not isinstance(sources, (list, tuple)):
         raise KeyTypeError(f"sources must be a list of key columns, got {type(sources).__name__}")
     columns = [_importable_keys(keys) for keys in sources]
-    ids, loads, state_bytes = _core.route_sources(
-        name, workers, columns, seed, params, shared_loads, nulls, threads
-    )
+    ids, loads, state_bytes = _core.route_sources(name, workers, columns, seed, params, shared_loads, nulls, threads)
     return RoutedSources(ids=ids, loads=loads, state_bytes=state_bytes, shared_loads=shared_loads)

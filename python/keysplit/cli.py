@@ -53,9 +53,7 @@ def _simulate(args: argparse.Namespace) -> int:
         kind, params = simulation.parse_spec(spec)
         # Synthetic streams without their own z are run at every --z, for trends over skew.
         zs = args.z if kind in {"zipf", "drift", "bursts"} and "z" not in params else [args.z[0]]
-        sets.extend(
-            simulation.dataset(spec, seed=args.seed, keys=args.keys, tuples=args.tuples, z=z) for z in zs
-        )
+        sets.extend(simulation.dataset(spec, seed=args.seed, keys=args.keys, tuples=args.tuples, z=z) for z in zs)
     results = simulation.simulate(
         groupers=args.groupers,
         workers=args.workers,
@@ -69,8 +67,13 @@ def _simulate(args: argparse.Namespace) -> int:
     print(f"datasets: {'; '.join(d.name for d in sets)}")
     print(f"workers: {', '.join(map(str, args.workers))}; seed: {args.seed}")
     with pl.Config(
-        tbl_rows=-1, tbl_cols=-1, tbl_width_chars=200, fmt_str_lengths=60,
-        tbl_hide_dataframe_shape=True, tbl_hide_column_data_types=True, float_precision=4,
+        tbl_rows=-1,
+        tbl_cols=-1,
+        tbl_width_chars=200,
+        fmt_str_lengths=60,
+        tbl_hide_dataframe_shape=True,
+        tbl_hide_column_data_types=True,
+        float_precision=4,
     ):
         print(table)
     if args.output:
@@ -112,8 +115,12 @@ def _run(args: argparse.Namespace) -> int:
     corpus_stream(args.dataset, batch_rows=1, tuples=args.tuples, seed=args.seed)
 
     return run(
-        dataset=args.dataset, grouper=args.grouper, workers=args.workers, seed=args.seed,
-        tuples=args.tuples, report_dir=args.report_dir,
+        dataset=args.dataset,
+        grouper=args.grouper,
+        workers=args.workers,
+        seed=args.seed,
+        tuples=args.tuples,
+        report_dir=args.report_dir,
     )
 
 
@@ -144,17 +151,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="route datasets through groupers and print every metric",
         description="Runs every grouper x worker count x dataset x window size and prints "
         "the whole-stream metrics; --output writes every row (per window too).",
-        epilog="datasets: "
-        + "; ".join(f"{name}: {what}" for name, what in simulation.DATASET_KINDS.items()),
+        epilog="datasets: " + "; ".join(f"{name}: {what}" for name, what in simulation.DATASET_KINDS.items()),
     )
     simulate.add_argument(
-        "--groupers", type=_grouper_specs, default=["shuffle", "key", "pkg"],
+        "--groupers",
+        type=_grouper_specs,
+        default=["shuffle", "key", "pkg"],
         help="comma-separated grouper names (or all), each optionally with parameters: "
         "pkg,flexd:delta=2.0,threshold=0.1 (default shuffle,key,pkg)",
     )
     simulate.add_argument("--workers", type=_comma_list(int), default=[8], help="worker counts, e.g. 8,16,32")
     simulate.add_argument(
-        "--datasets", nargs="+", metavar="SPEC",
+        "--datasets",
+        nargs="+",
+        metavar="SPEC",
         help="datasets as name[:param=value,...], e.g. zipf:z=1.5 drift:period=100000 kjv "
         "nycflights:key=dest wordfreq tpch:key=l_partkey,zipf_z=1.0 file:path=x.csv,key=user "
         "(default: zipf)",
@@ -162,19 +172,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     simulate.add_argument("--keys", type=int, default=simulation.DEFAULT_KEYS, help="synthetic streams' key count")
     simulate.add_argument("--tuples", type=int, default=simulation.DEFAULT_TUPLES, help="synthetic streams' length")
     simulate.add_argument(
-        "--z", type=_comma_list(float), default=[simulation.DEFAULT_Z],
+        "--z",
+        type=_comma_list(float),
+        default=[simulation.DEFAULT_Z],
         help="Zipf exponent(s) of the synthetic streams, e.g. 1.0,1.5,2.0",
     )
     simulate.add_argument(
-        "--windows", type=_comma_list(_window_size), default=[None],
+        "--windows",
+        type=_comma_list(_window_size),
+        default=[None],
         help="window sizes in tuples, 'none' for the whole stream only, e.g. none,100000",
     )
     simulate.add_argument("--seed", type=int, default=0)
+    simulate.add_argument("--output", type=_output_path, help="write every row to this .parquet, .csv or .json file")
     simulate.add_argument(
-        "--output", type=_output_path, help="write every row to this .parquet, .csv or .json file"
-    )
-    simulate.add_argument(
-        "--nulls", choices=["raise", "group"], default="raise",
+        "--nulls",
+        choices=["raise", "group"],
+        default="raise",
         help="null keys: refuse them (default) or route them all as one key",
     )
     simulate.add_argument("--no-progress", action="store_true", help="no progress bars")
@@ -189,12 +203,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         "run", help="the main job: a word count on an embedded Spark server, KG vs a skew-aware grouper"
     )
     job.add_argument(
-        "--dataset", default="kjv",
+        "--dataset",
+        default="kjv",
         help="kjv (default), wordfreq, zipf, or any dataset spec of simulate, e.g. "
         "file:path=events.parquet,key=user or nycflights:key=dest (keys are counted as strings)",
     )
     job.add_argument(
-        "--grouper", default="pdstream",
+        "--grouper",
+        default="pdstream",
         help="the skew-aware grouper set against KG, optionally with parameters: flexd:delta=2.0",
     )
     job.add_argument("--workers", type=_positive_int, default=8)

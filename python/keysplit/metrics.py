@@ -95,9 +95,7 @@ def _check_worker_ids(pairs: pl.DataFrame, workers: int) -> None:
         raise ValueError(f"worker ids {bad} are outside 0..{workers - 1}")
 
 
-def _pairs(
-    frame: pl.DataFrame | pl.LazyFrame, *, key: str | None, worker: str, window: str | None
-) -> pl.DataFrame:
+def _pairs(frame: pl.DataFrame | pl.LazyFrame, *, key: str | None, worker: str, window: str | None) -> pl.DataFrame:
     """Tuples per (window, worker, key): everything every metric needs, and no more.
 
     Missing key or window columns become one constant group, so that the load-only metrics
@@ -140,9 +138,8 @@ def _per_window(pairs: pl.DataFrame, workers: int, p: float) -> pl.DataFrame:
         pl.len().cast(pl.Float64).alias("cardinality"),
     )
     # Idle workers have load 0 and count towards every mean.
-    grid = (
-        pairs.select(pl.col("window").unique())
-        .join(pl.DataFrame({"worker": range(workers)}, schema={"worker": pl.Int64}), how="cross")
+    grid = pairs.select(pl.col("window").unique()).join(
+        pl.DataFrame({"worker": range(workers)}, schema={"worker": pl.Int64}), how="cross"
     )
     per_worker = grid.join(per_worker, on=["window", "worker"], how="left").with_columns(
         pl.col("load", "cardinality").fill_null(0.0)
@@ -183,17 +180,15 @@ def _state_moved(previous: pl.DataFrame, current: pl.DataFrame) -> int:
 
 
 def _empty_summary() -> pl.DataFrame:
-    return pl.DataFrame(
-        schema={c: pl.UInt64 if c in _COUNTS else pl.Float64 for c in SUMMARY_COLUMNS}
-    )
+    return pl.DataFrame(schema={c: pl.UInt64 if c in _COUNTS else pl.Float64 for c in SUMMARY_COLUMNS})
 
 
 def _finish(rows: pl.DataFrame, overall: pl.DataFrame, windowed: bool) -> pl.DataFrame:
     """Window rows in window order, then the overall row (``window`` null)."""
     if not windowed:
-        return overall.with_columns(
-            pl.lit(None).alias("window"), pl.lit(None, pl.UInt64).alias("state_moved")
-        ).select(SUMMARY_COLUMNS)
+        return overall.with_columns(pl.lit(None).alias("window"), pl.lit(None, pl.UInt64).alias("state_moved")).select(
+            SUMMARY_COLUMNS
+        )
     overall = overall.with_columns(
         pl.lit(None, rows.schema["window"]).alias("window"),
         pl.lit(rows.get_column("state_moved").sum(), pl.UInt64).alias("state_moved"),
@@ -229,8 +224,7 @@ def summarize(
     by_window = {w: part for (w,), part in pairs.partition_by("window", as_dict=True).items()}
     order = sorted(by_window)
     moved = [0] + [
-        _state_moved(by_window[before], by_window[after])
-        for before, after in zip(order, order[1:], strict=False)
+        _state_moved(by_window[before], by_window[after]) for before, after in zip(order, order[1:], strict=False)
     ]
     rows = rows.join(
         pl.DataFrame({"window": order, "state_moved": moved}, schema_overrides={"state_moved": pl.UInt64}),
@@ -279,8 +273,7 @@ class StreamingMetrics:
             first = column[0]
             if self._open_window is not None and first < self._open_window:  # type: ignore[operator]
                 raise ValueError(
-                    f"window {first!r} arrives after window {self._open_window!r}; "
-                    "windows must not decrease"
+                    f"window {first!r} arrives after window {self._open_window!r}; windows must not decrease"
                 )
         for window_id, part in sorted(pairs.partition_by("window", as_dict=True).items()):
             (window_id,) = window_id
@@ -325,9 +318,7 @@ class StreamingMetrics:
         return _finish(pl.concat(self._rows), overall, windowed=True)
 
 
-def worker_loads(
-    frame: pl.DataFrame | pl.LazyFrame, *, workers: int, worker: str = "worker"
-) -> pl.Series:
+def worker_loads(frame: pl.DataFrame | pl.LazyFrame, *, workers: int, worker: str = "worker") -> pl.Series:
     """``L_w``: tuples per worker, for every worker ``0 .. workers-1`` (uint64)."""
     workers = _require_workers(workers)
     pairs = _pairs(frame, key=None, worker=worker, window=None)
@@ -391,9 +382,7 @@ def load_stddev(loads: pl.Series) -> float:
     return math.sqrt(load_variance(loads))
 
 
-def hybrid_imbalance(
-    loads: pl.Series, cardinalities: pl.Series, p: float = DEFAULT_HYBRID_WEIGHT
-) -> float:
+def hybrid_imbalance(loads: pl.Series, cardinalities: pl.Series, p: float = DEFAULT_HYBRID_WEIGHT) -> float:
     """``HI = max_w H_w − mean H`` with ``H_w = p·L'_w + (1 − p)·CL'_w`` (holistic, Eq. 7–10).
 
     ``L'`` and ``CL'`` are min-max scaled to [0, 1]; a vector whose entries are all equal
@@ -412,17 +401,13 @@ def hybrid_imbalance(
     return float(hybrid.max() - hybrid.mean())  # type: ignore[operator]
 
 
-def replication_factor(
-    frame: pl.DataFrame | pl.LazyFrame, *, key: str = "key", worker: str = "worker"
-) -> float:
+def replication_factor(frame: pl.DataFrame | pl.LazyFrame, *, key: str = "key", worker: str = "worker") -> float:
     """``γ = Σ_k |W^k| / K``: workers per distinct key (Pd-Stream's RF, DKG's DistCost)."""
     pairs = _pairs(frame, key=key, worker=worker, window=None)
     keys = pairs.get_column("key").n_unique()
     return pairs.height / keys if keys else 0.0
 
 
-def aggregation_cost(
-    frame: pl.DataFrame | pl.LazyFrame, *, key: str = "key", worker: str = "worker"
-) -> int:
+def aggregation_cost(frame: pl.DataFrame | pl.LazyFrame, *, key: str = "key", worker: str = "worker") -> int:
     """``Γ = Σ_w`` (distinct keys at ``w``): the partial results to merge (holistic, Eq. 2)."""
     return _pairs(frame, key=key, worker=worker, window=None).height

@@ -141,8 +141,14 @@ def _legend_outside(fig: Figure, style: dict[str, dict[str, Any]]) -> Legend:
     entries = {grouper: handles[grouper] for grouper in style if grouper in handles}
     renderer = fig.canvas.get_renderer()
     for columns in range(1, len(entries) + 1):
-        legend = fig.legend(list(entries.values()), list(entries), loc="outside right center",
-                            fontsize=_LEGEND_FONTSIZE, frameon=False, ncols=columns)
+        legend = fig.legend(
+            list(entries.values()),
+            list(entries),
+            loc="outside right center",
+            fontsize=_LEGEND_FONTSIZE,
+            frameon=False,
+            ncols=columns,
+        )
         box = legend.get_window_extent(renderer)
         if box.height <= 0.95 * fig.bbox.height or columns == len(entries):
             break
@@ -227,8 +233,14 @@ def _label_front(ax: Axes, names_at: list[tuple[tuple[float, float], list[str]]]
     written: list[tuple[Any, Any]] = []
     for point, names in names_at:
         # A pale box: names often start on a neighbour's marker.
-        label = ax.annotate(", ".join(names), point, fontsize=7, xytext=(4, 4), textcoords="offset points",
-                            bbox={"boxstyle": "square,pad=0.1", "facecolor": "white", "alpha": 0.7, "linewidth": 0})
+        label = ax.annotate(
+            ", ".join(names),
+            point,
+            fontsize=7,
+            xytext=(4, 4),
+            textcoords="offset points",
+            bbox={"boxstyle": "square,pad=0.1", "facecolor": "white", "alpha": 0.7, "linewidth": 0},
+        )
         # Laid out already: moving the panels for a label would move the labels measured.
         label.set_in_layout(False)
         box = label.get_window_extent(renderer)
@@ -257,9 +269,16 @@ def pareto_figure(rows: pl.DataFrame, dataset: str, style: dict[str, dict[str, A
     for ax, workers in zip(flat, counts, strict=False):
         part = rows.filter(pl.col("workers") == workers)
         for (grouper,), points in part.group_by("grouper", maintain_order=True):
-            ax.scatter(points["replication_factor"], points["load_imbalance"], label=grouper, s=36,
-                       edgecolors="black", linewidths=0.3, color=style[grouper]["color"],
-                       marker=style[grouper]["marker"])
+            ax.scatter(
+                points["replication_factor"],
+                points["load_imbalance"],
+                label=grouper,
+                s=36,
+                edgecolors="black",
+                linewidths=0.3,
+                color=style[grouper]["color"],
+                marker=style[grouper]["marker"],
+            )
         coordinates = list(zip(part["replication_factor"], part["load_imbalance"], strict=True))
         front = _pareto_front(coordinates)
         ax.plot(*zip(*front, strict=True), color="grey", linestyle="--", linewidth=1)
@@ -272,7 +291,7 @@ def pareto_figure(rows: pl.DataFrame, dataset: str, style: dict[str, dict[str, A
         ax.set_title(f"{workers} workers", fontsize=9)
         ax.set_xlabel("replication factor γ (workers per key)")
         ax.grid(alpha=0.3)
-    for ax in flat[len(counts):]:
+    for ax in flat[len(counts) :]:
         ax.remove()
     for ax in axes[:, 0]:
         ax.set_ylabel("load imbalance λ")
@@ -292,16 +311,27 @@ def loads_figure(rows: pl.DataFrame, dataset: str, style: dict[str, dict[str, An
     workers = rows.get_column("workers").max()
     rows = rows.filter(pl.col("workers") == workers)
     lines, columns = _grid(rows.height, 4)
-    fig, axes = plt.subplots(lines, columns, figsize=(3.4 * columns, 2.2 * lines + 0.6), sharex=True, sharey=True,
-                             squeeze=False, layout="constrained")
+    fig, axes = plt.subplots(
+        lines,
+        columns,
+        figsize=(3.4 * columns, 2.2 * lines + 0.6),
+        sharex=True,
+        sharey=True,
+        squeeze=False,
+        layout="constrained",
+    )
     flat = list(axes.flat)
     for ax, r in zip(flat, rows.iter_rows(named=True), strict=False):
         loads = r["worker_loads"]
         mean = sum(loads) / len(loads) if loads else 0
         # Past 32 workers a bar is about 3 pixels wide: gaps that narrow alias into uneven
         # stripes, so the bars touch.
-        ax.bar(range(len(loads)), [x / mean if mean else 0 for x in loads], width=0.85 if len(loads) <= 32 else 1.0,
-               color=style[r["grouper"]]["color"])
+        ax.bar(
+            range(len(loads)),
+            [x / mean if mean else 0 for x in loads],
+            width=0.85 if len(loads) <= 32 else 1.0,
+            color=style[r["grouper"]]["color"],
+        )
         ax.axhline(1.0, color="grey", linewidth=0.8)
         # No room past the last bar, where the integer ticks put a worker that is not there.
         ax.margins(x=0.01)
@@ -327,8 +357,9 @@ def windows_figure(rows: pl.DataFrame, dataset: str, style: dict[str, dict[str, 
     workers = rows.get_column("workers").max()
     size = rows.get_column("window_tuples").min()
     rows = rows.filter(pl.col("workers") == workers, pl.col("window_tuples") == size).sort("window")
-    fig, axes = plt.subplots(len(WINDOW_METRICS), 1, figsize=(9, 3 * len(WINDOW_METRICS)), sharex=True,
-                             layout="constrained")
+    fig, axes = plt.subplots(
+        len(WINDOW_METRICS), 1, figsize=(9, 3 * len(WINDOW_METRICS)), sharex=True, layout="constrained"
+    )
     for ax, (metric, label) in zip(axes, WINDOW_METRICS.items(), strict=True):
         for (grouper,), part in rows.group_by("grouper", maintain_order=True):
             ax.plot(part["window"], part[metric], label=grouper, linewidth=1, markersize=3, **style[grouper])
@@ -361,7 +392,7 @@ def trend_figure(rows: pl.DataFrame, x: str, xlabel: str, title: str, style: dic
         ax.set_xlabel(xlabel)
         ax.set_ylabel(TREND_METRICS[metric])
         ax.grid(alpha=0.3)
-    for ax in flat[len(metrics):]:
+    for ax in flat[len(metrics) :]:
         ax.remove()
     fig.suptitle(title, fontsize=10)
     _legend_outside(fig, style)
@@ -378,9 +409,7 @@ def _html_table(rows: pl.DataFrame) -> str:
         return html.escape("" if value is None else str(value))
 
     head = "".join(f"<th>{html.escape(c)}</th>" for c in rows.columns)
-    body = "".join(
-        "<tr>" + "".join(f"<td>{cell(v)}</td>" for v in r) + "</tr>" for r in rows.iter_rows()
-    )
+    body = "".join("<tr>" + "".join(f"<td>{cell(v)}</td>" for v in r) + "</tr>" for r in rows.iter_rows())
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
@@ -388,8 +417,16 @@ def _results(results: pl.DataFrame | str | Path) -> pl.DataFrame:
     frame = results if isinstance(results, pl.DataFrame) else read_results(str(results))
     if frame.height == 0:
         raise ValueError("the results are empty: nothing to plot")
-    missing = {"dataset", "grouper", "workers", "window", "window_tuples", "load_imbalance",
-               "replication_factor", "worker_loads"} - set(frame.columns)
+    missing = {
+        "dataset",
+        "grouper",
+        "workers",
+        "window",
+        "window_tuples",
+        "load_imbalance",
+        "replication_factor",
+        "worker_loads",
+    } - set(frame.columns)
     if missing:
         raise ValueError(f"not a keysplit simulate results table: missing columns {sorted(missing)}")
     return frame
@@ -407,8 +444,11 @@ def figures(results: pl.DataFrame | str | Path) -> Iterator[tuple[str, str, Figu
     skewed = skewed.filter(pl.col("z").n_unique().over("family") > 1)
 
     for (family, workers), rows in skewed.sort("family", "workers").group_by("family", "workers", maintain_order=True):
-        yield (f"{family}, {workers} workers, as skew grows", f"trend-skew-{_slug(family)}-n{workers}.png",
-               trend_figure(rows, "z", "Zipf exponent z", f"metrics as skew grows: {family}, {workers} workers", style))
+        yield (
+            f"{family}, {workers} workers, as skew grows",
+            f"trend-skew-{_slug(family)}-n{workers}.png",
+            trend_figure(rows, "z", "Zipf exponent z", f"metrics as skew grows: {family}, {workers} workers", style),
+        )
 
     for (dataset,), rows in whole.group_by("dataset", maintain_order=True):
         rows = _one_window_setting(rows)
@@ -421,8 +461,11 @@ def figures(results: pl.DataFrame | str | Path) -> Iterator[tuple[str, str, Figu
         # A dataset of a skew sweep has its points in the skew trends already, one chart
         # per worker count: drawn again against workers, they doubled the report.
         if rows.get_column("workers").n_unique() > 1 and dataset not in skewed.get_column("dataset"):
-            yield dataset, f"trend-workers-{slug}.png", trend_figure(
-                rows, "workers", "workers", f"metrics as workers grow: {dataset}", style)
+            yield (
+                dataset,
+                f"trend-workers-{slug}.png",
+                trend_figure(rows, "workers", "workers", f"metrics as workers grow: {dataset}", style),
+            )
 
 
 def plot(results: pl.DataFrame | str | Path, out: str | Path) -> list[Path]:
@@ -444,8 +487,10 @@ def _summary(whole: pl.DataFrame) -> str:
     a sweep's names are long and alike."""
 
     def pick(row: dict[str, Any]) -> str:
-        return (f"<code>{html.escape(row['grouper'])}</code> λ {row['load_imbalance']:.3g}, "
-                f"γ {row['replication_factor']:.3g}")
+        return (
+            f"<code>{html.escape(row['grouper'])}</code> λ {row['load_imbalance']:.3g}, "
+            f"γ {row['replication_factor']:.3g}"
+        )
 
     lines = []
     for (dataset,), rows in whole.sort("dataset", "workers").group_by("dataset", maintain_order=True):
@@ -457,8 +502,10 @@ def _summary(whole: pl.DataFrame) -> str:
             least_gamma = pick(balanced.row(0, named=True)) if balanced.height else "none"
             lines.append(f"<tr>{name}<td>{workers}</td><td>{pick(best)}</td><td>{least_gamma}</td></tr>")
             name = ""
-    return ("<table class='summary'><thead><tr><th>dataset</th><th>workers</th><th>least λ</th>"
-            "<th>least γ within λ ≤ 0.05</th></tr></thead><tbody>" + "".join(lines) + "</tbody></table>")
+    return (
+        "<table class='summary'><thead><tr><th>dataset</th><th>workers</th><th>least λ</th>"
+        "<th>least γ within λ ≤ 0.05</th></tr></thead><tbody>" + "".join(lines) + "</tbody></table>"
+    )
 
 
 def _report(whole: pl.DataFrame, sections: list[tuple[str, list[Path]]]) -> str:

@@ -84,8 +84,7 @@ def _take(params: dict[str, Any], spec: str, allowed: Mapping[str, object]) -> d
     unknown = sorted(set(params) - set(allowed))
     if unknown:
         raise ValueError(
-            f"dataset {spec!r}: unknown parameter(s) {', '.join(unknown)}; "
-            f"allowed: {', '.join(allowed) or 'none'}"
+            f"dataset {spec!r}: unknown parameter(s) {', '.join(unknown)}; allowed: {', '.join(allowed) or 'none'}"
         )
     return {**allowed, **params}
 
@@ -202,7 +201,9 @@ class _Run:
     window_loads: list[pl.Series] = field(default_factory=list)
 
 
-def _window_slices(batch: pl.DataFrame, start: int, window_tuples: int | None) -> Iterator[tuple[int | None, pl.DataFrame]]:
+def _window_slices(
+    batch: pl.DataFrame, start: int, window_tuples: int | None
+) -> Iterator[tuple[int | None, pl.DataFrame]]:
     """``batch`` (its first row is tuple ``start``) cut at window boundaries."""
     if window_tuples is None:
         yield None, batch
@@ -427,9 +428,7 @@ def write_results(results: pl.DataFrame, path: str) -> None:
     loads then become one ``;``-separated string) or ``.json`` (an array of rows)."""
     suffix = result_suffix(path)
     if suffix == ".csv":
-        results.with_columns(
-            pl.col("worker_loads").cast(pl.List(pl.String)).list.join(";")
-        ).write_csv(path)
+        results.with_columns(pl.col("worker_loads").cast(pl.List(pl.String)).list.join(";")).write_csv(path)
     elif suffix == ".json":
         results.write_json(path)
     else:

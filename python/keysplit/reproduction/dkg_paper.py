@@ -87,11 +87,15 @@ def claims(frame: pl.DataFrame) -> list[dict[str, object]]:
         checked.check(f"skew={skew}: KG's DistCost is 1", "DKG 4.5", distcosts["key"] == 1.0)
         if skew > 0.3:
             checked.check(
-                f"skew={skew}: DKG's StdDev below PKG's (skewness over 30%)", "DKG 5.4, Fig. 11b", stddevs["dkg"] < stddevs["pkg"]
+                f"skew={skew}: DKG's StdDev below PKG's (skewness over 30%)",
+                "DKG 5.4, Fig. 11b",
+                stddevs["dkg"] < stddevs["pkg"],
             )
     pkg_stddev_by_skew = _rows_where(measured, grouper="pkg", metric="stddev").sort("value")["ours"]
     checked.check(
-        "PKG's StdDev grows with the skewness", "DKG 5.4, Fig. 11b", bool((pkg_stddev_by_skew.diff().drop_nulls() >= 0).all())
+        "PKG's StdDev grows with the skewness",
+        "DKG 5.4, Fig. 11b",
+        bool((pkg_stddev_by_skew.diff().drop_nulls() >= 0).all()),
     )
     dkg_distcost_by_skew = _rows_where(measured, grouper="dkg", metric="distcost").sort("value")["ours"]
     checked.check(

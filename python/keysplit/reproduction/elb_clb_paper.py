@@ -36,14 +36,8 @@ _STATED: list[PaperNumber] = [
         ("elb", "elb", 10, "stream", s, "moved_pct", 14.5, "ELB/CLB 5.1, Fig. 4 text (Twitter stream)")
         for s in (0.0, 1.0)
     ],
-    *[
-        ("elb", "clb", 10, "stream", s, "moved_pct", 48.4, "ELB/CLB 5.1, Table 1 text")
-        for s in (0.0, 1.0)
-    ],
-    *[
-        ("elb", "clb", 10, "stream", s, "moved_amortized_pct", 1.6, "ELB/CLB 5.1, Table 1 text")
-        for s in (0.0, 1.0)
-    ],
+    *[("elb", "clb", 10, "stream", s, "moved_pct", 48.4, "ELB/CLB 5.1, Table 1 text") for s in (0.0, 1.0)],
+    *[("elb", "clb", 10, "stream", s, "moved_amortized_pct", 1.6, "ELB/CLB 5.1, Table 1 text") for s in (0.0, 1.0)],
 ]
 
 #: The numbers the ELB/CLB paper states that our simulations can measure, with their sources.
@@ -57,7 +51,9 @@ def _moved_state(per_window: pl.DataFrame) -> tuple[float, float]:
     window (ψ, Eq. 2, d_i the previous window's tuples of a moved key) as a percentage of
     the previous window's tuples. Returns (mean over the windows that moved anything,
     mean over all windows after the first)."""
-    share = (per_window["state_moved"].slice(1).cast(pl.Float64) / per_window["tuples"].slice(0, per_window.height - 1)) * 100.0
+    share = (
+        per_window["state_moved"].slice(1).cast(pl.Float64) / per_window["tuples"].slice(0, per_window.height - 1)
+    ) * 100.0
     moving = share.filter(share > 0)
     return (float(moving.mean()) if moving.len() else 0.0, float(share.mean()) if share.len() else 0.0)
 
@@ -100,14 +96,20 @@ def claims(frame: pl.DataFrame) -> list[dict[str, object]]:
         return checked.rows
     for code, label in ((0.0, "Gaussian"), (1.0, "Zipf")):
         mean_variances = {g: _our_value(measured, grouper=g, value=code, metric="mean_var") for g in ELB_GROUPERS}
-        checked.check(f"{label}: ELB's mean var(L) below CLB's", "ELB/CLB 5.1, Fig. 3", mean_variances["elb"] < mean_variances["clb"])
+        checked.check(
+            f"{label}: ELB's mean var(L) below CLB's",
+            "ELB/CLB 5.1, Fig. 3",
+            mean_variances["elb"] < mean_variances["clb"],
+        )
         for g in ("pkg", "uhlb"):
             checked.check(
                 f"{label}: {g.upper()}'s mean var(L) an order of magnitude below CLB's",
                 "ELB/CLB 5.1, Fig. 3 (Twitter stream)",
                 mean_variances[g] * 10 <= mean_variances["clb"],
             )
-        amortized_moves = {g: _our_value(measured, grouper=g, value=code, metric="moved_amortized_pct") for g in ("elb", "clb")}
+        amortized_moves = {
+            g: _our_value(measured, grouper=g, value=code, metric="moved_amortized_pct") for g in ("elb", "clb")
+        }
         checked.check(
             f"{label}: CLB moves less state than ELB, amortized over the windows",
             "ELB/CLB 5.1, Fig. 4 (Twitter stream)",

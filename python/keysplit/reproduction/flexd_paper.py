@@ -57,7 +57,17 @@ def flexd(scale: float = 1.0, *, workers: Iterable[int] = (8, 32), seed: int = 0
                 rows.append(_row("flexd", name, p, "z", z, "lambda", metrics.load_imbalance(loads)))
                 rows.append(_row("flexd", name, p, "z", z, "lambda_start", metrics.load_imbalance(start)))
                 rows.append(_row("flexd", name, p, "z", z, "gamma", metrics.replication_factor(frame)))
-                rows.append(_row("flexd", name, p, "z", z, "gamma_after_learning", metrics.replication_factor(frame.slice(learned))))
+                rows.append(
+                    _row(
+                        "flexd",
+                        name,
+                        p,
+                        "z",
+                        z,
+                        "gamma_after_learning",
+                        metrics.replication_factor(frame.slice(learned)),
+                    )
+                )
     keys = list(datasets.zipf(keys=100_000, tuples=tuples, z=1.5, seed=seed))
     for p in workers:
         for delta in (1.1, 1.25, 1.5, 2.0, 3.0, 5.0):
@@ -86,21 +96,30 @@ def claims(frame: pl.DataFrame) -> list[dict[str, object]]:
                 lambdas["flexd"] < min(lambdas["key"], lambdas["dkg_rivetti"]),
             )
             for rival, label in rivals:
-                checked.check(f"n={p} z={z}: FlexD's λ at most {label}'s", "FlexD 6.2, Fig. 9", lambdas["flexd"] <= lambdas[rival])
+                checked.check(
+                    f"n={p} z={z}: FlexD's λ at most {label}'s", "FlexD 6.2, Fig. 9", lambdas["flexd"] <= lambdas[rival]
+                )
         for rival, label in rivals:
             initial = _our_value(measured, grouper=rival, workers=p, value=3.0, metric="lambda_start")
             overall = _our_value(measured, grouper=rival, workers=p, value=3.0, metric="lambda")
-            checked.check(f"n={p} z=3.0: {label}'s λ higher in the initial stage than overall", "FlexD 6.2, Fig. 9", initial > overall)
+            checked.check(
+                f"n={p} z=3.0: {label}'s λ higher in the initial stage than overall",
+                "FlexD 6.2, Fig. 9",
+                initial > overall,
+            )
         gammas = {g: _our_value(measured, grouper=g, workers=p, value=3.0, metric="gamma") for g in FLEXD_GROUPERS}
         gammas_after_learning = {
-            g: _our_value(measured, grouper=g, workers=p, value=3.0, metric="gamma_after_learning") for g in FLEXD_GROUPERS
+            g: _our_value(measured, grouper=g, workers=p, value=3.0, metric="gamma_after_learning")
+            for g in FLEXD_GROUPERS
         }
         checked.check(
             f"n={p} z=3.0: γ of Hash and DKG is 1 (DKG: after its learning phase)",
             "FlexD 6.2, Fig. 14",
             gammas["key"] == 1.0 and gammas_after_learning["dkg_rivetti"] == 1.0,
         )
-        checked.check(f"n={p} z=3.0: PStream's γ above FlexD's", "FlexD 6.2, Fig. 14", gammas["pstream"] > gammas["flexd"])
+        checked.check(
+            f"n={p} z=3.0: PStream's γ above FlexD's", "FlexD 6.2, Fig. 14", gammas["pstream"] > gammas["flexd"]
+        )
     delta_sweep = _rows_where(frame, experiment="flexd_delta")
     for p in sorted(set(delta_sweep["workers"].to_list())):
         lambda_by_delta = _rows_where(delta_sweep, workers=p, metric="lambda").sort("value")["ours"]

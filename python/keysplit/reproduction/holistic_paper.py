@@ -79,8 +79,12 @@ def holistic(scale: float = 1.0, *, workers: Iterable[int] = (8, 16, 32), seed: 
                     fld_imbalance = imbalance
                 rows.append(_row("holistic", name, p, "query", query, "imbalance", imbalance))
                 if fld_imbalance:
-                    rows.append(_row("holistic", name, p, "query", query, "imbalance_vs_fld", imbalance / fld_imbalance))
-                rows.append(_row("holistic", name, p, "query", query, "aggregation_cost", metrics.aggregation_cost(frame)))
+                    rows.append(
+                        _row("holistic", name, p, "query", query, "imbalance_vs_fld", imbalance / fld_imbalance)
+                    )
+                rows.append(
+                    _row("holistic", name, p, "query", query, "aggregation_cost", metrics.aggregation_cost(frame))
+                )
                 rows.append(_row("holistic", name, p, "query", query, "keys", frame["key"].n_unique()))
     return _attach_paper(rows, PAPER_NUMBERS)
 
@@ -103,7 +107,9 @@ def holistic_memory(scale: float = 1.0, *, workers: Iterable[int] = (8, 16, 32))
                 ids = pl.int_range(start, min(groups, start + batch), eager=True, dtype=pl.UInt64)
                 grouper.route(ids.repeat_by(2).explode())
             factor = 1.0 if name.endswith("_hll") else 1.0 / s
-            rows.append(_row("holistic_memory", name, p, "groups", 8.1e6, "state_mb", grouper.state_bytes * factor / 1e6))
+            rows.append(
+                _row("holistic_memory", name, p, "groups", 8.1e6, "state_mb", grouper.state_bytes * factor / 1e6)
+            )
     return _attach_paper(rows, PAPER_NUMBERS)
 
 
@@ -115,18 +121,29 @@ def claims(frame: pl.DataFrame) -> list[dict[str, object]]:
     if measured.is_empty():
         return checked.rows
     for p in sorted(set(measured["workers"].to_list())):
-        q1_imbalances = {g: _our_value(measured, grouper=g, workers=p, value=1.0, metric="imbalance") for g in HOLISTIC_GROUPERS}
-        checked.check(f"Q1, {p} workers: SH's imbalance at most 1 tuple", "Holistic 6.1.1", q1_imbalances["shuffle"] <= 1.0)
+        q1_imbalances = {
+            g: _our_value(measured, grouper=g, workers=p, value=1.0, metric="imbalance") for g in HOLISTIC_GROUPERS
+        }
         checked.check(
-            f"Q1, {p} workers: SH has the lowest imbalance", "Holistic 6.1.1", q1_imbalances["shuffle"] == min(q1_imbalances.values())
+            f"Q1, {p} workers: SH's imbalance at most 1 tuple", "Holistic 6.1.1", q1_imbalances["shuffle"] <= 1.0
+        )
+        checked.check(
+            f"Q1, {p} workers: SH has the lowest imbalance",
+            "Holistic 6.1.1",
+            q1_imbalances["shuffle"] == min(q1_imbalances.values()),
         )
         # "PK-5 offers the next best throughput, since it reduces tuple imbalance".
         others = [v for g, v in q1_imbalances.items() if g not in ("shuffle", "pk5")]
         checked.check(
-            f"Q1, {p} workers: PK-5's imbalance is the lowest after SH's", "Holistic 6.1.1", q1_imbalances["pk5"] <= min(others)
+            f"Q1, {p} workers: PK-5's imbalance is the lowest after SH's",
+            "Holistic 6.1.1",
+            q1_imbalances["pk5"] <= min(others),
         )
         for query in (1.0, 3.0):
-            costs = {g: _our_value(measured, grouper=g, workers=p, value=query, metric="aggregation_cost") for g in HOLISTIC_GROUPERS}
+            costs = {
+                g: _our_value(measured, grouper=g, workers=p, value=query, metric="aggregation_cost")
+                for g in HOLISTIC_GROUPERS
+            }
             keys = _our_value(measured, grouper="key", workers=p, value=query, metric="keys")
             checked.check(
                 f"Q{int(query)}, {p} workers: FLD, AM and cAM have Γ = K (1-choice)",
@@ -138,12 +155,19 @@ def claims(frame: pl.DataFrame) -> list[dict[str, object]]:
                 "Holistic 2.3",
                 costs["shuffle"] == max(costs.values()),
             )
-        q3_vs_fld = {g: _our_value(measured, grouper=g, workers=p, value=3.0, metric="imbalance_vs_fld") for g in ("am", "cam", "am_hll")}
+        q3_vs_fld = {
+            g: _our_value(measured, grouper=g, workers=p, value=3.0, metric="imbalance_vs_fld")
+            for g in ("am", "cam", "am_hll")
+        }
         checked.check(
-            f"Q3, {p} workers: AM, cAM and AM-H have lower imbalance than FLD", "Holistic 6.1.2, Fig. 7", max(q3_vs_fld.values()) < 1.0
+            f"Q3, {p} workers: AM, cAM and AM-H have lower imbalance than FLD",
+            "Holistic 6.1.2, Fig. 7",
+            max(q3_vs_fld.values()) < 1.0,
         )
         checked.check(
-            f"Q3, {p} workers: AM-2-H's imbalance above AM-2's", "Holistic 6.1.2, Fig. 7", q3_vs_fld["am_hll"] > q3_vs_fld["am"]
+            f"Q3, {p} workers: AM-2-H's imbalance above AM-2's",
+            "Holistic 6.1.2, Fig. 7",
+            q3_vs_fld["am_hll"] > q3_vs_fld["am"],
         )
     for g in ("key", "am", "cam"):
         imbalance_by_workers = _rows_where(measured, grouper=g, value=1.0, metric="imbalance").sort("workers")["ours"]

@@ -39,13 +39,31 @@ _STATED: list[PaperNumber] = [
     ("pdstream", "pkg", 16, "z", 1.6, "lambda", 3.85, "Pd-Stream VI-D, Fig. 8 text"),
     ("pdstream", "pkg", 128, "z", 1.6, "lambda", 27.01, "Pd-Stream VI-D, Fig. 8 text"),
     *[
-        ("pdstream", g, p, "z", z, "lambda", 1e-6 if p <= 32 else 1e-5, "Pd-Stream VI-D: 'stabilizes at 10^-6 (p 16, 32) / 10^-5 (p 64, 128)'")
+        (
+            "pdstream",
+            g,
+            p,
+            "z",
+            z,
+            "lambda",
+            1e-6 if p <= 32 else 1e-5,
+            "Pd-Stream VI-D: 'stabilizes at 10^-6 (p 16, 32) / 10^-5 (p 64, 128)'",
+        )
         for g in ("w_choices", "pdstream")
         for p in (16, 32, 64, 128)
         for z in (1.0, 2.0)
     ],
     *[
-        ("pdstream", "pkg", p, "z", z, "gamma", rf, "Pd-Stream VI-E, Fig. 10 text: 'from approximately 1.15 to around 1.03'")
+        (
+            "pdstream",
+            "pkg",
+            p,
+            "z",
+            z,
+            "gamma",
+            rf,
+            "Pd-Stream VI-E, Fig. 10 text: 'from approximately 1.15 to around 1.03'",
+        )
         for p in (16, 32, 64, 128)
         for z, rf in ((1.0, 1.15), (2.0, 1.03))
     ],
@@ -144,8 +162,12 @@ def pdstream_dagreedy_params(scale: float = 1.0, *, seed: int = 0) -> pl.DataFra
                 frame = _route(grouper, keys)
                 loads = metrics.worker_loads(frame, workers=128)
                 name = f"dagreedy interval={interval} panes={panes}"
-                rows.append(_row("pdstream_dagreedy_params", name, 128, "z", z, "lambda", metrics.load_imbalance(loads)))
-                rows.append(_row("pdstream_dagreedy_params", name, 128, "z", z, "gamma", metrics.replication_factor(frame)))
+                rows.append(
+                    _row("pdstream_dagreedy_params", name, 128, "z", z, "lambda", metrics.load_imbalance(loads))
+                )
+                rows.append(
+                    _row("pdstream_dagreedy_params", name, 128, "z", z, "gamma", metrics.replication_factor(frame))
+                )
     return _attach_paper(rows, PAPER_NUMBERS)
 
 
@@ -160,7 +182,9 @@ def claims(frame: pl.DataFrame) -> list[dict[str, object]]:
     zs = sorted(set(measured["value"].to_list()))
     for p in worker_counts:
         for z in zs:
-            lambdas = {g: _our_value(measured, grouper=g, workers=p, value=z, metric="lambda") for g in PDSTREAM_GROUPERS}
+            lambdas = {
+                g: _our_value(measured, grouper=g, workers=p, value=z, metric="lambda") for g in PDSTREAM_GROUPERS
+            }
             checked.check(
                 f"p={p} z={z}: λ of W-C and Pd-Stream below DAGreedy's",
                 "Pd-Stream VI-D",
@@ -185,7 +209,9 @@ def claims(frame: pl.DataFrame) -> list[dict[str, object]]:
         bool(((dagreedy_lambdas >= 0.1) & (dagreedy_lambdas <= 1.0)).all()),
     )
     for p in worker_counts:
-        dagreedy_lambda_by_z = _rows_where(measured, grouper="dagreedy", metric="lambda", workers=p).sort("value")["ours"]
+        dagreedy_lambda_by_z = _rows_where(measured, grouper="dagreedy", metric="lambda", workers=p).sort("value")[
+            "ours"
+        ]
         checked.check(
             f"p={p}: DAGreedy's λ falls as z grows (first z above last)",
             "Pd-Stream VI-D",
@@ -199,8 +225,12 @@ def claims(frame: pl.DataFrame) -> list[dict[str, object]]:
         )
         for z in zs:
             gammas = {g: _our_value(measured, grouper=g, workers=p, value=z, metric="gamma") for g in PDSTREAM_GROUPERS}
-            checked.check(f"p={p} z={z}: DAGreedy's γ below PKG's", "Pd-Stream VI-E", gammas["dagreedy"] < gammas["pkg"])
-            checked.check(f"p={p} z={z}: Pd-Stream's γ below W-C's", "Pd-Stream VI-E", gammas["pdstream"] < gammas["w_choices"])
+            checked.check(
+                f"p={p} z={z}: DAGreedy's γ below PKG's", "Pd-Stream VI-E", gammas["dagreedy"] < gammas["pkg"]
+            )
+            checked.check(
+                f"p={p} z={z}: Pd-Stream's γ below W-C's", "Pd-Stream VI-E", gammas["pdstream"] < gammas["w_choices"]
+            )
     wchoices_gammas = _rows_where(measured, grouper="w_choices", metric="gamma")
     checked.check(
         "W-C's γ grows with z and p (largest at z=2.0, p=128)",

@@ -23,9 +23,7 @@ SUMMARY_LEGEND = (
 
 
 def _explained_number() -> pl.Expr:
-    return pl.any_horizontal(
-        pl.all_horizontal(pl.col(k) == v for k, v in key.items()) for key in EXPLAINED_NUMBERS
-    )
+    return pl.any_horizontal(pl.all_horizontal(pl.col(k) == v for k, v in key.items()) for key in EXPLAINED_NUMBERS)
 
 
 def summary(frame: pl.DataFrame, checked: pl.DataFrame | None = None) -> pl.DataFrame:
@@ -79,7 +77,9 @@ def summary(frame: pl.DataFrame, checked: pl.DataFrame | None = None) -> pl.Data
         )
     )
     counts = ["numbers", _WITHIN, _OVER, "near_zero", "claims_held", "claims_failed"]
-    papers = pl.concat([frame.select("experiment"), checked.select("experiment")]).select(title.unique(maintain_order=True))
+    papers = pl.concat([frame.select("experiment"), checked.select("experiment")]).select(
+        title.unique(maintain_order=True)
+    )
     return (
         papers.join(numbers, on="paper", how="left")
         .join(stated, on="paper", how="left")
@@ -140,14 +140,19 @@ def markdown(frame: pl.DataFrame, command: str) -> str:
                 "paper",
                 "ours",
                 (pl.col("rel_diff") * 100).round(1).alias("diff %"),
-                pl.when(pl.col("rel_diff").abs() > TOLERANCE).then(pl.lit("**>15%**")).otherwise(pl.lit("")).alias("flag"),
+                pl.when(pl.col("rel_diff").abs() > TOLERANCE)
+                .then(pl.lit("**>15%**"))
+                .otherwise(pl.lit(""))
+                .alias("flag"),
             )
             parts.append("Paper numbers beside ours:\n\n" + _markdown_table(table) + "\n")
         grid = rows.pivot(on="grouper", index=["metric", "workers", "value"], values="ours").sort(
             "metric", "workers", "value"
         )
         param = rows["param"][0]
-        parts.append(f"All our values (`value` is {param}):\n\n" + _markdown_table(grid.rename({"value": param})) + "\n")
+        parts.append(
+            f"All our values (`value` is {param}):\n\n" + _markdown_table(grid.rename({"value": param})) + "\n"
+        )
     if checked.height:
         parts.append("#### Claims stated in words\n\n" + _markdown_table(checked) + "\n")
     return "\n".join(parts)

@@ -11,8 +11,6 @@ server allows). Needs ``pip install keysplit[spark]`` and Java 17.
 
 from __future__ import annotations
 
-from keysplit.spark.grouped import GroupedReport, apply_grouped, apply_grouped_with_report
-from keysplit.spark.hot_keys import hot_keys
 from keysplit.spark.aggregate import (
     DEFAULT_SKETCH_LG_K,
     FUNCTIONS,
@@ -23,6 +21,8 @@ from keysplit.spark.aggregate import (
     reference,
     sketch_error,
 )
+from keysplit.spark.grouped import GroupedReport, apply_grouped, apply_grouped_with_report
+from keysplit.spark.hot_keys import hot_keys
 from keysplit.spark.ingest import DEFAULT_BATCH_ROWS, INGEST_PATHS
 from keysplit.spark.operator import Operator, apply_operator, windowed_count
 from keysplit.spark.pipeline import route

@@ -161,7 +161,12 @@ def _merge(agg: Agg, distinct: DistinctMode, value_types: dict[str, Any]) -> Any
 
 
 def reference(
-    frame: DataFrame, *, key: str, aggs: Sequence[str | Agg], window: str | None = None, distinct: DistinctMode = "exact"
+    frame: DataFrame,
+    *,
+    key: str,
+    aggs: Sequence[str | Agg],
+    window: str | None = None,
+    distinct: DistinctMode = "exact",
 ) -> DataFrame:
     """A plain Spark ``groupBy`` of the unrouted rows, with the columns :func:`aggregate` gives.
 
@@ -258,7 +263,9 @@ class _Plan:
         partial_seconds = time.perf_counter() - started
         loads = call(
             "reading the loads",
-            lambda: partials.groupBy(*by_window, SOURCE_COLUMN, WORKER_COLUMN).agg(F.sum("__rows").alias("rows")).collect(),
+            lambda: (
+                partials.groupBy(*by_window, SOURCE_COLUMN, WORKER_COLUMN).agg(F.sum("__rows").alias("rows")).collect()
+            ),
             timeout=self.timeout,
         )
         merged = partials.groupBy(*by_window, self.key).agg(
@@ -266,9 +273,7 @@ class _Plan:
             F.count_distinct(WORKER_COLUMN).alias("__workers"),
         )
         if self.window_column is not None and not self.window_in_rows:
-            merged = merged.select(
-                F.lit(routed.window).cast(self.window_type).alias(self.window_column), "*"
-            )
+            merged = merged.select(F.lit(routed.window).cast(self.window_type).alias(self.window_column), "*")
         started = time.perf_counter()
         result: DataFrame | pa.Table
         if fetch:
@@ -286,9 +291,11 @@ class _Plan:
             held = call("final merge", lambda: merged.localCheckpoint(eager=True), timeout=self.timeout)
             counts = call(
                 "reading Γ",
-                lambda: held.groupBy(*by_window)
-                .agg(F.count(F.lit(1)).alias("keys"), F.sum("__workers").alias("gamma"))
-                .collect(),
+                lambda: (
+                    held.groupBy(*by_window)
+                    .agg(F.count(F.lit(1)).alias("keys"), F.sum("__workers").alias("gamma"))
+                    .collect()
+                ),
                 timeout=self.timeout,
             )
             result = held.drop("__workers")
@@ -309,7 +316,7 @@ class _Plan:
                 if not windowed or row[self.window_column] == window_id:
                     source_loads[row[SOURCE_COLUMN]][row[WORKER_COLUMN]] += int(row["rows"])
             (count,) = [row for row in counts if not windowed or row[self.window_column] == window_id] or [None]
-            spark_loads = [sum(column) for column in zip(*source_loads)]
+            spark_loads = [sum(column) for column in zip(*source_loads, strict=True)]
             reports.append(
                 WindowReport(
                     window=window_id,
@@ -394,7 +401,9 @@ def aggregate_with_report(
                 "Spark job: write its result yourself, or pass a client stream"
             )
     elif order is not None:
-        raise ValueError("order_by sorts the partitions of a Spark DataFrame; a client stream is routed in its own order")
+        raise ValueError(
+            "order_by sorts the partitions of a Spark DataFrame; a client stream is routed in its own order"
+        )
     values = sorted({a.column for a in parsed if a.column is not None and a.column != key})
     window_column = WINDOW_COLUMN if isinstance(window, int) else window
     started_run = time.perf_counter()
@@ -402,28 +411,54 @@ def aggregate_with_report(
     # A DataFrame's own session runs it unless another is named.
     handle, owned_session, shown = shown_session(
         stream.sparkSession if spark_input and session is None else session,  # type: ignore[union-attr]
-        stack, f"aggregate ({grouper.name}, {grouper.workers} workers)", progress,
+        stack,
+        f"aggregate ({grouper.name}, {grouper.workers} workers)",
+        progress,
     )
     store: Checkpoint | None = None
     try:
         if spark_input:
             source: ClientStream | SparkFrame = SparkFrame(
-                handle, stream, key=key, grouper=grouper, columns=values,  # type: ignore[arg-type]
-                window=window_column, nulls=nulls, order_by=order,
+                handle,
+                stream,
+                key=key,
+                grouper=grouper,
+                columns=values,  # type: ignore[arg-type]
+                window=window_column,
+                nulls=nulls,
+                order_by=order,
             )
             path = "none"
         else:
             path = choose_path(handle, ingest, staging_dir=staging_dir, upload_dir=upload_dir)
             if checkpoint is not None:
-                store = Checkpoint.open(checkpoint, fingerprint=_fingerprint(key, grouper, parsed, window, distinct, sketch_lg_k, nulls))
+                store = Checkpoint.open(
+                    checkpoint, fingerprint=_fingerprint(key, grouper, parsed, window, distinct, sketch_lg_k, nulls)
+                )
             source = ClientStream(
-                handle, stream, key=key, grouper=grouper, columns=values, window=window,  # type: ignore[arg-type]
-                batch_rows=batch_rows, nulls=nulls, ingestion=path, staging_dir=staging_dir,
-                upload_dir=upload_dir, done=(lambda w: store.window(w) is not None) if store else None,
+                handle,
+                stream,
+                key=key,
+                grouper=grouper,
+                columns=values,
+                window=window,  # type: ignore[arg-type]
+                batch_rows=batch_rows,
+                nulls=nulls,
+                ingestion=path,
+                staging_dir=staging_dir,
+                upload_dir=upload_dir,
+                done=(lambda w: store.window(w) is not None) if store else None,
             )
         plan = _Plan(
-            handle, key=key, workers=grouper.workers, aggs=parsed, window_column=window_column,
-            window_in_rows=spark_input, distinct=distinct, lg_k=sketch_lg_k, timeout=timeout,
+            handle,
+            key=key,
+            workers=grouper.workers,
+            aggs=parsed,
+            window_column=window_column,
+            window_in_rows=spark_input,
+            distinct=distinct,
+            lg_k=sketch_lg_k,
+            timeout=timeout,
         )
         reports: list[WindowReport] = []
         finals: list[Any] = []
@@ -466,8 +501,13 @@ def aggregate_with_report(
         if owned_session:
             handle.close()
     report = RunReport(
-        grouper=grouper.name, workers=grouper.workers, windows=reports, routed_on=source.routed_on,
-        ingestion=path, summary=source.summary(), wall_seconds=time.perf_counter() - started_run,
+        grouper=grouper.name,
+        workers=grouper.workers,
+        windows=reports,
+        routed_on=source.routed_on,
+        ingestion=path,
+        summary=source.summary(),
+        wall_seconds=time.perf_counter() - started_run,
     )
     return result, report
 
@@ -603,10 +643,26 @@ def aggregate(
     and :class:`keysplit.spark.ExecutorSetupError` if the executors cannot import keysplit.
     """
     result, _ = aggregate_with_report(
-        stream, key=key, grouper=grouper, aggs=aggs, workers=workers, seed=seed, session=session,
-        window=window, order_by=order_by, batch_rows=batch_rows, ingest=ingest,
-        staging_dir=staging_dir, upload_dir=upload_dir, distinct=distinct, sketch_lg_k=sketch_lg_k,
-        nulls=nulls, output=output, checkpoint=checkpoint, timeout=timeout, on_window=on_window,
+        stream,
+        key=key,
+        grouper=grouper,
+        aggs=aggs,
+        workers=workers,
+        seed=seed,
+        session=session,
+        window=window,
+        order_by=order_by,
+        batch_rows=batch_rows,
+        ingest=ingest,
+        staging_dir=staging_dir,
+        upload_dir=upload_dir,
+        distinct=distinct,
+        sketch_lg_k=sketch_lg_k,
+        nulls=nulls,
+        output=output,
+        checkpoint=checkpoint,
+        timeout=timeout,
+        on_window=on_window,
         progress=progress,
     )
     return result

@@ -64,7 +64,8 @@ class Checkpoint:
             raise ValueError(f"the checkpoint manifest {manifest} is unreadable: {error}") from None
         if stored.get("format") != _FORMAT or stored.get("fingerprint") != fingerprint:
             differing = sorted(
-                k for k in set(fingerprint) | set(stored.get("fingerprint", {}))
+                k
+                for k in set(fingerprint) | set(stored.get("fingerprint", {}))
                 if fingerprint.get(k) != stored.get("fingerprint", {}).get(k)
             )
             raise ValueError(

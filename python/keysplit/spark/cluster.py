@@ -104,8 +104,7 @@ class StandaloneCluster:
         # process group (not a new session), and the workers join it. The executors they
         # fork, and the executors' Python workers, inherit it.
         self._master = self._start(
-            [_MASTER_CLASS, "--host", "127.0.0.1", "--port", str(self.port),
-             "--webui-port", str(self.master_ui_port)],
+            [_MASTER_CLASS, "--host", "127.0.0.1", "--port", str(self.port), "--webui-port", str(self.master_ui_port)],
             self.directory / "master.log",
             self._env,
             process_group=0,
@@ -142,8 +141,20 @@ class StandaloneCluster:
         # Port 0 for the worker's RPC and web UI: the master's status names them, and an
         # ephemeral port cannot be taken between choosing and binding it.
         return self._start(
-            [_WORKER_CLASS, "--host", "127.0.0.1", "--port", "0", "--webui-port", "0",
-             "--cores", "1", "--memory", memory, self.master_url],
+            [
+                _WORKER_CLASS,
+                "--host",
+                "127.0.0.1",
+                "--port",
+                "0",
+                "--webui-port",
+                "0",
+                "--cores",
+                "1",
+                "--memory",
+                memory,
+                self.master_url,
+            ],
             home / "worker.log",
             env,
             process_group=self.pid,

@@ -180,7 +180,9 @@ def _group_runner(
                 spent = np.zeros(height)
                 spent[0] = seconds
                 arrays += [
-                    pa.array(rows), pa.array(spent), pa.array(np.full(height, empty)),
+                    pa.array(rows),
+                    pa.array(spent),
+                    pa.array(np.full(height, empty)),
                     pa.array(np.full(height, task, dtype=np.int32)),
                 ]
             return pa.RecordBatch.from_arrays(arrays, schema=output)
@@ -207,7 +209,7 @@ def _group_runner(
                 cuts = []
             starts = [0, *cuts]
             ends = [*cuts, len(keys)]
-            for number, (start, end) in enumerate(zip(starts, ends)):
+            for number, (start, end) in enumerate(zip(starts, ends, strict=True)):
                 piece = batch.slice(start, end - start)
                 if number == 0 and pending:
                     first, last = piece.column(group_column)[0], pending[-1].column(group_column)[-1]
@@ -232,17 +234,17 @@ def _group_runner(
 class GroupedReport:
     """What one :func:`apply_grouped_with_report` run did.
 
-    ``plan`` is ``"two-pass"`` or the grouper's name. ``split`` lists the keys held by more
-    than one worker and how many (``workers``), most first. ``calls`` has one row per
-    ``function`` call: its ``worker``, the ``rows`` it held and its ``seconds`` (measured in
-    the Python worker) and the ``task`` (partition) of the function stage that ran it, which
-is always its worker, and ``merge_calls`` one per ``merge`` call. ``worker_rows[w]`` and
-    ``worker_seconds[w]`` sum them per worker: worker ``w`` is task ``w`` of the function
-    stage, so ``worker_seconds`` are its tasks' Python times. Rows shuffled: ``rows`` to the
-    function stage (as ``applyInPandas``), ``merge_rows`` more to the merge stage; uniform
-    salting with :data:`SALTS` salts would make ``salting_calls`` calls (expected, computed
-    from the per-key counts) and shuffle ``salting_merge_rows`` partial rows (estimated from
-    this run's output rows per call). ``offline_replication`` is γ* of the per-key counts.
+        ``plan`` is ``"two-pass"`` or the grouper's name. ``split`` lists the keys held by more
+        than one worker and how many (``workers``), most first. ``calls`` has one row per
+        ``function`` call: its ``worker``, the ``rows`` it held and its ``seconds`` (measured in
+        the Python worker) and the ``task`` (partition) of the function stage that ran it, which
+    is always its worker, and ``merge_calls`` one per ``merge`` call. ``worker_rows[w]`` and
+        ``worker_seconds[w]`` sum them per worker: worker ``w`` is task ``w`` of the function
+        stage, so ``worker_seconds`` are its tasks' Python times. Rows shuffled: ``rows`` to the
+        function stage (as ``applyInPandas``), ``merge_rows`` more to the merge stage; uniform
+        salting with :data:`SALTS` salts would make ``salting_calls`` calls (expected, computed
+        from the per-key counts) and shuffle ``salting_merge_rows`` partial rows (estimated from
+        this run's output rows per call). ``offline_replication`` is γ* of the per-key counts.
     """
 
     plan: str
@@ -408,8 +410,10 @@ class _GroupedRun:
             fields.append(StructField(_WORKER, IntegerType(), False))
         if self.bookkeeping:
             fields += [
-                StructField(_ROWS, LongType(), False), StructField(_SECONDS, DoubleType(), False),
-                StructField(_EMPTY, BooleanType(), False), StructField(_TASK, IntegerType(), False),
+                StructField(_ROWS, LongType(), False),
+                StructField(_SECONDS, DoubleType(), False),
+                StructField(_EMPTY, BooleanType(), False),
+                StructField(_TASK, IntegerType(), False),
             ]
         return StructType(fields)
 
@@ -422,10 +426,16 @@ class _GroupedRun:
         schema = self._intermediate(worker=worker)
         group_column = self.key if stage == "function" else _KEY
         runner = _group_runner(
-            function, takes_key=_takes_key(function), group_column=group_column,
-            inputs=self.input_columns if stage == "function" else self.columns, columns=self.columns,
-            output=to_arrow_schema(schema, timezone="UTC"), stage=stage, worker=worker,
-            bookkeeping=self.bookkeeping, timezone=self.timezone,
+            function,
+            takes_key=_takes_key(function),
+            group_column=group_column,
+            inputs=self.input_columns if stage == "function" else self.columns,
+            columns=self.columns,
+            output=to_arrow_schema(schema, timezone="UTC"),
+            stage=stage,
+            worker=worker,
+            bookkeeping=self.bookkeeping,
+            timezone=self.timezone,
         )
         return frame.sortWithinPartitions(group_column).mapInArrow(runner, schema)
 
@@ -436,8 +446,12 @@ class _GroupedRun:
             # Every tracked key is placed, not only the split ones: placing the warm keys
             # least loaded first leaves only the light tail to the hash.
             self.hot = hot_keys(
-                self.frame, key=self.key, workers=self.workers, capacity=self.capacity,
-                min_share=PLACED_SHARE, session=self.session,
+                self.frame,
+                key=self.key,
+                workers=self.workers,
+                capacity=self.capacity,
+                min_share=PLACED_SHARE,
+                session=self.session,
             )
             self.seconds["hot_keys"] = time.perf_counter() - started
             started = time.perf_counter()
@@ -445,9 +459,16 @@ class _GroupedRun:
             routed = self._placed(self.chosen)
         else:
             routed = route_on_executors(
-                self.session, self.frame, schema=self.input_schema, key=self.key, grouper=self.grouper,
-                columns=[f.name for f in self.input_schema.fields], nulls=self.nulls, order_by=self.order_by,
-                worker_column=_WORKER, source_column=None,
+                self.session,
+                self.frame,
+                schema=self.input_schema,
+                key=self.key,
+                grouper=self.grouper,
+                columns=[f.name for f in self.input_schema.fields],
+                nulls=self.nulls,
+                order_by=self.order_by,
+                worker_column=_WORKER,
+                source_column=None,
             )
         stage = self._stage(routed.repartitionById(self.workers, _WORKER), "function")
         held = self.session.call("the function stage", lambda: stage.localCheckpoint(eager=True))
@@ -474,11 +495,13 @@ class _GroupedRun:
         hashed = F.pmod(F.xxhash64(F.lit(self.seed), F.col(self.key)), F.lit(self.workers)).cast("int")
         if not chosen.keys:
             return self.frame.withColumn(_WORKER, hashed)
-        table = StructType([
-            StructField(_PLACED_KEY, self.input_schema[self.key].dataType, True),
-            StructField(_SLICE, ArrayType(IntegerType(), False), False),
-        ])
-        rows = list(zip(chosen.keys, chosen.slices))
+        table = StructType(
+            [
+                StructField(_PLACED_KEY, self.input_schema[self.key].dataType, True),
+                StructField(_SLICE, ArrayType(IntegerType(), False), False),
+            ]
+        )
+        rows = list(zip(chosen.keys, chosen.slices, strict=True))
         placed = self.session.call("placing the hot keys", lambda: self.session.spark.createDataFrame(rows, table))
         numbered = self.frame.withColumn(_ROW, F.monotonically_increasing_id())
         joined = numbered.join(F.broadcast(placed), numbered[self.key].eqNullSafe(placed[_PLACED_KEY]), "left")
@@ -497,15 +520,19 @@ class _GroupedRun:
         from pyspark.sql.types import IntegerType, StructField, StructType
 
         if self.chosen is not None:
-            rows = [(k, len(s)) for k, s in zip(self.chosen.keys, self.chosen.slices) if len(s) > 1]
-            table = StructType([
-                StructField(_SPLIT_KEY, self.input_schema[self.key].dataType, True),
-                StructField("workers", IntegerType(), False),
-            ])
+            rows = [(k, len(s)) for k, s in zip(self.chosen.keys, self.chosen.slices, strict=True) if len(s) > 1]
+            table = StructType(
+                [
+                    StructField(_SPLIT_KEY, self.input_schema[self.key].dataType, True),
+                    StructField("workers", IntegerType(), False),
+                ]
+            )
             return self.session.call("listing the split keys", lambda: self.session.spark.createDataFrame(rows, table))
         return (
-            held.groupBy(_KEY).agg(F.count_distinct(_WORKER).alias("workers"))
-            .filter(F.col("workers") > 1).select(F.col(_KEY).alias(_SPLIT_KEY), "workers")
+            held.groupBy(_KEY)
+            .agg(F.count_distinct(_WORKER).alias("workers"))
+            .filter(F.col("workers") > 1)
+            .select(F.col(_KEY).alias(_SPLIT_KEY), "workers")
         )
 
     def stages(self, held: DataFrame, split: DataFrame, split_count: int) -> tuple[DataFrame, DataFrame | None]:
@@ -555,30 +582,54 @@ def _run(run: _GroupedRun, shown: PhaseProgress) -> tuple[DataFrame, GroupedRepo
         if not run.bookkeeping:
             return result, None
         firsts = held.filter(F.col(_ROWS) >= 0)
-        calls = _table(run.session, "reading the function calls", firsts.select(
-            F.col(_WORKER).alias("worker"), F.col(_TASK).alias("task"), F.col(_ROWS).alias("rows"),
-            F.col(_SECONDS).alias("seconds")))
+        calls = _table(
+            run.session,
+            "reading the function calls",
+            firsts.select(
+                F.col(_WORKER).alias("worker"),
+                F.col(_TASK).alias("task"),
+                F.col(_ROWS).alias("rows"),
+                F.col(_SECONDS).alias("seconds"),
+            ),
+        )
         merge_calls = pl.DataFrame(schema={"rows": pl.Int64, "seconds": pl.Float64})
         if merged is not None:
-            merge_calls = _table(run.session, "reading the merge calls", merged.filter(F.col(_ROWS) >= 0).select(
-                F.col(_ROWS).alias("rows"), F.col(_SECONDS).alias("seconds")))
+            merge_calls = _table(
+                run.session,
+                "reading the merge calls",
+                merged.filter(F.col(_ROWS) >= 0).select(F.col(_ROWS).alias("rows"), F.col(_SECONDS).alias("seconds")),
+            )
         per_key = firsts.groupBy(_KEY).agg(F.sum(_ROWS).alias("rows"), F.count_distinct(_WORKER).alias("workers"))
         keys = _table(run.session, "counting rows per key", per_key)
         output_rows = int(call("counting output rows", held.filter(~F.col(_EMPTY)).count))
         merge_rows = 0
         if split_count:
             on = held[_KEY].eqNullSafe(split[_SPLIT_KEY])
-            merge_rows = int(call("counting the merge stage's rows", held.join(F.broadcast(split), on, "left_semi").filter(
-                ~F.col(_EMPTY)).count))
+            merge_rows = int(
+                call(
+                    "counting the merge stage's rows",
+                    held.join(F.broadcast(split), on, "left_semi").filter(~F.col(_EMPTY)).count,
+                )
+            )
     key_rows = keys["rows"].cast(pl.Float64)
     salting_calls = float((SALTS * (1 - (1 - 1 / SALTS) ** key_rows)).sum()) if keys.height else 0.0
     return result, GroupedReport(
-        plan=run.plan, workers=run.workers, rows=int(calls["rows"].sum()), keys=keys.height,
-        split=keys.filter(pl.col("workers") > 1).select(pl.col(_KEY).alias(run.key), pl.col("workers").cast(pl.Int64))
+        plan=run.plan,
+        workers=run.workers,
+        rows=int(calls["rows"].sum()),
+        keys=keys.height,
+        split=keys.filter(pl.col("workers") > 1)
+        .select(pl.col(_KEY).alias(run.key), pl.col("workers").cast(pl.Int64))
         .sort(["workers", run.key], descending=[True, False]),
-        calls=calls, merge_calls=merge_calls, merge_rows=merge_rows, output_rows=output_rows,
-        salting_calls=salting_calls, salting_merge_rows=salting_calls * output_rows / max(calls.height, 1),
-        offline_replication=offline_replication(keys["rows"], run.workers), hot_keys=run.hot, seconds=run.seconds,
+        calls=calls,
+        merge_calls=merge_calls,
+        merge_rows=merge_rows,
+        output_rows=output_rows,
+        salting_calls=salting_calls,
+        salting_merge_rows=salting_calls * output_rows / max(calls.height, 1),
+        offline_replication=offline_replication(keys["rows"], run.workers),
+        hot_keys=run.hot,
+        seconds=run.seconds,
     )
 
 
@@ -641,10 +692,24 @@ def apply_grouped(
     """
     with PhaseProgress("apply_grouped", progress) as shown:
         shown.phase("reading the input")
-        result, _ = _run(_GroupedRun(
-            frame, key=key, function=function, merge=merge, schema=schema, grouper=grouper, workers=workers,
-            seed=seed, session=session, order_by=order_by, capacity=capacity, nulls=nulls, bookkeeping=False,
-        ), shown)
+        result, _ = _run(
+            _GroupedRun(
+                frame,
+                key=key,
+                function=function,
+                merge=merge,
+                schema=schema,
+                grouper=grouper,
+                workers=workers,
+                seed=seed,
+                session=session,
+                order_by=order_by,
+                capacity=capacity,
+                nulls=nulls,
+                bookkeeping=False,
+            ),
+            shown,
+        )
     return result
 
 
@@ -671,9 +736,23 @@ def apply_grouped_with_report(
     """
     with PhaseProgress("apply_grouped", progress) as shown:
         shown.phase("reading the input")
-        result, report = _run(_GroupedRun(
-            frame, key=key, function=function, merge=merge, schema=schema, grouper=grouper, workers=workers,
-            seed=seed, session=session, order_by=order_by, capacity=capacity, nulls=nulls, bookkeeping=True,
-        ), shown)
+        result, report = _run(
+            _GroupedRun(
+                frame,
+                key=key,
+                function=function,
+                merge=merge,
+                schema=schema,
+                grouper=grouper,
+                workers=workers,
+                seed=seed,
+                session=session,
+                order_by=order_by,
+                capacity=capacity,
+                nulls=nulls,
+                bookkeeping=True,
+            ),
+            shown,
+        )
     assert report is not None
     return result, report

@@ -61,10 +61,18 @@ def _summariser(key: str, capacity: int) -> Callable[[Iterator[pa.RecordBatch]],
             if not len(column):
                 continue
             tallies = pc.value_counts(column)
-            merged = pa.table({
-                "k": tallies.field("values") if keys is None else pa.concat_arrays([keys, tallies.field("values")]),
-                "c": pa.concat_arrays([pa.array(counts), tallies.field("counts").cast(pa.int64())]),
-            }).group_by("k", use_threads=False).aggregate([("c", "sum")])
+            merged = (
+                pa.table(
+                    {
+                        "k": tallies.field("values")
+                        if keys is None
+                        else pa.concat_arrays([keys, tallies.field("values")]),
+                        "c": pa.concat_arrays([pa.array(counts), tallies.field("counts").cast(pa.int64())]),
+                    }
+                )
+                .group_by("k", use_threads=False)
+                .aggregate([("c", "sum")])
+            )
             totals = merged.column("c_sum").to_numpy()
             if len(totals) > capacity:
                 order = np.argsort(-totals, kind="stable")
@@ -77,17 +85,24 @@ def _summariser(key: str, capacity: int) -> Callable[[Iterator[pa.RecordBatch]],
                 keys = merged.column("k").combine_chunks()
                 counts = totals.astype(np.int64)
         if keys is not None and len(keys):
-            yield pa.RecordBatch.from_pydict({
-                key: keys, "count": pa.array(counts, pa.int64()),
-                "subtracted": pa.array(np.zeros(len(counts), np.int64)),
-                "rows": pa.array(np.zeros(len(counts), np.int64)),
-                _MARKER: pa.array(np.zeros(len(counts), bool)),
-            })
-        yield pa.RecordBatch.from_pydict({
-            key: pa.nulls(1, keys.type if keys is not None else pa.int64()),
-            "count": pa.array([0], pa.int64()), "subtracted": pa.array([subtracted], pa.int64()),
-            "rows": pa.array([rows], pa.int64()), _MARKER: pa.array([True]),
-        })
+            yield pa.RecordBatch.from_pydict(
+                {
+                    key: keys,
+                    "count": pa.array(counts, pa.int64()),
+                    "subtracted": pa.array(np.zeros(len(counts), np.int64)),
+                    "rows": pa.array(np.zeros(len(counts), np.int64)),
+                    _MARKER: pa.array(np.zeros(len(counts), bool)),
+                }
+            )
+        yield pa.RecordBatch.from_pydict(
+            {
+                key: pa.nulls(1, keys.type if keys is not None else pa.int64()),
+                "count": pa.array([0], pa.int64()),
+                "subtracted": pa.array([subtracted], pa.int64()),
+                "rows": pa.array([rows], pa.int64()),
+                _MARKER: pa.array([True]),
+            }
+        )
 
     return summarise
 
@@ -138,11 +153,15 @@ def hot_keys(
     schema = handle.call("reading the schema", lambda: frame.schema)
     require_key_type(schema, key)
     key_field = schema[key]
-    summaries_schema = StructType([
-        StructField(key, key_field.dataType, True), StructField("count", LongType(), False),
-        StructField("subtracted", LongType(), False), StructField("rows", LongType(), False),
-        StructField(_MARKER, BooleanType(), False),
-    ])
+    summaries_schema = StructType(
+        [
+            StructField(key, key_field.dataType, True),
+            StructField("count", LongType(), False),
+            StructField("subtracted", LongType(), False),
+            StructField("rows", LongType(), False),
+            StructField(_MARKER, BooleanType(), False),
+        ]
+    )
     summaries = frame.select(key).mapInArrow(_summariser(key, capacity), summaries_schema)
     held = handle.call("summarising the key column", lambda: summaries.localCheckpoint(eager=True))
     totals = handle.call(
@@ -152,8 +171,14 @@ def hot_keys(
     rows, subtracted = int(totals["n"] or 0), int(totals["e"] or 0)
     top = handle.call(
         "merging the summaries",
-        lambda: held.filter(~F.col(_MARKER)).groupBy(key).agg(F.sum("count").alias("count"))
-        .orderBy(F.desc("count"), F.asc_nulls_first(key)).limit(capacity + 1).toArrow(),
+        lambda: (
+            held.filter(~F.col(_MARKER))
+            .groupBy(key)
+            .agg(F.sum("count").alias("count"))
+            .orderBy(F.desc("count"), F.asc_nulls_first(key))
+            .limit(capacity + 1)
+            .toArrow()
+        ),
     )
     merged = pl.from_arrow(top)
     assert isinstance(merged, pl.DataFrame)
@@ -218,4 +243,3 @@ def offline_replication(counts: pl.Series, workers: int) -> float:
         return 0.0
     need = (counts.cast(pl.Float64) * workers / total - 1e-9).ceil().clip(lower_bound=1)
     return float(need.sum()) / counts.len()
-

@@ -77,8 +77,7 @@ def _as_frame(item: object) -> pl.DataFrame:
         assert isinstance(frame, pl.DataFrame)
         return frame
     raise TypeError(
-        "a stream holds Polars or pandas DataFrames or Arrow tables/record batches, got "
-        f"{type(item).__name__}"
+        f"a stream holds Polars or pandas DataFrames or Arrow tables/record batches, got {type(item).__name__}"
     )
 
 
@@ -262,9 +261,7 @@ class UploadIngestion(Ingestion):
 
     def _upload(self, path: Path) -> None:
         target = f"{self._remote}/{path.name}"
-        self.session.call(
-            f"uploading {path.name}", lambda: self.session.spark.copyFromLocalToFs(str(path), target)
-        )
+        self.session.call(f"uploading {path.name}", lambda: self.session.spark.copyFromLocalToFs(str(path), target))
         self._uploaded.append(target)
         path.unlink()
 
@@ -337,7 +334,8 @@ def _probe(session: Session, staging_dir: str | Path | None, upload_dir: str | N
             remote = f"{upload_dir.rstrip('/')}/probe-{token}.parquet"
             with contextlib.suppress(Exception):
                 session.call(
-                    "probing an upload", lambda: session.spark.copyFromLocalToFs(str(local), remote),
+                    "probing an upload",
+                    lambda: session.spark.copyFromLocalToFs(str(local), remote),
                     timeout=_PROBE_TIMEOUT,
                 )
                 if _server_reads(session, remote, token):
@@ -374,7 +372,6 @@ def open_ingestion(
         assert upload_dir is not None
         return UploadIngestion(session, upload_dir)
     return ArrowIngestion(session)
-
 
 
 def to_spark(session: Session, data: Stream, path: IngestPath) -> DataFrame:

@@ -58,7 +58,9 @@ def _write_corpus(stream: Iterator[pl.DataFrame], directory: Path, files: int = 
     # Keys as strings, whatever the dataset's type: the job is a word count, and the
     # grouped-map case's schema names a string key.
     words = (
-        pl.concat(list(stream)).select(pl.col("key").cast(pl.String)).with_row_index("position")
+        pl.concat(list(stream))
+        .select(pl.col("key").cast(pl.String))
+        .with_row_index("position")
         .select("key", pl.col("position").cast(pl.Int64))
     )
     directory.mkdir(parents=True, exist_ok=True)
@@ -80,7 +82,7 @@ def _run_figure(labels: list[str], reports: list[RunReport]) -> Any:
 
     figure, (loads_axis, phases_axis) = plt.subplots(1, 2, figsize=(12, 4.5))
     width = 0.8 / len(reports)
-    for i, (label, report) in enumerate(zip(labels, reports)):
+    for i, (label, report) in enumerate(zip(labels, reports, strict=True)):
         workers = range(report.workers)
         loads_axis.bar([w + i * width for w in workers], report.spark_loads, width, label=label)
     centres = [w + width * (len(reports) - 1) / 2 for w in range(reports[0].workers)]
@@ -88,7 +90,7 @@ def _run_figure(labels: list[str], reports: list[RunReport]) -> Any:
     loads_axis.set_xlabel("worker")
     loads_axis.set_ylabel("tuples (as Spark aggregated them)")
     loads_axis.set_title("Load per worker")
-    for i, (label, report) in enumerate(zip(labels, reports)):
+    for i, (label, report) in enumerate(zip(labels, reports, strict=True)):
         seconds = report.phase_seconds
         phases_axis.bar([p + i * width for p in range(len(PHASES))], [seconds[p] for p in PHASES], width, label=label)
     phases_axis.set_xticks([p + width / 2 for p in range(len(PHASES))], PHASES)
@@ -112,7 +114,9 @@ def _chart(labels: list[str], reports: list[RunReport], path: Path) -> None:
 def _by_run(figures: pl.DataFrame, labels: list[str]) -> pl.DataFrame:
     """One row per figure and one column per run, so that the table is as wide as the
     runs, not the figures; missing figures (None) read "–"."""
-    shown = figures.drop("grouper").with_columns(pl.col(pl.Float64).map_elements(lambda v: f"{v:.4g}", return_dtype=pl.String))
+    shown = figures.drop("grouper").with_columns(
+        pl.col(pl.Float64).map_elements(lambda v: f"{v:.4g}", return_dtype=pl.String)
+    )
     shown = shown.select(pl.all().cast(pl.String).fill_null("–")).with_columns(pl.Series("run", labels))
     return shown.transpose(include_header=True, header_name="figure", column_names="run")
 
@@ -129,8 +133,7 @@ def _html(
     def table(frame: pl.DataFrame) -> str:
         head = "".join(f"<th>{html.escape(c)}</th>" for c in frame.columns)
         body = "".join(
-            "<tr>" + "".join(f"<td>{html.escape(_cell(v))}</td>" for v in row) + "</tr>"
-            for row in frame.iter_rows()
+            "<tr>" + "".join(f"<td>{html.escape(_cell(v))}</td>" for v in row) + "</tr>" for row in frame.iter_rows()
         )
         return f"<table><tr>{head}</tr>{body}</table>"
 
@@ -164,9 +167,11 @@ def score3(pdf: Any) -> Any:
     x = pdf["position"].to_numpy() / 1e6
     scores = np.empty(len(x))
     for start in range(0, len(x), 10_000):
-        v = x[start:start + 10_000]
-        features = np.stack([v, v * v, np.sin(9 * v), np.cos(9 * v), np.sin(31 * v), np.cos(31 * v), v ** 3, np.ones_like(v)], 1)
-        scores[start:start + 10_000] = np.tanh(features @ inner) @ outer
+        v = x[start : start + 10_000]
+        features = np.stack(
+            [v, v * v, np.sin(9 * v), np.cos(9 * v), np.sin(31 * v), np.cos(31 * v), v**3, np.ones_like(v)], 1
+        )
+        scores[start : start + 10_000] = np.tanh(features @ inner) @ outer
     best = np.sort(scores)[::-1][:3]
     return pd.DataFrame({"key": pdf["key"].iloc[0], "rank": range(1, len(best) + 1), "score": best, "n": len(pdf)})
 
@@ -177,7 +182,9 @@ def best3(pdf: Any) -> Any:
     import pandas as pd
 
     best = np.sort(pdf["score"].to_numpy())[::-1][:3]
-    return pd.DataFrame({"key": pdf["key"].iloc[0], "rank": range(1, len(best) + 1), "score": best, "n": pdf["n"].max()})
+    return pd.DataFrame(
+        {"key": pdf["key"].iloc[0], "rank": range(1, len(best) + 1), "score": best, "n": pdf["n"].max()}
+    )
 
 
 def timed_score3(pdf: Any) -> Any:
@@ -209,14 +216,26 @@ def grouped_map_case(handle: Any, frame: Any, workers: int, print_: Callable[[st
         sample = frame.limit(20_000)
         handle.call("warming up", sample.groupBy("key").applyInPandas(score3, GROUPED_SCHEMA).count)
         apply_grouped_with_report(
-            sample, key="key", function=score3, merge=best3, schema=GROUPED_SCHEMA, workers=workers, session=handle,
+            sample,
+            key="key",
+            function=score3,
+            merge=best3,
+            schema=GROUPED_SCHEMA,
+            workers=workers,
+            session=handle,
         )
         started = time.perf_counter()
         native = pl.from_arrow(handle.call("applyInPandas", native_plan.toArrow))
         native_wall = time.perf_counter() - started
         started = time.perf_counter()
         result, report = apply_grouped_with_report(
-            frame, key="key", function=score3, merge=best3, schema=GROUPED_SCHEMA, workers=workers, session=handle,
+            frame,
+            key="key",
+            function=score3,
+            merge=best3,
+            schema=GROUPED_SCHEMA,
+            workers=workers,
+            session=handle,
         )
         ours = pl.from_arrow(handle.call("apply_grouped's result", result.toArrow))
         ours_wall = time.perf_counter() - started
@@ -231,9 +250,15 @@ def grouped_map_case(handle: Any, frame: Any, workers: int, print_: Callable[[st
         np.allclose(got["score"].to_numpy(), expected["score"].to_numpy(), rtol=1e-9, atol=0.0)
     )
     plans = {
-        "applyInPandas": {"wall_s": native_wall, "task_seconds": native_seconds, "largest_call": int(native["n"].max())},
+        "applyInPandas": {
+            "wall_s": native_wall,
+            "task_seconds": native_seconds,
+            "largest_call": int(native["n"].max()),
+        },
         "apply_grouped": {
-            "wall_s": ours_wall, "task_seconds": report.worker_seconds, "largest_call": report.largest_call,
+            "wall_s": ours_wall,
+            "task_seconds": report.worker_seconds,
+            "largest_call": report.largest_call,
             "split": report.split.height,
         },
     }
@@ -267,10 +292,12 @@ def _grouped_chart(case: dict[str, Any], path: Path) -> None:
 
     plans = case["plans"]
     figure, axes = plt.subplots(1, len(plans), figsize=(12, 4), sharey=True)
-    for axis, (name, figures) in zip(axes, plans.items()):
+    for axis, (name, figures) in zip(axes, plans.items(), strict=True):
         seconds = figures["task_seconds"]
         axis.bar(range(len(seconds)), seconds, color="#c0392b" if name == "applyInPandas" else "#2e86c1")
-        axis.set_title(f"{name}: slowest task {figures['slowest_task_s']:.2f} s, median {figures['median_task_s']:.2f} s")
+        axis.set_title(
+            f"{name}: slowest task {figures['slowest_task_s']:.2f} s, median {figures['median_task_s']:.2f} s"
+        )
         axis.set_xlabel("task (worker)")
     axes[0].set_ylabel("function seconds (Python)")
     figure.tight_layout()
@@ -312,7 +339,7 @@ def run(
     directory = Path(report_dir)
     corpus = directory / "corpus"
     runs: list[tuple[str, RunReport, bool, float]] = []
-    with (contextlib.nullcontext(spark) if spark is not None else session()) as handle:
+    with contextlib.nullcontext(spark) if spark is not None else session() as handle:
         print_(f"keysplit run: word count of {dataset!r} on an embedded Spark Connect server ({handle.url})")
         corpus_words = _write_corpus(open_dataset(), corpus).select("key")
         words = corpus_words.height
@@ -327,7 +354,10 @@ def run(
         handle.call("warming up", plan.count)
         for rows in (frame, next(iter(stream()))):
             aggregate_with_report(
-                rows, key="key", grouper=Grouper.from_spec(grouper, workers=workers, seed=seed), aggs=["count"],
+                rows,
+                key="key",
+                grouper=Grouper.from_spec(grouper, workers=workers, seed=seed),
+                aggs=["count"],
                 session=handle,
             )
         started = time.perf_counter()
@@ -351,8 +381,13 @@ def run(
         for label, make in [*pipelines, *reversed(pipelines)]:
             rows, name = make()
             result, report = aggregate_with_report(
-                rows, key="key", grouper=Grouper.from_spec(name, workers=workers, seed=seed), aggs=["count"],
-                session=handle, output="polars", batch_rows=batch_rows,
+                rows,
+                key="key",
+                grouper=Grouper.from_spec(name, workers=workers, seed=seed),
+                aggs=["count"],
+                session=handle,
+                output="polars",
+                batch_rows=batch_rows,
             )
             report.check()
             first.setdefault(label, report)
@@ -368,28 +403,44 @@ def run(
     labels = [label for label, *_ in runs]
     reports = [report for _, report, *_ in runs]
     # Times are the mean of each pipeline's two runs; the other figures are deterministic.
-    figures = pl.DataFrame([
-        {**r.figures(), **{k: sum(run[k] for run in seconds[label]) / len(seconds[label]) for k in seconds[label][0]}}
-        for label, r in zip(labels, reports)
-    ]).with_columns(
+    figures = pl.DataFrame(
+        [
+            {
+                **r.figures(),
+                **{k: sum(run[k] for run in seconds[label]) / len(seconds[label]) for k in seconds[label][0]},
+            }
+            for label, r in zip(labels, reports, strict=True)
+        ]
+    ).with_columns(
         pl.Series("equals_groupBy", [equal for *_, equal, _ in runs]),
         pl.Series("wall_vs_groupBy", [wall / native_seconds for *_, wall in runs]),
     )
     loads = pl.DataFrame({"worker": list(range(workers))})
-    for label, report in zip(labels, reports):
+    for label, report in zip(labels, reports, strict=True):
         loads = loads.with_columns(pl.Series(label, report.spark_loads))
-    print_(f"{words:,} words, {expected.height:,} distinct; {workers} workers; Spark's own groupBy: {native_seconds:.2f} s")
-    with pl.Config(tbl_rows=-1, tbl_cols=-1, tbl_hide_dataframe_shape=True, tbl_hide_column_data_types=True,
-                   float_precision=4, tbl_width_chars=220):
+    print_(
+        f"{words:,} words, {expected.height:,} distinct; {workers} workers; Spark's own groupBy: {native_seconds:.2f} s"
+    )
+    with pl.Config(
+        tbl_rows=-1,
+        tbl_cols=-1,
+        tbl_hide_dataframe_shape=True,
+        tbl_hide_column_data_types=True,
+        float_precision=4,
+        tbl_width_chars=220,
+    ):
         print_(str(_by_run(figures, labels)))
         print_(str(loads))
     _chart(labels, reports, directory / "run.png")
     title = f"keysplit run: {dataset}, {words:,} words, {workers} workers"
     _print_grouped(case, print_)
     _grouped_chart(case, directory / "grouped.png")
-    grouped = pl.DataFrame([
-        {"plan": name, **{k: v for k, v in figures.items() if k != "task_seconds"}} for name, figures in case["plans"].items()
-    ])
+    grouped = pl.DataFrame(
+        [
+            {"plan": name, **{k: v for k, v in figures.items() if k != "task_seconds"}}
+            for name, figures in case["plans"].items()
+        ]
+    )
     (directory / "run.html").write_text(
         _html(title, _by_run(figures, labels), loads, "run.png", grouped, "grouped.png")
     )

@@ -160,23 +160,43 @@ def apply_operator(
     stack = contextlib.ExitStack()
     handle, owned, _ = shown_session(
         stream.sparkSession if spark_input and session is None else session,  # type: ignore[union-attr]
-        stack, f"apply_operator ({grouper.name}, {n} workers)", progress,
+        stack,
+        f"apply_operator ({grouper.name}, {n} workers)",
+        progress,
     )
     try:
         if spark_input:
             source: ClientStream | SparkFrame = SparkFrame(
-                handle, stream, key=key, grouper=grouper, columns=None, window=None,  # type: ignore[arg-type]
-                nulls=nulls, order_by=order, sequence=True,
+                handle,
+                stream,
+                key=key,
+                grouper=grouper,
+                columns=None,
+                window=None,  # type: ignore[arg-type]
+                nulls=nulls,
+                order_by=order,
+                sequence=True,
             )
             path = "none"
         else:
             if order is not None:
-                raise ValueError("order_by sorts the partitions of a Spark DataFrame; a client stream is routed in its own order")
+                raise ValueError(
+                    "order_by sorts the partitions of a Spark DataFrame; a client stream is routed in its own order"
+                )
             path = choose_path(handle, ingest, staging_dir=staging_dir, upload_dir=upload_dir)
             source = ClientStream(
-                handle, stream, key=key, grouper=grouper, columns=None, window=None,  # type: ignore[arg-type]
-                batch_rows=batch_rows, nulls=nulls, ingestion=path, staging_dir=staging_dir,
-                upload_dir=upload_dir, sequence=True,
+                handle,
+                stream,
+                key=key,
+                grouper=grouper,
+                columns=None,
+                window=None,  # type: ignore[arg-type]
+                batch_rows=batch_rows,
+                nulls=nulls,
+                ingestion=path,
+                staging_dir=staging_dir,
+                upload_dir=upload_dir,
+                sequence=True,
             )
         stack.enter_context(run_settings(handle))
         windows = source.windows()
@@ -187,15 +207,19 @@ def apply_operator(
         by_worker = rows.repartitionById(n, WORKER_COLUMN)
         observed = handle.call(
             "reading partition sizes",
-            lambda: by_worker.groupBy(F.spark_partition_id().alias("p"), WORKER_COLUMN, SOURCE_COLUMN)
-            .agg(F.count(F.lit(1)).alias("rows"))
-            .collect(),
+            lambda: (
+                by_worker.groupBy(F.spark_partition_id().alias("p"), WORKER_COLUMN, SOURCE_COLUMN)
+                .agg(F.count(F.lit(1)).alias("rows"))
+                .collect()
+            ),
             timeout=timeout,
         )
         keys = handle.call("counting keys", lambda: rows.select(key).distinct().count(), timeout=timeout)
         schema = operator.schema(handle.call("reading the schema", lambda: rows.schema, timeout=timeout))
-        partial_plan = by_worker.drop(SOURCE_COLUMN).groupBy(WORKER_COLUMN).applyInArrow(
-            _in_arrival_order(operator.function), f"{schema}, __worker int, __partition int"
+        partial_plan = (
+            by_worker.drop(SOURCE_COLUMN)
+            .groupBy(WORKER_COLUMN)
+            .applyInArrow(_in_arrival_order(operator.function), f"{schema}, __worker int, __partition int")
         )
         started = time.perf_counter()
         partials = handle.call("operator", lambda: partial_plan.localCheckpoint(eager=True), timeout=timeout)
@@ -213,13 +237,15 @@ def apply_operator(
             source_loads[row[SOURCE_COLUMN]][row[WORKER_COLUMN]] += int(row["rows"])
             partition_rows[row["p"]] += int(row["rows"])
             partition_workers[row["p"]].add(row[WORKER_COLUMN])
-        spark_loads = [sum(column) for column in zip(*source_loads)]
+        spark_loads = [sum(column) for column in zip(*source_loads, strict=True)]
         window = WindowReport(
             window=None,
             rows=routed.row_count if routed.row_count is not None else sum(spark_loads),
-            spark_loads=spark_loads, source_loads=source_loads,
+            spark_loads=spark_loads,
+            source_loads=source_loads,
             # The operator's partials are not one per (worker, key): Γ is what Spark made.
-            spark_partial_rows=int(partial_rows), keys=int(keys),
+            spark_partial_rows=int(partial_rows),
+            keys=int(keys),
             client_loads=routed.client_loads,
             partition_rows=partition_rows,
             partition_workers=[sorted(found) for found in partition_workers],
@@ -241,6 +267,11 @@ def apply_operator(
         if owned:
             handle.close()
     return result, RunReport(
-        grouper=grouper.name, workers=n, windows=[window], routed_on=source.routed_on, ingestion=path,
-        summary=source.summary(), wall_seconds=time.perf_counter() - started_run,
+        grouper=grouper.name,
+        workers=n,
+        windows=[window],
+        routed_on=source.routed_on,
+        ingestion=path,
+        summary=source.summary(),
+        wall_seconds=time.perf_counter() - started_run,
     )

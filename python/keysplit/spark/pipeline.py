@@ -70,6 +70,7 @@ def run_settings(session: Session, settings: Mapping[str, str] = RUN_SETTINGS) -
     try:
         yield
     finally:
+
         def restore() -> None:
             for name, value in previous.items():
                 if value is None:
@@ -165,9 +166,7 @@ def _windows(stream: Iterator[pl.DataFrame], window: int | str | None) -> Iterat
             for run in ids.rle().struct.unnest().iter_rows(named=True):
                 value, length = run["value"], run["len"]
                 if last is not None and value < last:
-                    raise ValueError(
-                        f"window {value!r} arrives after window {last!r}; windows must not decrease"
-                    )
+                    raise ValueError(f"window {value!r} arrives after window {last!r}; windows must not decrease")
                 last = value
                 yield value, frame.slice(start, length)
                 start += length
@@ -261,10 +260,11 @@ class ClientStream:
                 state["seconds"]["routing"] += seconds
                 state["rows"] += routed.height
                 loads = metrics.worker_loads(routed, workers=n).to_list()
-                state["loads"] = [a + b for a, b in zip(state["loads"], loads)]
+                state["loads"] = [a + b for a, b in zip(state["loads"], loads, strict=True)]
                 state["metrics"].update(routed)
                 self._metrics.update(
-                    routed if self.window_column is None
+                    routed
+                    if self.window_column is None
                     else routed.with_columns(pl.lit(window_id).alias(self.window_column))
                 )
                 if state["sink"] is not None:
@@ -285,7 +285,10 @@ class ClientStream:
                 self.session, self.ingestion, staging_dir=self.staging_dir, upload_dir=self.upload_dir
             )
         return {
-            "window": window_id, "rows": 0, "loads": [0] * self.grouper.workers, "sink": sink,
+            "window": window_id,
+            "rows": 0,
+            "loads": [0] * self.grouper.workers,
+            "sink": sink,
             "metrics": metrics.StreamingMetrics(self.grouper.workers, key=self.key),
             "seconds": {"routing": 0.0, "ingest": 0.0},
         }
@@ -301,8 +304,12 @@ class ClientStream:
             rows = sink.finish().withColumn(SOURCE_COLUMN, F.lit(0))
             state["seconds"]["ingest"] = sink.seconds
         return RoutedWindow(
-            window=state["window"], rows=rows, row_count=state["rows"], client_loads=state["loads"],
-            client_partial_rows=gamma, seconds=state["seconds"],
+            window=state["window"],
+            rows=rows,
+            row_count=state["rows"],
+            client_loads=state["loads"],
+            client_partial_rows=gamma,
+            seconds=state["seconds"],
         )
 
 
@@ -356,8 +363,15 @@ class SparkFrame:
         from pyspark.sql import functions as F
 
         rows = route_on_executors(
-            self.session, self.frame, schema=self.schema, key=self.key, grouper=self.grouper, columns=self.columns,
-            nulls=self.nulls, window=self.window, order_by=self.order_by,
+            self.session,
+            self.frame,
+            schema=self.schema,
+            key=self.key,
+            grouper=self.grouper,
+            columns=self.columns,
+            nulls=self.nulls,
+            window=self.window,
+            order_by=self.order_by,
         )
         if self.sequence:
             rows = rows.withColumn(SEQUENCE_COLUMN, F.monotonically_increasing_id())
@@ -385,12 +399,20 @@ def route(
     is lazy: Spark routes when it runs a query on it, and routes the same way every time.
     """
     if not is_spark_frame(frame):
-        raise TypeError(f"frame must be a Spark DataFrame, got {type(frame).__name__}; route a Polars frame with keysplit.route")
+        raise TypeError(
+            f"frame must be a Spark DataFrame, got {type(frame).__name__}; route a Polars frame with keysplit.route"
+        )
     handle, _ = as_session(frame.sparkSession if session is None else session)
     order = [order_by] if isinstance(order_by, str) else order_by
     routed = SparkFrame(
-        handle, frame, key=key, grouper=make_grouper(grouper, workers, seed), columns=None,
-        window=window, nulls=nulls, order_by=order,
+        handle,
+        frame,
+        key=key,
+        grouper=make_grouper(grouper, workers, seed),
+        columns=None,
+        window=window,
+        nulls=nulls,
+        order_by=order,
     )
     if "source" in routed.columns:
         raise ValueError("the DataFrame may not have a column 'source': the routing adds it; rename it")

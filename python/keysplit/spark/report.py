@@ -80,7 +80,7 @@ class WindowReport(_Balance):
         label = "" if self.window is None else f"window {self.window!r}: "
         if sum(self.spark_loads) != self.rows:
             problems.append(f"{label}Spark aggregated {sum(self.spark_loads)} tuples of {self.rows}")
-        by_source = [sum(column) for column in zip(*self.source_loads)] if self.source_loads else []
+        by_source = [sum(column) for column in zip(*self.source_loads, strict=True)] if self.source_loads else []
         if by_source and by_source != self.spark_loads:
             problems.append(f"{label}the sources' loads {by_source} != Spark's loads {self.spark_loads}")
         if self.client_loads is not None and self.client_loads != self.spark_loads:
@@ -186,7 +186,9 @@ class RunReport(_Balance):
         columns: dict[str, Any] = {"worker": list(range(self.workers)), "spark_load": self.spark_loads}
         if self.client_loads is not None:
             columns["client_load"] = self.client_loads
-        return pl.DataFrame(columns).with_columns(pl.col("worker").cast(pl.UInt32), pl.exclude("worker").cast(pl.UInt64))
+        return pl.DataFrame(columns).with_columns(
+            pl.col("worker").cast(pl.UInt32), pl.exclude("worker").cast(pl.UInt64)
+        )
 
     def sources_table(self) -> pl.DataFrame:
         """One row per (source, worker): the tuples that source routed to that worker."""

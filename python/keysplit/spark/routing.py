@@ -127,7 +127,7 @@ def _router(
                 if len(ids) > 1:
                     changes = pc.indices_nonzero(pc.not_equal(ids.slice(1), ids.slice(0, len(ids) - 1)))
                     cuts += [i + 1 for i in changes.to_pylist()]
-                runs = [batch.slice(a, b - a) for a, b in zip(cuts, [*cuts[1:], len(ids)])]
+                runs = [batch.slice(a, b - a) for a, b in zip(cuts, [*cuts[1:], len(ids)], strict=True)]
             for run in runs:
                 if window is not None and run.num_rows:
                     first = run.column(window)[0].as_py()
@@ -243,9 +243,7 @@ def check_executors(session: Session) -> str:
         raise ExecutorSetupError(_missing_message(python, found.removeprefix("error "), version))
     theirs = found.removeprefix("ok ")
     if theirs != version:
-        raise ExecutorSetupError(
-            _missing_message(python, f"it has keysplit {theirs}, the client {version}", version)
-        )
+        raise ExecutorSetupError(_missing_message(python, f"it has keysplit {theirs}, the client {version}", version))
     known[python_setting] = theirs
     return theirs
 
@@ -328,9 +326,7 @@ def route_on_executors(
     require_key_type(schema, key)
     check_executors(session)
     ordered = in_repeatable_order(session, frame, order_by)
-    routed_schema = StructType(
-        [*[schema[name] for name in columns], StructField(worker_column, IntegerType(), False)]
-    )
+    routed_schema = StructType([*[schema[name] for name in columns], StructField(worker_column, IntegerType(), False)])
     router = _router(grouper.snapshot(), key, nulls, window, ARCHIVE_DIR, worker_column)
     routed = ordered.select(*columns).mapInArrow(router, routed_schema)
     return routed if source_column is None else routed.withColumn(source_column, F.spark_partition_id())

@@ -63,9 +63,7 @@ def redact(text: str) -> str:
 
 def _java_version(java: str) -> int:
     try:
-        done = subprocess.run(
-            [java, "-version"], capture_output=True, text=True, timeout=20, check=False
-        )
+        done = subprocess.run([java, "-version"], capture_output=True, text=True, timeout=20, check=False)
     except (OSError, subprocess.TimeoutExpired) as error:
         raise SparkConnectError(f"could not run {java} -version: {error}") from None
     match = re.search(r'version "(\d+)(?:\.(\d+))?', done.stderr + done.stdout)
@@ -103,9 +101,7 @@ def _spark_home() -> Path:
 
     home = Path(pyspark.__file__).parent
     if not (home / "bin" / "spark-submit").exists() or not any((home / "jars").glob("spark-connect_*.jar")):
-        raise SparkConnectError(
-            f"{home} has no spark-submit or Spark Connect server jar; install pyspark[connect]"
-        )
+        raise SparkConnectError(f"{home} has no spark-submit or Spark Connect server jar; install pyspark[connect]")
     return home
 
 
@@ -217,10 +213,14 @@ class EmbeddedServer:
         settings.update(conf or {})
         command = [
             str(home / "bin" / "spark-submit"),
-            "--class", _SERVER_CLASS,
-            "--name", "keysplit Spark Connect server",
-            "--master", master,
-            "--driver-memory", driver_memory,
+            "--class",
+            _SERVER_CLASS,
+            "--name",
+            "keysplit Spark Connect server",
+            "--master",
+            master,
+            "--driver-memory",
+            driver_memory,
         ]
         for name, value in settings.items():
             command += ["--conf", f"{name}={value}"]
@@ -430,7 +430,14 @@ def _is_connection_error(error: BaseException) -> bool:
     text = f"{type(error).__name__} {error}"
     return any(
         marker in text
-        for marker in ("UNAVAILABLE", "failed to connect", "Connection refused", "Socket closed", "RetriesExceeded", "DEADLINE_EXCEEDED")
+        for marker in (
+            "UNAVAILABLE",
+            "failed to connect",
+            "Connection refused",
+            "Socket closed",
+            "RetriesExceeded",
+            "DEADLINE_EXCEEDED",
+        )
     )
 
 
@@ -505,7 +512,11 @@ def session(
             if cluster is not None:
                 master, settings = cluster.master_url, {**cluster.driver_conf(), **settings}
             server = EmbeddedServer(
-                port=port, master=master, driver_memory=driver_memory, ui=ui, conf=settings,
+                port=port,
+                master=master,
+                driver_memory=driver_memory,
+                ui=ui,
+                conf=settings,
                 startup_timeout=startup_timeout,
             )
             local_url = f"sc://127.0.0.1:{server.port}"
