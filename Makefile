@@ -9,7 +9,7 @@ BIN := $(VENV)/bin
 DEPS_STAMP := $(VENV)/.requirements-dev.stamp
 WHEEL_DIR := target/wheels
 
-.PHONY: run test wheel data java lint rust-test python-test fuzz-check fuzz-smoke bench spark-vs-native spark-ingest spark-grouped-map spark-skew-join clean
+.PHONY: run test wheel data java lint stubtest rust-test python-test fuzz-check fuzz-smoke bench spark-vs-native spark-ingest spark-grouped-map spark-skew-join clean
 
 # Debian packages of the real datasets (keysplit.datasets.kjv); the PyPI ones are in
 # requirements-dev.txt.
@@ -18,7 +18,7 @@ DEBIAN_DATA_PACKAGES := bible-kjv bible-kjv-text
 run: data wheel java
 	$(BIN)/keysplit run
 
-test: lint fuzz-check fuzz-smoke wheel rust-test python-test
+test: lint fuzz-check fuzz-smoke wheel stubtest rust-test python-test
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -41,6 +41,13 @@ lint: $(DEPS_STAMP)
 	RUSTDOCFLAGS="-D warnings" cargo doc -p keysplit-core --no-deps --locked
 	$(BIN)/ruff check python tests benches
 	$(BIN)/ruff format --check python tests benches
+	$(BIN)/mypy
+
+# The type stub python/keysplit/_core.pyi against the compiled module it describes, so
+# that the two cannot drift: it needs the wheel installed, which lint (run first, on the
+# sources alone) does not.
+stubtest: wheel
+	$(BIN)/python -m mypy.stubtest keysplit._core --mypy-config-file pyproject.toml
 
 rust-test:
 	cargo test --workspace --locked

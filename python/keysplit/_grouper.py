@@ -8,7 +8,7 @@ import sys
 # At run time too: typing.get_type_hints(GrouperInfo), and Polars through it, resolve it.
 from collections.abc import Mapping  # noqa: TC003
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias, TypeGuard
 
 import polars as pl
 
@@ -16,8 +16,10 @@ from keysplit import _core
 from keysplit._errors import ConfigError, ConfigTypeError, did_you_mean
 
 if TYPE_CHECKING:
-    from keysplit._core import ParamValue, WorkerIds
+    from keysplit._core import WorkerIds
 
+#: A grouper parameter's value.
+ParamValue: TypeAlias = bool | int | float | str
 NullPolicy = Literal["raise", "group"]
 #: Every registered grouper's name, for editors and type checkers (a test keeps it equal to
 #: the registry). Specs with parameters go through :meth:`Grouper.from_spec`.
@@ -61,8 +63,7 @@ class GrouperInfo:
     name: str
     title: str
     paper: str
-    # Spelled out rather than ParamValue, which only the type stub defines.
-    defaults: Mapping[str, bool | int | float | str]
+    defaults: Mapping[str, ParamValue]
     param_docs: Mapping[str, str]
 
     def __repr__(self) -> str:
@@ -109,14 +110,25 @@ def _grouper_names() -> tuple[str, ...]:
     return tuple(info.name for info in groupers())
 
 
-def _check_config(name: object, workers: object, seed: object) -> None:
-    """The checks every grouper construction makes before the core sees its arguments."""
+def _is_grouper_name(name: str) -> TypeGuard[GrouperName]:
+    return name in _grouper_names()
+
+
+def require_grouper_name(name: object) -> GrouperName:
+    """``name``, if a grouper has it; :class:`ConfigTypeError` or :class:`ConfigError` (with
+    the nearest names) otherwise."""
     if not isinstance(name, str):
         raise ConfigTypeError(f"name must be a str, got {type(name).__name__}")
-    known = _grouper_names()
-    if name not in known:
+    if not _is_grouper_name(name):
+        known = _grouper_names()
         hint = did_you_mean(name, known)
         raise ConfigError(f'unknown grouper "{name}"; {hint}known groupers: {", ".join(known)}')
+    return name
+
+
+def _check_config(name: object, workers: object, seed: object) -> None:
+    """The checks every grouper construction makes before the core sees its arguments."""
+    require_grouper_name(name)
     if not 1 <= _require_int("workers", workers) <= _core.MAX_WORKERS:
         raise ConfigError(f"workers must be between 1 and {_core.MAX_WORKERS}, got {workers}")
     if not 0 <= _require_int("seed", seed) < _SEED_LIMIT:
@@ -193,7 +205,7 @@ class Grouper:
         if not isinstance(spec, str):
             raise ConfigTypeError(f"spec must be a str, got {type(spec).__name__}")
         name, params = parse_spec(spec)
-        return cls(name, workers=workers, seed=seed, **params)
+        return cls(require_grouper_name(name), workers=workers, seed=seed, **params)
 
     def route(self, keys: Any, *, nulls: NullPolicy = "raise") -> WorkerIds:
         """Routes a column of keys, in order, and returns one worker id per key.

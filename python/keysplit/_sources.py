@@ -8,12 +8,12 @@ from typing import TYPE_CHECKING, Any
 
 from keysplit import _core
 from keysplit._errors import ConfigError, ConfigTypeError, KeyTypeError
-from keysplit._grouper import GrouperName, NullPolicy, _check_config, _importable_keys, _require_int
+from keysplit._grouper import GrouperName, NullPolicy, ParamValue, _check_config, _importable_keys, _require_int
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from keysplit._core import ParamValue, WorkerIds
+    from keysplit._core import WorkerIds
 
 
 @dataclass(frozen=True)

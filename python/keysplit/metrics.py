@@ -33,6 +33,8 @@ from typing import TYPE_CHECKING
 
 import polars as pl
 
+from keysplit._numbers import to_float, to_int
+
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
@@ -90,7 +92,7 @@ def _check_worker_ids(pairs: pl.DataFrame, workers: int) -> None:
     worker = pairs.get_column("worker")
     if worker.null_count():
         raise ValueError(f"{worker.null_count()} routed rows have a null worker id")
-    if pairs.height and (worker.min() < 0 or worker.max() >= workers):  # type: ignore[operator]
+    if pairs.height and (to_int(worker.min()) < 0 or to_int(worker.max()) >= workers):
         bad = worker.filter((worker < 0) | (worker >= workers)).unique().sort().to_list()
         raise ValueError(f"worker ids {bad} are outside 0..{workers - 1}")
 
@@ -271,7 +273,7 @@ class StreamingMetrics:
             if column.len() > 1 and not column.is_sorted():
                 raise ValueError(f"window ids in {self._window!r} decrease within a batch")
             first = column[0]
-            if self._open_window is not None and first < self._open_window:  # type: ignore[operator]
+            if self._open_window is not None and first < self._open_window:
                 raise ValueError(
                     f"window {first!r} arrives after window {self._open_window!r}; windows must not decrease"
                 )
@@ -398,7 +400,7 @@ def hybrid_imbalance(loads: pl.Series, cardinalities: pl.Series, p: float = DEFA
     if frame.height == 0:
         return 0.0
     hybrid = frame.select(_hybrid("load", "cardinality", p).alias("h")).get_column("h")
-    return float(hybrid.max() - hybrid.mean())  # type: ignore[operator]
+    return to_float(hybrid.max()) - to_float(hybrid.mean())
 
 
 def replication_factor(frame: pl.DataFrame | pl.LazyFrame, *, key: str = "key", worker: str = "worker") -> float:

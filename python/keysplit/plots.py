@@ -32,13 +32,15 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
+from keysplit._numbers import to_int
 from keysplit.simulate import TABLE_COLUMNS, read_results
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
 
     from matplotlib.axes import Axes
-    from matplotlib.figure import Figure
+    from matplotlib.backends.backend_agg import RendererAgg
+    from matplotlib.figure import Figure, SubFigure
     from matplotlib.legend import Legend
 
 #: The metrics each trend chart shows, with their axis labels.
@@ -129,6 +131,16 @@ def _grid(panels: int, max_columns: int) -> tuple[int, int]:
     return lines, -(-panels // lines)
 
 
+def _renderer(fig: Figure | SubFigure) -> RendererAgg:
+    """The renderer that measures ``fig``'s text: the Agg canvas's, as :func:`_pyplot` draws
+    with Agg."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: PLC0415
+
+    canvas = fig.canvas
+    assert isinstance(canvas, FigureCanvasAgg)
+    return canvas.get_renderer()
+
+
 def _legend_outside(fig: Figure, style: dict[str, dict[str, Any]]) -> Legend:
     """One legend for every panel of ``fig``, right of them, the figure widened by the
     legend's width: inside an axes, two dozen groupers' names hide the data they name.
@@ -139,7 +151,7 @@ def _legend_outside(fig: Figure, style: dict[str, dict[str, Any]]) -> Legend:
         for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
             handles.setdefault(label, handle)
     entries = {grouper: handles[grouper] for grouper in style if grouper in handles}
-    renderer = fig.canvas.get_renderer()
+    renderer = _renderer(fig)
     for columns in range(1, len(entries) + 1):
         legend = fig.legend(
             list(entries.values()),
@@ -176,8 +188,8 @@ def _scale_y(ax: Axes, metric: str, values: pl.Series) -> None:
     if metric in SYMLOG_BELOW:
         _symlog_y(ax, metric)
         return
-    finite = values.drop_nulls().drop_nans()
-    if finite.len() and finite.min() > 0 and finite.max() >= 10 * finite.min():
+    finite: list[float] = values.drop_nulls().drop_nans().to_list()
+    if finite and min(finite) > 0 and max(finite) >= 10 * min(finite):
         # One grouper a decade away (shuffle's γ ≈ the worker count) would flatten the
         # others into one line. Ticks at 1, 2, 5 per decade: these axes span a decade or
         # two, where decades alone leave one or two labels.
@@ -229,7 +241,7 @@ def _label_front(ax: Axes, names_at: list[tuple[tuple[float, float], list[str]]]
     would overlap one already written adds its names to that label instead (in the front's
     order, left to right): written one over the other, close groupers' names were unreadable.
     A label that would run past the panel's right edge is written left of its point."""
-    renderer = ax.figure.canvas.get_renderer()
+    renderer = _renderer(ax.figure)
     written: list[tuple[Any, Any]] = []
     for point, names in names_at:
         # A pale box: names often start on a neighbour's marker.
@@ -282,11 +294,11 @@ def pareto_figure(rows: pl.DataFrame, dataset: str, style: dict[str, dict[str, A
         coordinates = list(zip(part["replication_factor"], part["load_imbalance"], strict=True))
         front = _pareto_front(coordinates)
         ax.plot(*zip(*front, strict=True), color="grey", linestyle="--", linewidth=1)
-        names_at: dict[tuple[float, float], list[str]] = {point: [] for point in front}
+        names: dict[tuple[float, float], list[str]] = {point: [] for point in front}
         for grouper, point in zip(part["grouper"], coordinates, strict=True):
-            if point in names_at:
-                names_at[point].append(grouper)
-        fronts.append((ax, list(names_at.items())))
+            if point in names:
+                names[point].append(grouper)
+        fronts.append((ax, list(names.items())))
         _symlog_y(ax, "load_imbalance")
         ax.set_title(f"{workers} workers", fontsize=9)
         ax.set_xlabel("replication factor γ (workers per key)")
@@ -308,7 +320,7 @@ def loads_figure(rows: pl.DataFrame, dataset: str, style: dict[str, dict[str, An
     """Each grouper's load per worker over the mean, as bars, one small panel per grouper
     (the largest worker count), on one scale."""
     plt = _pyplot()
-    workers = rows.get_column("workers").max()
+    workers = to_int(rows.get_column("workers").max())
     rows = rows.filter(pl.col("workers") == workers)
     lines, columns = _grid(rows.height, 4)
     fig, axes = plt.subplots(
@@ -354,8 +366,8 @@ def loads_figure(rows: pl.DataFrame, dataset: str, style: dict[str, dict[str, An
 def windows_figure(rows: pl.DataFrame, dataset: str, style: dict[str, dict[str, Any]]) -> Figure:
     """λ, γ and ψ per window (the largest worker count and the smallest window size)."""
     plt = _pyplot()
-    workers = rows.get_column("workers").max()
-    size = rows.get_column("window_tuples").min()
+    workers = to_int(rows.get_column("workers").max())
+    size = to_int(rows.get_column("window_tuples").min())
     rows = rows.filter(pl.col("workers") == workers, pl.col("window_tuples") == size).sort("window")
     fig, axes = plt.subplots(
         len(WINDOW_METRICS), 1, figsize=(9, 3 * len(WINDOW_METRICS)), sharex=True, layout="constrained"

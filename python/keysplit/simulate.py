@@ -23,13 +23,12 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from keysplit import datasets, metrics
-from keysplit._grouper import Grouper, NullPolicy
+from keysplit._grouper import Grouper, GrouperName, NullPolicy, ParamValue, require_grouper_name
 from keysplit._progress import progress_display
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 
-    from keysplit._core import ParamValue
 
 #: The synthetic streams' sizes when a spec does not give them (those of ``make run``).
 DEFAULT_KEYS = 10_000
@@ -89,6 +88,15 @@ def _take(params: dict[str, Any], spec: str, allowed: Mapping[str, object]) -> d
     return {**allowed, **params}
 
 
+def _int_or(params: Mapping[str, ParamValue], name: str, default: int) -> int:
+    """``params[name]`` if it is a non-zero int, else ``default``: for the defaults computed
+    from it. A value of another type stays in ``params``, for the dataset to refuse."""
+    value = params.get(name)
+    if isinstance(value, int) and not isinstance(value, bool) and value:
+        return value
+    return default
+
+
 def _label(name: str, params: Mapping[str, object]) -> str:
     return name + (":" + ",".join(f"{k}={v}" for k, v in params.items()) if params else "")
 
@@ -134,7 +142,7 @@ def dataset(
             float(p["z"]),
         )
     if kind == "drift":
-        p = _take(params, spec, {**sizes, "period": max(1, (params.get("tuples") or tuples) // 10)})
+        p = _take(params, spec, {**sizes, "period": max(1, _int_or(params, "tuples", tuples) // 10)})
         return Dataset(
             _label(kind, p),
             lambda: datasets.drifting_zipf(**p, seed=seed, batch_rows=batch_rows),
@@ -142,7 +150,7 @@ def dataset(
             float(p["z"]),
         )
     if kind == "bursts":
-        n, k = params.get("tuples") or tuples, params.get("keys") or keys
+        n, k = _int_or(params, "tuples", tuples), _int_or(params, "keys", keys)
         p = _take(params, spec, {**sizes, "key": k - 1, "start": n // 2, "length": n // 10, "share": 0.3})
         burst = datasets.Burst(key=p["key"], start=p["start"], length=p["length"], share=p["share"])
         return Dataset(
@@ -254,10 +262,12 @@ def simulate(
         if size is not None and (isinstance(size, bool) or not isinstance(size, int) or size < 1):
             raise ValueError(f"window sizes must be positive ints or None, got {size!r}")
     resolved = [d if isinstance(d, Dataset) else dataset(d, seed=seed) for d in datasets]
-    grouper_specs = [_grouper_label_and_params(g) for g in groupers]
+    grouper_specs: list[tuple[str, GrouperName, dict[str, ParamValue]]] = []
     # Build every grouper once up front so that a bad name fails before any routing.
-    for _, name, params in grouper_specs:
-        Grouper(name, workers=workers[0], seed=seed, **params)
+    for label, name, params in [_grouper_label_and_params(g) for g in groupers]:
+        checked = require_grouper_name(name)
+        Grouper(checked, workers=workers[0], seed=seed, **params)
+        grouper_specs.append((label, checked, params))
 
     tables: list[pl.DataFrame] = []
     display = progress_display(progress)
@@ -275,7 +285,7 @@ def simulate(
 
 def _simulate_one(
     data: Dataset,
-    grouper_specs: Sequence[tuple[str, str, dict[str, ParamValue]]],
+    grouper_specs: Sequence[tuple[str, GrouperName, dict[str, ParamValue]]],
     workers: Sequence[int],
     window_tuples: int | None,
     seed: int,

@@ -8,10 +8,13 @@ state each rebalance moves (Section 5.1, Figs. 2-4 and Table 1).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import polars as pl
 
 from keysplit import datasets, metrics
-from keysplit._grouper import Grouper
+from keysplit._grouper import Grouper, GrouperName
+from keysplit._numbers import to_float
 from keysplit.reproduction.common import (
     PaperNumber,
     _attach_paper,
@@ -23,6 +26,9 @@ from keysplit.reproduction.common import (
     _row,
     _rows_where,
 )
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
 
 # Section 5.1, Fig. 2 text: CLB, n = 10, 100 substreams, 120 one-minute windows; var(L)
 # over the windows.
@@ -43,7 +49,7 @@ _STATED: list[PaperNumber] = [
 #: The numbers the ELB/CLB paper states that our simulations can measure, with their sources.
 PAPER_NUMBERS = _paper_numbers(_STATED)
 
-ELB_GROUPERS = ("elb", "clb", "pkg", "uhlb")
+ELB_GROUPERS: tuple[GrouperName, ...] = ("elb", "clb", "pkg", "uhlb")
 
 
 def _moved_state(per_window: pl.DataFrame) -> tuple[float, float]:
@@ -55,7 +61,7 @@ def _moved_state(per_window: pl.DataFrame) -> tuple[float, float]:
         per_window["state_moved"].slice(1).cast(pl.Float64) / per_window["tuples"].slice(0, per_window.height - 1)
     ) * 100.0
     moving = share.filter(share > 0)
-    return (float(moving.mean()) if moving.len() else 0.0, float(share.mean()) if share.len() else 0.0)
+    return (to_float(moving.mean()) if moving.len() else 0.0, to_float(share.mean()) if share.len() else 0.0)
 
 
 def elb(scale: float = 1.0, *, workers: int = 10, seed: int = 0) -> pl.DataFrame:
@@ -77,9 +83,9 @@ def elb(scale: float = 1.0, *, workers: int = 10, seed: int = 0) -> pl.DataFrame
             per_window = summary.filter(pl.col("window").is_not_null())
             var = per_window["load_variance"]
             mean_load = per_window["tuples"].cast(pl.Float64) / workers
-            rows.append(_row("elb", name, workers, "stream", code, "mean_var", var.mean()))
-            rows.append(_row("elb", name, workers, "stream", code, "sd_var", var.std(ddof=0)))
-            rows.append(_row("elb", name, workers, "stream", code, "cv2", (var / mean_load**2).mean()))
+            rows.append(_row("elb", name, workers, "stream", code, "mean_var", to_float(var.mean())))
+            rows.append(_row("elb", name, workers, "stream", code, "sd_var", to_float(var.std(ddof=0))))
+            rows.append(_row("elb", name, workers, "stream", code, "cv2", to_float((var / mean_load**2).mean())))
             if name in ("elb", "clb"):
                 moved, amortized = _moved_state(per_window)
                 rows.append(_row("elb", name, workers, "stream", code, "moved_pct", moved))
@@ -127,7 +133,7 @@ def claims(frame: pl.DataFrame) -> list[dict[str, object]]:
 
 #: The ELB/CLB paper's numbers more than 15% from ours at scale 1 that
 #: ``docs/reproduction.md`` explains, by the key columns they share.
-EXPLAINED_NUMBERS: list[dict[str, object]] = [
+EXPLAINED_NUMBERS: list[Mapping[str, object]] = [
     # The paper's var(L) exceeds what ten loads summing to a window allow; unit unstated.
     *({"experiment": "elb", "grouper": "clb", "metric": m} for m in ("mean_var", "sd_var")),
     # ELB's 14.5% is measured on a drifting real stream; ours are stationary.

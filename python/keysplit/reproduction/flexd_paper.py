@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 import polars as pl
 
 from keysplit import datasets, metrics
-from keysplit._grouper import Grouper
+from keysplit._grouper import Grouper, GrouperName
 from keysplit.reproduction.common import (
     _attach_paper,
     _check_scale,
@@ -25,12 +25,12 @@ from keysplit.reproduction.common import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from collections.abc import Iterable, Mapping
 
 #: FlexD's text states no number of its figures.
 PAPER_NUMBERS = _paper_numbers([])
 
-FLEXD_GROUPERS = ("key", "dkg_rivetti", "pstream", "dalton", "flexd")
+FLEXD_GROUPERS: tuple[GrouperName, ...] = ("key", "dkg_rivetti", "pstream", "dalton", "flexd")
 FLEXD_Z = (1.0, 1.5, 2.0, 2.5, 3.0)
 
 
@@ -86,7 +86,7 @@ def claims(frame: pl.DataFrame) -> list[dict[str, object]]:
     checked = _Claims("flexd")
     if measured.is_empty():
         return checked.rows
-    rivals = (("pstream", "PStream"), ("dalton", "Dalton"))
+    rivals: tuple[tuple[GrouperName, str], ...] = (("pstream", "PStream"), ("dalton", "Dalton"))
     for p in sorted(set(measured["workers"].to_list())):
         for z in sorted(set(measured["value"].to_list())):
             lambdas = {g: _our_value(measured, grouper=g, workers=p, value=z, metric="lambda") for g in FLEXD_GROUPERS}
@@ -138,7 +138,7 @@ def claims(frame: pl.DataFrame) -> list[dict[str, object]]:
 
 
 #: FlexD states no numbers, so none is over 15% from ours.
-EXPLAINED_NUMBERS: list[dict[str, object]] = []
+EXPLAINED_NUMBERS: list[Mapping[str, object]] = []
 
 #: FlexD's claims that fail at scale 1 and ``docs/reproduction.md`` explains.
 EXPLAINED_CLAIMS: frozenset[str] = frozenset(

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import polars as pl
 
 from keysplit import datasets, metrics
-from keysplit._grouper import Grouper
+from keysplit._grouper import Grouper, GrouperName, require_grouper_name
 from keysplit.reproduction.common import (
     PaperNumber,
     _attach_paper,
@@ -28,7 +28,7 @@ from keysplit.reproduction.common import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from collections.abc import Iterable, Mapping
 
 # Table 4: memory in MB of the cardinality structures, DEBS Q1 with all 8.1M groups sent
 # to both candidates.
@@ -50,7 +50,7 @@ PAPER_NUMBERS = _paper_numbers(_STATED)
 
 HOLISTIC_GROUPERS = ("shuffle", "key", "pkg", "pk5", "cm", "am", "cam", "lm", "cm_hll", "am_hll", "cam_hll", "lm_hll")
 #: The holistic paper's groupers that are a registry grouper with parameters.
-HOLISTIC_VARIANTS: dict[str, tuple[str, dict[str, int]]] = {"pk5": ("pkg", {"choices": 5})}
+HOLISTIC_VARIANTS: dict[str, tuple[GrouperName, dict[str, int]]] = {"pk5": ("pkg", {"choices": 5})}
 
 
 def holistic(scale: float = 1.0, *, workers: Iterable[int] = (8, 16, 32), seed: int = 0) -> pl.DataFrame:
@@ -72,7 +72,7 @@ def holistic(scale: float = 1.0, *, workers: Iterable[int] = (8, 16, 32), seed: 
             fld_imbalance = None
             for name in HOLISTIC_GROUPERS:
                 registry_name, params = HOLISTIC_VARIANTS.get(name, (name, {}))
-                frame = _route(Grouper(registry_name, workers=p, seed=seed, **params), keys)
+                frame = _route(Grouper(require_grouper_name(registry_name), workers=p, seed=seed, **params), keys)
                 loads = metrics.worker_loads(frame, workers=p)
                 imbalance = metrics.absolute_imbalance(loads)
                 if name == "key":
@@ -181,7 +181,7 @@ def claims(frame: pl.DataFrame) -> list[dict[str, object]]:
 
 #: The holistic paper's numbers more than 15% from ours at scale 1 that
 #: ``docs/reproduction.md`` explains, by the key columns they share.
-EXPLAINED_NUMBERS: list[dict[str, object]] = [
+EXPLAINED_NUMBERS: list[Mapping[str, object]] = [
     # C++ unordered_set in the paper, Rust tables growing by powers of two here.
     *({"experiment": "holistic_memory", "grouper": g, "metric": "state_mb"} for g in ("cm", "lm")),
 ]

@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING
 import polars as pl
 
 from keysplit import datasets, metrics
-from keysplit._grouper import Grouper
+from keysplit._grouper import Grouper, GrouperName
+from keysplit._numbers import to_float
 from keysplit.reproduction.common import (
     PaperNumber,
     _attach_paper,
@@ -30,7 +31,7 @@ from keysplit.reproduction.common import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from collections.abc import Iterable, Mapping
 
 # Section VI-D (Fig. 8) and VI-E (Fig. 10).
 _STATED: list[PaperNumber] = [
@@ -79,7 +80,7 @@ _STATED: list[PaperNumber] = [
 #: The numbers Pd-Stream states that our simulations can measure, with their sources.
 PAPER_NUMBERS = _paper_numbers(_STATED)
 
-PDSTREAM_GROUPERS = ("pkg", "w_choices", "dagreedy", "pdstream")
+PDSTREAM_GROUPERS: tuple[GrouperName, ...] = ("pkg", "w_choices", "dagreedy", "pdstream")
 PDSTREAM_Z = (1.0, 1.2, 1.4, 1.6, 1.8, 2.0)
 PDSTREAM_WORKERS = (16, 32, 64, 128)
 
@@ -89,7 +90,7 @@ def pdstream(
     *,
     zs: Iterable[float] = PDSTREAM_Z,
     workers: Iterable[int] = PDSTREAM_WORKERS,
-    groupers: Iterable[str] = PDSTREAM_GROUPERS,
+    groupers: Iterable[GrouperName] = PDSTREAM_GROUPERS,
     seed: int = 0,
 ) -> pl.DataFrame:
     """Pd-Stream's Figs. 8 and 10: λ and γ (its LI and RF) on the Table IV Zipf streams.
@@ -235,14 +236,15 @@ def claims(frame: pl.DataFrame) -> list[dict[str, object]]:
     checked.check(
         "W-C's γ grows with z and p (largest at z=2.0, p=128)",
         "Pd-Stream VI-E",
-        float(wchoices_gammas["ours"].max()) == _our_value(wchoices_gammas, workers=max(worker_counts), value=max(zs)),
+        to_float(wchoices_gammas["ours"].max())
+        == _our_value(wchoices_gammas, workers=max(worker_counts), value=max(zs)),
     )
     return checked.rows
 
 
 #: Pd-Stream's numbers more than 15% from ours at scale 1 that ``docs/reproduction.md``
 #: explains, by the key columns they share.
-EXPLAINED_NUMBERS: list[dict[str, object]] = [
+EXPLAINED_NUMBERS: list[Mapping[str, object]] = [
     # 3.85 is PKG's two-choice bound at z = 2.0: the sentence most likely quotes the wrong z.
     {"experiment": "pdstream", "grouper": "pkg", "workers": 16, "value": 1.6, "metric": "lambda"},
     # Pd-Stream does not state W-C's head threshold; the default 1/(5n) splits fewer keys.

@@ -38,8 +38,8 @@ from keysplit._grouper import Grouper, NullPolicy
 from keysplit.spark.checkpoint import Checkpoint
 from keysplit.spark.ingest import (
     DEFAULT_BATCH_ROWS,
-    INGEST_PATHS,
     IngestChoice,
+    IngestPath,
     Stream,
     balanced_union,
     choose_path,
@@ -66,8 +66,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
     from pathlib import Path
 
-    from pyspark.sql import SparkSession
-    from pyspark.sql.connect.dataframe import DataFrame
+    from pyspark.sql import DataFrame, Row, SparkSession
 
 Output = Literal["spark", "arrow", "polars"]
 DistinctMode = Literal["sketch", "exact"]
@@ -125,6 +124,7 @@ def _partials(agg: Agg, distinct: DistinctMode, lg_k: int) -> list[Any]:
     column = agg.column
     if agg.function == "count":
         return [(F.count(F.lit(1)) if column is None else F.count(column)).alias(p)]
+    assert column is not None  # parse_aggs: every aggregate but count names a column
     if agg.function in ("sum", "min", "max"):
         return [getattr(F, agg.function)(column).alias(p)]
     if agg.function == "mean":
@@ -146,6 +146,7 @@ def _merge(agg: Agg, distinct: DistinctMode, value_types: dict[str, Any]) -> Any
     if agg.function in ("min", "max"):
         return getattr(F, agg.function)(p).alias(agg.name)
     if agg.function == "mean":
+        assert agg.column is not None  # parse_aggs: every aggregate but count names a column
         total, count = F.sum(f"{p}_sum"), F.sum(f"{p}_n")
         if isinstance(value_types[agg.column], DecimalType):
             mean = F.try_divide(total, count)
@@ -179,7 +180,10 @@ def reference(
     for agg in parse_aggs(aggs):
         if agg.function == "count":
             expr = F.count(F.lit(1)) if agg.column is None else F.count(agg.column)
-        elif agg.function == "mean":
+            exprs.append(expr.alias(agg.name))
+            continue
+        assert agg.column is not None  # parse_aggs: every aggregate but count names a column
+        if agg.function == "mean":
             expr = F.avg(agg.column)
         elif agg.function == "distinct":
             expr = F.count_distinct(agg.column) if distinct == "exact" else F.approx_count_distinct(agg.column)
@@ -235,6 +239,7 @@ class _Plan:
     def _check_types(self, value_types: dict[str, Any]) -> None:
         for agg in self.aggs:
             if agg.function == "distinct" and self.distinct == "sketch":
+                assert agg.column is not None  # parse_aggs: every aggregate but count names a column
                 kind = value_types[agg.column].typeName()
                 if kind not in ("integer", "long", "string", "binary"):
                     raise ValueError(
@@ -276,6 +281,7 @@ class _Plan:
             merged = merged.select(F.lit(routed.window).cast(self.window_type).alias(self.window_column), "*")
         started = time.perf_counter()
         result: DataFrame | pa.Table
+        counts: list[dict[str, Any]] | list[Row]
         if fetch:
             table = call("final merge", merged.toArrow, timeout=self.timeout)
             if by_window:
@@ -388,7 +394,8 @@ def aggregate_with_report(
         raise ValueError(f"output must be 'spark', 'arrow' or 'polars', got {output!r}")
     grouper = make_grouper(grouper, workers, seed)
     order = [order_by] if isinstance(order_by, str) else order_by
-    spark_input = is_spark_frame(stream)
+    spark_frame = stream if is_spark_frame(stream) else None
+    spark_input = spark_frame is not None
     if spark_input:
         if isinstance(window, int):
             raise ValueError(
@@ -410,25 +417,25 @@ def aggregate_with_report(
     stack = contextlib.ExitStack()
     # A DataFrame's own session runs it unless another is named.
     handle, owned_session, shown = shown_session(
-        stream.sparkSession if spark_input and session is None else session,  # type: ignore[union-attr]
+        spark_frame.sparkSession if spark_frame is not None and session is None else session,
         stack,
         f"aggregate ({grouper.name}, {grouper.workers} workers)",
         progress,
     )
     store: Checkpoint | None = None
     try:
-        if spark_input:
+        if spark_frame is not None:
             source: ClientStream | SparkFrame = SparkFrame(
                 handle,
-                stream,
+                spark_frame,
                 key=key,
                 grouper=grouper,
-                columns=values,  # type: ignore[arg-type]
+                columns=values,
                 window=window_column,
                 nulls=nulls,
                 order_by=order,
             )
-            path = "none"
+            path: IngestPath | Literal["none"] = "none"
         else:
             path = choose_path(handle, ingest, staging_dir=staging_dir, upload_dir=upload_dir)
             if checkpoint is not None:
@@ -441,7 +448,7 @@ def aggregate_with_report(
                 key=key,
                 grouper=grouper,
                 columns=values,
-                window=window,  # type: ignore[arg-type]
+                window=window,
                 batch_rows=batch_rows,
                 nulls=nulls,
                 ingestion=path,
@@ -500,7 +507,7 @@ def aggregate_with_report(
         stack.close()
         if owned_session:
             handle.close()
-    report = RunReport(
+    run_report = RunReport(
         grouper=grouper.name,
         workers=grouper.workers,
         windows=reports,
@@ -509,7 +516,7 @@ def aggregate_with_report(
         summary=source.summary(),
         wall_seconds=time.perf_counter() - started_run,
     )
-    return result, report
+    return result, run_report
 
 
 def _fingerprint(
@@ -536,13 +543,13 @@ def _result(
     output: Output,
     key: str,
     window_column: str | None,
-    path: str,
+    path: IngestPath | Literal["none"],
 ) -> Any:
     order = [c for c in (window_column, key) if c is not None]
     if store is not None:
         table = store.result()
         if output == "spark":
-            return to_spark(session, table, path if path in INGEST_PATHS else "arrow")
+            return to_spark(session, table, path if path != "none" else "arrow")
         frame = pl.from_arrow(table)
     elif output == "spark":
         return balanced_union(finals)

@@ -40,6 +40,7 @@ import polars as pl
 
 from keysplit import metrics
 from keysplit._grouper import Grouper, NullPolicy
+from keysplit._numbers import to_float, to_int
 from keysplit._progress import PhaseProgress
 from keysplit.spark.hot_keys import DEFAULT_CAPACITY, Placement, hot_keys, offline_replication, placement
 from keysplit.spark.ingest import choose_path, to_spark
@@ -51,8 +52,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Sequence
 
     import pyarrow as pa
-    from pyspark.sql import SparkSession
-    from pyspark.sql.connect.dataframe import DataFrame
+    from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import StructType
 
     from keysplit.spark.ingest import Stream
@@ -280,11 +280,11 @@ class GroupedReport:
     @property
     def largest_call(self) -> int:
         """The most rows one ``function`` call held."""
-        return int(self.calls["rows"].max() or 0)
+        return to_int(self.calls["rows"].max() or 0)
 
     @property
     def median_call(self) -> float:
-        return float(self.calls["rows"].median() or 0.0)
+        return to_float(self.calls["rows"].median() or 0.0)
 
     @property
     def load_imbalance(self) -> float:
@@ -301,7 +301,7 @@ class GroupedReport:
         """The slowest worker's Python seconds over the median worker's."""
         seconds = pl.Series(self.worker_seconds)
         median = seconds.median()
-        return float(seconds.max()) / float(median) if median else float("inf")  # type: ignore[arg-type]
+        return to_float(seconds.max()) / to_float(median) if median else float("inf")
 
     def __repr__(self) -> str:
         return (
@@ -353,7 +353,7 @@ class _GroupedRun:
         self.function = _require_callable("function", function)
         self.merge = _require_callable("merge", merge)
         if is_spark_frame(frame):
-            self.session, _ = as_session(frame.sparkSession if session is None else session)  # type: ignore[union-attr]
+            self.session, _ = as_session(frame.sparkSession if session is None else session)
         elif session is None:
             raise ValueError(
                 "a client stream needs session=: the result is a Spark DataFrame that lives in it "
@@ -362,7 +362,7 @@ class _GroupedRun:
         else:
             self.session, _ = as_session(session)
             frame = to_spark(self.session, frame, choose_path(self.session, "auto"))
-        self.frame: DataFrame = frame  # type: ignore[assignment]
+        self.frame: DataFrame = frame
         self.key = key
         self.nulls = nulls
         self.order_by = [order_by] if isinstance(order_by, str) else order_by
@@ -385,9 +385,12 @@ class _GroupedRun:
         self.input_schema = self.session.call("reading the schema", lambda: self.frame.schema)
         names = [f.name for f in self.input_schema.fields]
         self.input_columns = names
-        self.timezone = self.session.call(
+        timezone = self.session.call(
             "reading the time zone", lambda: self.session.spark.conf.get("spark.sql.session.timeZone")
         )
+        # Spark always has a session time zone: the JVM's unless one is set.
+        assert timezone is not None
+        self.timezone = timezone
         self.output = _struct(self.session, schema)
         self.columns = [f.name for f in self.output.fields]
         clashes = [n for n in [*names, *self.columns] if n.startswith(PREFIX)]

@@ -32,8 +32,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
 
     import pyarrow as pa
-    from pyspark.sql import SparkSession
-    from pyspark.sql.connect.dataframe import DataFrame
+    from pyspark.sql import DataFrame, SparkSession
 
     from keysplit.spark.session import Session
 

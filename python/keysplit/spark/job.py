@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from keysplit import datasets
+from keysplit._numbers import to_int
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
@@ -249,11 +250,11 @@ def grouped_map_case(handle: Any, frame: Any, workers: int, print_: Callable[[st
     equal = got.select("key", "rank").equals(expected.select("key", "rank")) and bool(
         np.allclose(got["score"].to_numpy(), expected["score"].to_numpy(), rtol=1e-9, atol=0.0)
     )
-    plans = {
+    plans: dict[str, dict[str, Any]] = {
         "applyInPandas": {
             "wall_s": native_wall,
             "task_seconds": native_seconds,
-            "largest_call": int(native["n"].max()),
+            "largest_call": to_int(native["n"].max()),
         },
         "apply_grouped": {
             "wall_s": ours_wall,

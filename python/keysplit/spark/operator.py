@@ -38,8 +38,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
     from pathlib import Path
 
-    from pyspark.sql import SparkSession
-    from pyspark.sql.connect.dataframe import DataFrame
+    from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import StructType
 
     from keysplit.spark.session import Session
@@ -155,24 +154,24 @@ def apply_operator(
     grouper = make_grouper(grouper, workers, seed)
     order = [order_by] if isinstance(order_by, str) else order_by
     n = grouper.workers
-    spark_input = is_spark_frame(stream)
+    spark_frame = stream if is_spark_frame(stream) else None
     started_run = time.perf_counter()
     stack = contextlib.ExitStack()
     handle, owned, _ = shown_session(
-        stream.sparkSession if spark_input and session is None else session,  # type: ignore[union-attr]
+        spark_frame.sparkSession if spark_frame is not None and session is None else session,
         stack,
         f"apply_operator ({grouper.name}, {n} workers)",
         progress,
     )
     try:
-        if spark_input:
+        if spark_frame is not None:
             source: ClientStream | SparkFrame = SparkFrame(
                 handle,
-                stream,
+                spark_frame,
                 key=key,
                 grouper=grouper,
                 columns=None,
-                window=None,  # type: ignore[arg-type]
+                window=None,
                 nulls=nulls,
                 order_by=order,
                 sequence=True,
@@ -190,7 +189,7 @@ def apply_operator(
                 key=key,
                 grouper=grouper,
                 columns=None,
-                window=None,  # type: ignore[arg-type]
+                window=None,
                 batch_rows=batch_rows,
                 nulls=nulls,
                 ingestion=path,

@@ -18,7 +18,7 @@ from __future__ import annotations
 import contextlib
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 import polars as pl
 
@@ -30,11 +30,10 @@ from keysplit.spark.routing import SOURCE_COLUMN, WORKER_COLUMN, route_on_execut
 from keysplit.spark.session import as_session
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator, Mapping, Sequence
+    from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
     from pathlib import Path
 
-    from pyspark.sql import SparkSession
-    from pyspark.sql.connect.dataframe import DataFrame
+    from pyspark.sql import DataFrame, SparkSession
 
     from keysplit.spark.session import Session
 
@@ -44,7 +43,7 @@ WINDOW_COLUMN = "window"
 SEQUENCE_COLUMN = "seq"
 
 
-def is_spark_frame(stream: object) -> bool:
+def is_spark_frame(stream: object) -> TypeGuard[DataFrame]:
     """Whether ``stream`` is a PySpark DataFrame (Connect or classic)."""
     return type(stream).__name__ == "DataFrame" and type(stream).__module__.startswith("pyspark.sql")
 
@@ -66,7 +65,12 @@ def run_settings(session: Session, settings: Mapping[str, str] = RUN_SETTINGS) -
     the previous values after."""
     conf = session.spark.conf
     previous = session.call("reading settings", lambda: {name: conf.get(name, None) for name in settings})
-    session.call("changing settings", lambda: [conf.set(name, value) for name, value in settings.items()])
+
+    def change() -> None:
+        for name, value in settings.items():
+            conf.set(name, value)
+
+    session.call("changing settings", change)
     try:
         yield
     finally:
@@ -238,7 +242,7 @@ class ClientStream:
             )
         return routed, seconds
 
-    def windows(self) -> Iterator[RoutedWindow]:
+    def windows(self) -> Generator[RoutedWindow, None, None]:
         n = self.grouper.workers
         current: Any = object()
         state: dict[str, Any] | None = None
@@ -359,7 +363,7 @@ class SparkFrame:
     def summary(self) -> None:
         return None
 
-    def windows(self) -> Iterator[RoutedWindow]:
+    def windows(self) -> Generator[RoutedWindow, None, None]:
         from pyspark.sql import functions as F
 
         rows = route_on_executors(

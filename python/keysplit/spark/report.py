@@ -9,7 +9,7 @@ exist only when the client routed the stream itself; they must equal Spark's.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import polars as pl
 
@@ -23,20 +23,27 @@ class ObservationMismatch(RuntimeError):
     """Spark's figures disagree with the client's routing: a tuple was lost or moved."""
 
 
+class _Figures(Protocol):
+    """What :class:`_Balance` reads: fields of a window, properties of a run."""
+
+    @property
+    def spark_loads(self) -> list[int]: ...
+    @property
+    def spark_partial_rows(self) -> int: ...
+    @property
+    def keys(self) -> int: ...
+
+
 class _Balance:
     """λ and γ of Spark's figures (over a run: Γ and keys summed over its windows)."""
 
-    spark_loads: list[int]
-    spark_partial_rows: int
-    keys: int
-
     @property
-    def load_imbalance(self) -> float:
+    def load_imbalance(self: _Figures) -> float:
         """λ = (max load − mean load) / mean load of Spark's loads."""
         return metrics.load_imbalance(pl.Series(self.spark_loads, dtype=pl.UInt64))
 
     @property
-    def replication_factor(self) -> float:
+    def replication_factor(self: _Figures) -> float:
         """γ = Γ / distinct keys, from Spark's partials."""
         return self.spark_partial_rows / self.keys if self.keys else 0.0
 
@@ -127,9 +134,10 @@ class RunReport(_Balance):
 
     @property
     def client_loads(self) -> list[int] | None:
-        if any(w.client_loads is None for w in self.windows):
+        loads = [w.client_loads for w in self.windows if w.client_loads is not None]
+        if len(loads) < len(self.windows):
             return None
-        return [sum(w.client_loads[i] for w in self.windows) for i in range(self.workers)]  # type: ignore[index]
+        return [sum(window[i] for window in loads) for i in range(self.workers)]
 
     @property
     def sources(self) -> int:
@@ -151,9 +159,10 @@ class RunReport(_Balance):
 
     @property
     def client_partial_rows(self) -> int | None:
-        if any(w.client_partial_rows is None for w in self.windows):
+        rows = [w.client_partial_rows for w in self.windows if w.client_partial_rows is not None]
+        if len(rows) < len(self.windows):
             return None
-        return sum(w.client_partial_rows for w in self.windows)  # type: ignore[misc]
+        return sum(rows)
 
     @property
     def keys(self) -> int:

@@ -32,8 +32,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Sequence
 
     import pyarrow as pa
-    from pyspark.sql import SparkSession
-    from pyspark.sql.connect.dataframe import DataFrame
+    from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import StructType
 
     from keysplit._grouper import Grouper, NullPolicy
@@ -175,6 +174,10 @@ def in_repeatable_order(session: Session, frame: DataFrame, order_by: Sequence[s
     """
     if order_by:
         return frame.sortWithinPartitions(*order_by)
+    from pyspark.sql.connect.dataframe import DataFrame as ConnectDataFrame
+
+    # The plan as text is Spark Connect's: keysplit.spark's sessions are Connect sessions.
+    assert isinstance(frame, ConnectDataFrame)
     plan = session.call("reading the plan", lambda: frame._explain_string(mode="simple"), timeout=_PROBE_TIMEOUT)
     physical = plan.split("== Physical Plan ==")[-1]
     shuffles = [line.strip(" +-:*") for line in physical.splitlines() if _SHUFFLE.search(line)]

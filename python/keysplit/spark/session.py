@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import functools
 import os
 import re
 import shutil
@@ -32,7 +33,7 @@ from urllib.parse import urlsplit
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Iterator
 
-    from pyspark.sql.connect.session import SparkSession
+    from pyspark.sql import SparkSession
 
     from keysplit.spark.cluster import StandaloneCluster
 
@@ -354,10 +355,13 @@ class Session:
         outcome: list[Any] = []
         failure: list[BaseException] = []
 
+        from pyspark.sql.connect.session import SparkSession as ConnectSession
+
         def work() -> None:
             # PySpark binds the DataFrames that commands return (localCheckpoint) to the
             # thread's active session: with several sessions in a process, it must be ours.
-            type(self.spark)._active_session.session = self.spark
+            if isinstance(self.spark, ConnectSession):
+                type(self.spark)._active_session.session = self.spark
             try:
                 outcome.append(action())
             except BaseException as error:  # noqa: BLE001 - re-raised in the caller's thread
@@ -535,7 +539,7 @@ def session(
     spark = _connect(url, query_timeout=query_timeout)
     remote = Session(spark, url=url, server=None, query_timeout=query_timeout)
     for name, value in settings.items():
-        remote.call(f"setting {name}", lambda n=name, v=value: spark.conf.set(n, v), timeout=30.0)
+        remote.call(f"setting {name}", functools.partial(spark.conf.set, name, value), timeout=30.0)
     return remote
 
 
