@@ -438,6 +438,16 @@ impl Grouper for Dalton {
                 "a Q-table row of another width, a value not finite, or found later".to_owned()
             );
         }
+        // Routing takes a key past the hot threshold to have its row for this interval.
+        let (previous, workers) = (u128::from(self.intervals.previous_total), u128::from(n));
+        let hot_without_row = previous > 0
+            && self.counts.iter().any(|(item, &count)| {
+                u128::from(count) * workers > previous
+                    && self.rows.get(item).is_none_or(|row| row.found != self.intervals.index)
+            });
+        if hot_without_row {
+            return Err("a key past the hot threshold without its row".to_owned());
+        }
         if self.reached.iter().filter(|item| self.rows.contains_key(item)).count()
             != self.reached_rows
         {

@@ -137,7 +137,7 @@ use crate::grouper::{Grouper, GrouperConfig, GrouperInfo};
 use crate::hash::{HashFamily, Key, fingerprint};
 use crate::loads::{LoadScope, LoadVector};
 use crate::params::{ParamReader, ParamSpec, ParamValue};
-use crate::sketches::{ItemMap, map_bytes};
+use crate::sketches::{ItemMap, ItemSet, map_bytes};
 use crate::snapshot::restore_state;
 
 pub const DEFAULT_WINDOW_TUPLES: i64 = 15_000;
@@ -307,14 +307,10 @@ fn param_error(name: &'static str, reason: String) -> (&'static str, String) {
     (name, reason)
 }
 
-impl DynamicKeyGrouping {
-    /// Validates the parameters; the error names the parameter and why.
-    pub fn new(
-        hashes: HashFamily,
-        loads: LoadVector,
-        params: DkgParams,
-    ) -> Result<Self, (&'static str, String)> {
-        let DkgParams { window_tuples, old_cycle_windows, warmup_windows, expected_keys } = params;
+impl DkgParams {
+    /// The ranges of the module documentation; the error names the parameter and why.
+    fn check(&self) -> Result<(), (&'static str, String)> {
+        let DkgParams { window_tuples, old_cycle_windows, warmup_windows, expected_keys } = *self;
         if window_tuples < 1 {
             return Err(param_error("window_tuples", format!("must be >= 1, got {window_tuples}")));
         }
@@ -336,8 +332,29 @@ impl DynamicKeyGrouping {
                 format!("must be in [10, {MAX_EXPECTED_KEYS}], got {expected_keys}"),
             ));
         }
+        Ok(())
+    }
+}
+
+/// The sizes of the old, teenage and baby spaces for `expected_keys`: `⌊10%⌋`, `⌊40%⌋` and
+/// `⌊50%⌋` of it, in integer arithmetic (exact in `u128` for any `u64`).
+fn space_sizes(expected_keys: u64) -> (usize, usize, usize) {
+    let keys = u128::from(expected_keys);
+    let size = |share: u128| usize::try_from(keys * share / 10).unwrap_or(usize::MAX);
+    (size(1), size(4), size(5))
+}
+
+impl DynamicKeyGrouping {
+    /// Validates the parameters; the error names the parameter and why.
+    pub fn new(
+        hashes: HashFamily,
+        loads: LoadVector,
+        params: DkgParams,
+    ) -> Result<Self, (&'static str, String)> {
+        params.check()?;
+        let DkgParams { window_tuples, old_cycle_windows, warmup_windows, expected_keys } = params;
         let workers = hashes.workers();
-        let keys = expected_keys as usize;
+        let (old_size, teenage_size, baby_size) = space_sizes(expected_keys as u64);
         Ok(Self {
             hashes,
             loads,
@@ -347,9 +364,9 @@ impl DynamicKeyGrouping {
             window_tuples: window_tuples as u64,
             old_cycle_windows: old_cycle_windows as u64,
             warmup_windows: warmup_windows as u64,
-            old_size: keys / 10,
-            teenage_size: keys * 4 / 10,
-            baby_size: keys / 2,
+            old_size,
+            teenage_size,
+            baby_size,
             items: ItemMap::default(),
             baby: VecDeque::new(),
             teenage: VecDeque::new(),
@@ -491,6 +508,65 @@ impl DynamicKeyGrouping {
         (best, best_load, below)
     }
 
+    /// The parameters the stored ones were built from. `expected_keys` is recovered from the
+    /// space sizes: the baby space's `⌊expected_keys/2⌋` leaves an even and an odd
+    /// candidate, and the even one, tried first, is in range whenever the odd one is (the
+    /// range's bounds are even). A count above `i64::MAX`, which no parameter gives, reads
+    /// as -1 so that its range check fails.
+    fn stored_params(&self) -> Result<DkgParams, String> {
+        let param = |value: u64| i64::try_from(value).unwrap_or(-1);
+        let sizes = (self.old_size, self.teenage_size, self.baby_size);
+        let expected_keys = (0..2)
+            .filter_map(|odd| u64::try_from(2 * self.baby_size as u128 + odd).ok())
+            .find(|&keys| space_sizes(keys) == sizes)
+            .ok_or_else(|| format!("spaces sized {sizes:?} for no expected key count"))?;
+        Ok(DkgParams {
+            window_tuples: param(self.window_tuples),
+            old_cycle_windows: param(self.old_cycle_windows),
+            warmup_windows: param(self.warmup_windows),
+            expected_keys: param(expected_keys),
+        })
+    }
+
+    /// The three spaces list every Key Item once, each in the space its item names, and
+    /// every item was counted by routing within the width bounds of Algorithms 5 and 6.
+    fn check_items(&self) -> Result<(), String> {
+        let listed = self.baby.len() + self.teenage.len() + self.old.len();
+        if listed != self.items.len() {
+            return Err(format!("{listed} keys in the spaces for {} items", self.items.len()));
+        }
+        let mut seen = ItemSet::default();
+        let spaces =
+            [(Space::Baby, &self.baby), (Space::Teenage, &self.teenage), (Space::Old, &self.old)];
+        for (space, ids) in spaces {
+            for &id in ids {
+                if self.items.get(&id).is_none_or(|item| item.space != space) || !seen.insert(id) {
+                    return Err(format!("a {space:?} key listed without its item or twice"));
+                }
+            }
+        }
+        let mut counted = 0u64;
+        for item in self.items.values() {
+            // A scale out stops at the maximum, a scale down at 2 (never below the start).
+            if !(self.initial_width..=self.max_width).contains(&item.width) {
+                return Err(format!(
+                    "a key on {} workers, not {} to {}",
+                    item.width, self.initial_width, self.max_width
+                ));
+            }
+            // An item is created by its key's tuple and counts it.
+            if item.count == 0 {
+                return Err("a key item that counted no tuple".to_owned());
+            }
+            counted = counted.saturating_add(item.count);
+        }
+        // Each routed tuple counts once, in its key's item.
+        if counted > self.routed {
+            return Err(format!("key items counting {counted} of {} tuples", self.routed));
+        }
+        Ok(())
+    }
+
     /// Closes the current window: Algorithm 1, and Algorithm 2 every `old_cycle_windows`.
     fn close_window(&mut self) {
         self.in_window = 0;
@@ -605,6 +681,58 @@ impl Grouper for DynamicKeyGrouping {
         self.close_window();
     }
 
+    fn check_state(&self) -> Result<(), String> {
+        let n = self.hashes.workers();
+        if self.loads.workers() != n {
+            return Err(format!("{} load counters for {n} workers", self.loads.workers()));
+        }
+        // Derived from `n` alone by `new`, bit for bit.
+        if self.threshold.to_bits() != threshold_load(n).to_bits()
+            || self.max_width != max_machines(n)
+            || self.initial_width != n.min(2)
+        {
+            return Err(format!(
+                "a threshold of {} and widths {} to {} for {n} workers",
+                self.threshold, self.initial_width, self.max_width
+            ));
+        }
+        self.stored_params()?.check().map_err(|(name, reason)| format!("{name} {reason}"))?;
+        // A window closes as its last tuple is routed.
+        if self.in_window >= self.window_tuples || self.in_window > self.routed {
+            return Err(format!(
+                "{} tuples in a window of {} after {} routed",
+                self.in_window, self.window_tuples, self.routed
+            ));
+        }
+        // Every routed tuple is on the loads, which other sources may add to when shared.
+        if self.routed > self.loads.total() {
+            return Err(format!(
+                "{} tuples routed onto loads of {}",
+                self.routed,
+                self.loads.total()
+            ));
+        }
+        // The next window end must be able to count itself.
+        if self.windows_closed == u64::MAX {
+            return Err("a window count that cannot grow".to_owned());
+        }
+        // Promotion fills the old and teenage spaces to their sizes, never past; the baby
+        // space is truncated to its size at each window end and then gains one new key at
+        // most per tuple.
+        if self.old.len() > self.old_size
+            || self.teenage.len() > self.teenage_size
+            || self.baby.len() as u64 > self.baby_size as u64 + self.in_window
+        {
+            return Err(format!(
+                "spaces of {}, {} and {} keys",
+                self.old.len(),
+                self.teenage.len(),
+                self.baby.len()
+            ));
+        }
+        self.check_items()
+    }
+
     fn loads(&self) -> &LoadVector {
         &self.loads
     }
@@ -617,5 +745,78 @@ impl Grouper for DynamicKeyGrouping {
             + deque(&self.teenage)
             + deque(&self.old)
             + self.loads.state_bytes()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::streams::Zipf;
+
+    /// Every state routing produces passes [`Grouper::check_state`]: after each tuple and
+    /// each window end, over skewed streams, widths that scale out and down, and shared
+    /// loads.
+    #[test]
+    fn routing_leaves_states_that_pass_the_check() {
+        for (workers, shared) in [(1, false), (2, false), (5, true), (16, false)] {
+            let params = DkgParams {
+                window_tuples: 40,
+                old_cycle_windows: 2,
+                warmup_windows: 1,
+                expected_keys: 11,
+            };
+            let loads =
+                if shared { LoadVector::shared(workers) } else { LoadVector::private(workers) };
+            let mut dkg =
+                DynamicKeyGrouping::new(HashFamily::new(3, workers), loads, params).unwrap();
+            let mut zipf = Zipf::new(300, 1.4, u64::from(workers)).unwrap();
+            for step in 0..3_000 {
+                dkg.route(Key::Int(zipf.next_key()));
+                if step % 170 == 0 {
+                    dkg.end_window();
+                }
+                assert_eq!(dkg.check_state(), Ok(()), "{workers} workers, step {step}");
+            }
+            if workers == 16 {
+                assert!(dkg.items.values().any(|item| item.width > 2), "some key scaled out");
+            }
+        }
+    }
+
+    /// A state with any one of the fields routing relies on changed is refused.
+    #[test]
+    fn forged_fields_are_refused() {
+        let params = DkgParams { window_tuples: 40, expected_keys: 20, ..DkgParams::default() };
+        let mut dkg =
+            DynamicKeyGrouping::new(HashFamily::new(3, 16), LoadVector::private(16), params)
+                .unwrap();
+        let mut zipf = Zipf::new(300, 1.4, 2).unwrap();
+        for _ in 0..1_000 {
+            dkg.route(Key::Int(zipf.next_key()));
+        }
+        dkg.route(Key::Int(1));
+        assert_eq!(dkg.check_state(), Ok(()));
+        assert!(!dkg.baby.is_empty() && !dkg.old.is_empty() && dkg.in_window > 0);
+        let forgeries: [fn(&mut DynamicKeyGrouping); 12] = [
+            |d| d.items.get_mut(&d.old[0]).unwrap().width = d.max_width + 1,
+            |d| d.items.get_mut(&d.old[0]).unwrap().width = u32::MAX,
+            |d| d.items.get_mut(&d.old[0]).unwrap().space = Space::Baby,
+            |d| d.baby.push_back(d.baby[0]),
+            |d| d.baby.push_back(7),
+            |d| d.in_window = d.window_tuples,
+            |d| d.old_size += 1,
+            |d| d.threshold += 1.0,
+            |d| d.max_width += 1,
+            |d| d.routed = d.loads.total() + 1,
+            |d| d.window_tuples = 0,
+            |d| d.windows_closed = u64::MAX,
+        ];
+        for (i, forge) in forgeries.iter().enumerate() {
+            let bytes = postcard::to_allocvec(&dkg).unwrap();
+            let mut forged: DynamicKeyGrouping = postcard::from_bytes(&bytes).unwrap();
+            assert_eq!(forged.check_state(), Ok(()));
+            forge(&mut forged);
+            assert!(forged.check_state().is_err(), "forgery {i} passed");
+        }
     }
 }

@@ -255,6 +255,104 @@ fn param_error(name: &'static str, reason: String) -> ParamError {
     ParamError { name, reason }
 }
 
+/// What [`FlexD::new`] keeps of its parameters, validated, with `f` and the counters
+/// resolved.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Settings {
+    delta: f64,
+    threshold: f64,
+    counters: usize,
+    segment_tuples: u64,
+    batch_tuples: usize,
+    cleanup_segments: u64,
+    retain: usize,
+}
+
+impl FlexDParams {
+    /// Validates the parameters for `workers` workers and resolves the automatic ones.
+    fn settings(self, workers: u32) -> Result<Settings, ParamError> {
+        let FlexDParams {
+            delta,
+            threshold,
+            counters,
+            segment_tuples,
+            batch_tuples,
+            cleanup_segments,
+            retain,
+        } = self;
+        if !(delta > 1.0 && delta.is_finite()) {
+            return Err(param_error("delta", format!("must be finite and > 1, got {delta}")));
+        }
+        let auto_threshold = threshold == 0.0;
+        if !(auto_threshold || (threshold > 0.0 && threshold <= 1.0)) {
+            return Err(param_error(
+                "threshold",
+                format!("must be in (0, 1], or 0 for 1/(2n), got {threshold}"),
+            ));
+        }
+        let threshold = if auto_threshold { 1.0 / (2.0 * f64::from(workers)) } else { threshold };
+        let counters = match counters {
+            0 if auto_threshold => 4 * workers as usize,
+            0 => {
+                let derived = (2.0 / threshold).ceil();
+                if derived > MAX_COUNTERS as f64 {
+                    return Err(param_error(
+                        "threshold",
+                        format!(
+                            "gives ceil(2/f) = {derived} Space-Saving counters, more than \
+                             {MAX_COUNTERS}; raise it or set counters"
+                        ),
+                    ));
+                }
+                derived as usize
+            }
+            c if (1..=MAX_COUNTERS as i64).contains(&c) => c as usize,
+            c => {
+                return Err(param_error(
+                    "counters",
+                    format!("must be in [1, {MAX_COUNTERS}], or 0 for ceil(2/f), got {c}"),
+                ));
+            }
+        };
+        if counters > MAX_COUNTERS {
+            return Err(param_error(
+                "threshold",
+                format!("gives 4n = {counters} Space-Saving counters, more than {MAX_COUNTERS}"),
+            ));
+        }
+        if segment_tuples < 1 {
+            return Err(param_error(
+                "segment_tuples",
+                format!("must be at least 1, got {segment_tuples}"),
+            ));
+        }
+        if !(1..=MAX_BATCH_TUPLES as i64).contains(&batch_tuples) {
+            return Err(param_error(
+                "batch_tuples",
+                format!("must be in [1, {MAX_BATCH_TUPLES}], got {batch_tuples}"),
+            ));
+        }
+        if cleanup_segments < 1 {
+            return Err(param_error(
+                "cleanup_segments",
+                format!("must be at least 1, got {cleanup_segments}"),
+            ));
+        }
+        if retain < 0 {
+            return Err(param_error("retain", format!("must be at least 0, got {retain}")));
+        }
+        Ok(Settings {
+            delta,
+            threshold,
+            counters,
+            segment_tuples: segment_tuples as u64,
+            batch_tuples: batch_tuples as usize,
+            cleanup_segments: cleanup_segments as u64,
+            retain: usize::try_from(retain).unwrap_or(usize::MAX),
+        })
+    }
+}
+
 fn build(
     config: GrouperConfig,
     params: &mut ParamReader<'_>,
@@ -328,7 +426,7 @@ impl FlexD {
         params: FlexDParams,
     ) -> Result<Self, ParamError> {
         let workers = hashes.workers();
-        let FlexDParams {
+        let Settings {
             delta,
             threshold,
             counters,
@@ -336,75 +434,13 @@ impl FlexD {
             batch_tuples,
             cleanup_segments,
             retain,
-        } = params;
-        if !(delta > 1.0 && delta.is_finite()) {
-            return Err(param_error("delta", format!("must be finite and > 1, got {delta}")));
-        }
-        let auto_threshold = threshold == 0.0;
-        if !(auto_threshold || (threshold > 0.0 && threshold <= 1.0)) {
-            return Err(param_error(
-                "threshold",
-                format!("must be in (0, 1], or 0 for 1/(2n), got {threshold}"),
-            ));
-        }
-        let threshold = if auto_threshold { 1.0 / (2.0 * f64::from(workers)) } else { threshold };
-        let counters = match counters {
-            0 if auto_threshold => 4 * workers as usize,
-            0 => {
-                let derived = (2.0 / threshold).ceil();
-                if derived > MAX_COUNTERS as f64 {
-                    return Err(param_error(
-                        "threshold",
-                        format!(
-                            "gives ceil(2/f) = {derived} Space-Saving counters, more than \
-                             {MAX_COUNTERS}; raise it or set counters"
-                        ),
-                    ));
-                }
-                derived as usize
-            }
-            c if (1..=MAX_COUNTERS as i64).contains(&c) => c as usize,
-            c => {
-                return Err(param_error(
-                    "counters",
-                    format!("must be in [1, {MAX_COUNTERS}], or 0 for ceil(2/f), got {c}"),
-                ));
-            }
-        };
-        if counters > MAX_COUNTERS {
-            return Err(param_error(
-                "threshold",
-                format!("gives 4n = {counters} Space-Saving counters, more than {MAX_COUNTERS}"),
-            ));
-        }
-        if segment_tuples < 1 {
-            return Err(param_error(
-                "segment_tuples",
-                format!("must be at least 1, got {segment_tuples}"),
-            ));
-        }
-        if !(1..=MAX_BATCH_TUPLES as i64).contains(&batch_tuples) {
-            return Err(param_error(
-                "batch_tuples",
-                format!("must be in [1, {MAX_BATCH_TUPLES}], got {batch_tuples}"),
-            ));
-        }
-        if cleanup_segments < 1 {
-            return Err(param_error(
-                "cleanup_segments",
-                format!("must be at least 1, got {cleanup_segments}"),
-            ));
-        }
-        if retain < 0 {
-            return Err(param_error("retain", format!("must be at least 0, got {retain}")));
-        }
+        } = params.settings(workers)?;
         let sketch =
             SpaceSaving::new(counters).map_err(|e| param_error("counters", e.to_string()))?;
         let mut pending = Vec::new();
-        pending.try_reserve_exact(batch_tuples as usize).map_err(|_| {
+        pending.try_reserve_exact(batch_tuples).map_err(|_| {
             param_error("batch_tuples", format!("{batch_tuples} keys cannot be allocated"))
         })?;
-        let segment_tuples = segment_tuples as u64;
         Ok(Self {
             hashes,
             loads,
@@ -412,9 +448,9 @@ impl FlexD {
             threshold,
             hot_count: threshold * segment_tuples as f64,
             segment_tuples,
-            batch_tuples: batch_tuples as usize,
-            cleanup_segments: cleanup_segments as u64,
-            retain: usize::try_from(retain).unwrap_or(usize::MAX),
+            batch_tuples,
+            cleanup_segments,
+            retain,
             sketch,
             segment_fill: 0,
             segment: 0,
@@ -481,6 +517,101 @@ impl FlexD {
         self.sketch.estimate(fingerprint(key)).map_or(0, |c| c.count)
     }
 
+    /// The stored parameters are ones [`FlexDParams::settings`] accepts and resolves to
+    /// themselves (a stored `f` of 0 would resolve to `1/(2n)`), with the sketch's capacity
+    /// as the counters, and `f·l` is their product. A value above `i64::MAX`, which no
+    /// parameter gives, reads as -1 so that its range check fails.
+    fn check_settings(&self) -> Result<(), String> {
+        let param = |value: u64| i64::try_from(value).unwrap_or(-1);
+        let stored = Settings {
+            delta: self.delta,
+            threshold: self.threshold,
+            counters: self.sketch.capacity(),
+            segment_tuples: self.segment_tuples,
+            batch_tuples: self.batch_tuples,
+            cleanup_segments: self.cleanup_segments,
+            retain: self.retain,
+        };
+        let params = FlexDParams {
+            delta: self.delta,
+            threshold: self.threshold,
+            counters: param(self.sketch.capacity() as u64),
+            segment_tuples: param(self.segment_tuples),
+            batch_tuples: param(self.batch_tuples as u64),
+            cleanup_segments: param(self.cleanup_segments),
+            retain: param(self.retain as u64),
+        };
+        let settings = params
+            .settings(self.hashes.workers())
+            .map_err(|ParamError { name, reason }| format!("{name} {reason}"))?;
+        if settings != stored {
+            return Err(format!(
+                "a threshold of {} with {} counters that are not the parameters'",
+                self.threshold,
+                self.sketch.capacity()
+            ));
+        }
+        if self.hot_count.to_bits() != (self.threshold * self.segment_tuples as f64).to_bits() {
+            return Err(format!("a hot count of {} for f = {}", self.hot_count, self.threshold));
+        }
+        Ok(())
+    }
+
+    /// Each entry as Algorithm 1 leaves it (see the checks), and its instance buffers counted.
+    fn check_entries(&self) -> Result<(), String> {
+        let n = self.hashes.workers();
+        // A new entry's threshold is `f·δ`. A crossing multiplies it by `δ > 1`, and needs
+        // `f_t ≥ T·l` with `f_t ≤ l`, so `T ≤ 1` before it and `T·δ ≤ δ` after.
+        let thresholds = self.threshold * self.delta..=self.delta;
+        let mut accesses = Vec::with_capacity(self.entries.len());
+        let mut instances = 0u64;
+        // The entry that last listed each worker, to find a repeat in one pass.
+        let mut listed_by = vec![usize::MAX; n as usize];
+        for (index, entry) in self.entries.values().enumerate() {
+            let Entry { threshold, crossings, hot_segment, last_access, .. } = *entry;
+            // One instance on creation, one more per crossing while a worker is unused.
+            let expected = (1 + u64::from(crossings)).min(u64::from(n));
+            if entry.instances.len() as u64 != expected {
+                return Err(format!(
+                    "a key on {} instances after {crossings} crossings",
+                    entry.instances.len()
+                ));
+            }
+            for &w in &entry.instances {
+                match listed_by.get_mut(w as usize) {
+                    Some(by) if *by != index => *by = index,
+                    _ => return Err(format!("an instance on worker {w} of {n}, or listed twice")),
+                }
+            }
+            if !thresholds.contains(&threshold) {
+                return Err(format!("a key threshold of {threshold}, not in [f·δ, δ]"));
+            }
+            // Entries are marked hot in the current segment and accessed at scheduler
+            // ticks, from 1.
+            if hot_segment > self.segment || !(1..=self.clock).contains(&last_access) {
+                return Err(format!(
+                    "a key hot in segment {hot_segment} of {}, accessed at {last_access} of {}",
+                    self.segment, self.clock
+                ));
+            }
+            accesses.push(last_access);
+            instances += entry.instances.len() as u64;
+        }
+        // A scheduler tick accesses one entry at most.
+        accesses.sort_unstable();
+        if accesses.windows(2).any(|pair| pair[0] == pair[1]) {
+            return Err("two keys accessed at the same scheduler tick".to_owned());
+        }
+        // The buffers hold at least their instances.
+        if (self.instance_bytes as u64) < instances * WORKER_BYTES as u64 {
+            return Err(format!(
+                "{} bytes of instance buffers for {instances} instances",
+                self.instance_bytes
+            ));
+        }
+        Ok(())
+    }
+
     /// The scheduler's run over the collected micro-batch (Algorithm 1).
     fn run_scheduler(&mut self) {
         if self.pending.is_empty() {
@@ -518,12 +649,14 @@ impl FlexD {
             let mut joined = None;
             if count >= entry.threshold * l {
                 // Lines 18-20: the key crossed its threshold again.
-                entry.crossings += 1;
+                // Saturates rather than wraps: `min(n, 1 + crossings)` still holds.
+                entry.crossings = entry.crossings.saturating_add(1);
                 entry.threshold *= self.delta;
                 if let Some(worker) = least_loaded_unused(&self.scratch, &entry.instances) {
                     let before = entry.instances.capacity();
                     entry.instances.push(worker);
-                    self.instance_bytes += (entry.instances.capacity() - before) * WORKER_BYTES;
+                    let grown = (entry.instances.capacity() - before) * WORKER_BYTES;
+                    self.instance_bytes = self.instance_bytes.saturating_add(grown);
                     joined = Some(worker);
                 }
             }
@@ -533,7 +666,10 @@ impl FlexD {
             // Lines 13-16: hot for the first time.
             let worker = least_loaded_unused(&self.scratch, &[]).unwrap_or(0);
             let instances = vec![worker];
-            self.instance_bytes += instances.capacity() * WORKER_BYTES;
+            // Saturates: a restored count can exceed the buffers, whose capacities a
+            // snapshot does not hold (see `check_entries`).
+            self.instance_bytes =
+                self.instance_bytes.saturating_add(instances.capacity() * WORKER_BYTES);
             self.entries.insert(
                 id,
                 Entry {
@@ -647,6 +783,53 @@ impl Grouper for FlexD {
         self.close_segment();
     }
 
+    fn check_state(&self) -> Result<(), String> {
+        let n = self.hashes.workers();
+        if self.loads.workers() != n || self.scratch.len() != n as usize {
+            return Err(format!(
+                "{} load counters and {} scratch loads for {n} workers",
+                self.loads.workers(),
+                self.scratch.len()
+            ));
+        }
+        self.check_settings()?;
+        // A segment closes as its `l`-th key enters the sketch, which counts every key.
+        if self.segment_fill >= self.segment_tuples || self.segment_fill != self.sketch.total() {
+            return Err(format!(
+                "{} keys in a segment of {} counted {} times",
+                self.segment_fill,
+                self.segment_tuples,
+                self.sketch.total()
+            ));
+        }
+        // The scheduler runs as the `m`-th key is collected.
+        if self.pending.len() >= self.batch_tuples {
+            return Err(format!(
+                "{} keys collected for micro-batches of {}",
+                self.pending.len(),
+                self.batch_tuples
+            ));
+        }
+        if let Some(&(_, w)) = self.pending.iter().find(|&&(_, w)| w >= n) {
+            return Err(format!("a collected key hashed to worker {w} of {n}"));
+        }
+        // Every collected or scheduled tuple was routed onto the loads first.
+        let routed = self.clock.checked_add(self.pending.len() as u64);
+        if routed.is_none_or(|routed| routed > self.loads.total()) {
+            return Err(format!(
+                "{} scheduled and {} collected tuples on loads of {}",
+                self.clock,
+                self.pending.len(),
+                self.loads.total()
+            ));
+        }
+        // The next segment end must be able to count itself.
+        if self.segment == u64::MAX {
+            return Err("a segment count that cannot grow".to_owned());
+        }
+        self.check_entries()
+    }
+
     fn loads(&self) -> &LoadVector {
         &self.loads
     }
@@ -659,5 +842,83 @@ impl Grouper for FlexD {
             + self.pending.capacity() * std::mem::size_of::<(u64, u32)>()
             + self.scratch.capacity() * std::mem::size_of::<u64>()
             + self.loads.state_bytes()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::streams::Zipf;
+
+    /// Every state routing produces passes [`Grouper::check_state`]: after each tuple and
+    /// each window end, through segment ends, clean-ups, keys on every worker and the
+    /// automatic and explicit threshold and counters.
+    #[test]
+    fn routing_leaves_states_that_pass_the_check() {
+        let settings = [
+            (1, FlexDParams::default()),
+            (4, FlexDParams { delta: 1.05, threshold: 0.02, ..FlexDParams::default() }),
+            (7, FlexDParams { threshold: 0.5, counters: 3, ..FlexDParams::default() }),
+            (16, FlexDParams { delta: 1.2, ..FlexDParams::default() }),
+        ];
+        for (workers, params) in settings {
+            let params = FlexDParams {
+                segment_tuples: 90,
+                batch_tuples: 6,
+                cleanup_segments: 2,
+                retain: 3,
+                ..params
+            };
+            let loads = LoadVector::private(workers);
+            let mut flexd = FlexD::new(HashFamily::new(9, workers), loads, params).unwrap();
+            let mut zipf = Zipf::new(200, 1.5, u64::from(workers)).unwrap();
+            for step in 0..3_000 {
+                flexd.route(Key::Int(zipf.next_key()));
+                if step % 250 == 0 {
+                    flexd.end_window();
+                }
+                assert_eq!(flexd.check_state(), Ok(()), "{workers} workers, step {step}");
+            }
+            assert!(flexd.hot_keys() > 0, "{workers} workers: some key turned hot");
+        }
+    }
+
+    /// A state with any one of the fields routing relies on changed is refused.
+    #[test]
+    fn forged_fields_are_refused() {
+        let params = FlexDParams { segment_tuples: 90, batch_tuples: 6, ..FlexDParams::default() };
+        let mut flexd = FlexD::new(HashFamily::new(9, 4), LoadVector::private(4), params).unwrap();
+        let mut zipf = Zipf::new(50, 1.5, 1).unwrap();
+        for _ in 0..400 {
+            flexd.route(Key::Int(zipf.next_key()));
+        }
+        flexd.route(Key::Int(1));
+        assert_eq!(flexd.check_state(), Ok(()));
+        assert!(!flexd.pending.is_empty() && flexd.entries.len() > 1);
+        let (&id, _) = flexd.entries.iter().min_by_key(|(_, e)| e.instances.len()).unwrap();
+        assert!(flexd.entries[&id].instances.len() < 4);
+        let forgeries: [fn(&mut FlexD, u64); 14] = [
+            |f, _| f.scratch.truncate(3),
+            |f, _| f.pending[0].1 = 4,
+            |f, _| f.pending.extend([(1, 0); 5]),
+            |f, id| f.entries.get_mut(&id).unwrap().instances.clear(),
+            |f, id| f.entries.get_mut(&id).unwrap().instances[0] = 4,
+            |f, id| f.entries.get_mut(&id).unwrap().crossings += 1,
+            |f, id| f.entries.get_mut(&id).unwrap().threshold = f64::NAN,
+            |f, id| f.entries.get_mut(&id).unwrap().last_access = f.clock + 1,
+            |f, _| f.segment_fill += 1,
+            |f, _| f.threshold = 0.0,
+            |f, _| f.hot_count += 1.0,
+            |f, _| f.segment = u64::MAX,
+            |f, _| f.batch_tuples = MAX_BATCH_TUPLES + 1,
+            |f, _| f.clock = f.loads.total(),
+        ];
+        for (i, forge) in forgeries.iter().enumerate() {
+            let bytes = postcard::to_allocvec(&flexd).unwrap();
+            let mut forged: FlexD = postcard::from_bytes(&bytes).unwrap();
+            assert_eq!(forged.check_state(), Ok(()));
+            forge(&mut forged, id);
+            assert!(forged.check_state().is_err(), "forgery {i} passed");
+        }
     }
 }

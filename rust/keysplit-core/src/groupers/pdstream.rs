@@ -107,7 +107,7 @@ use crate::hash::{HashFamily, Key, fingerprint};
 use crate::loads::{LeastLoaded, LoadVector};
 use crate::params::{ParamReader, ParamSpec, ParamValue};
 use crate::sketches::sliding_window::MAX_WINDOW;
-use crate::sketches::{ItemMap, SlidingWindowCounter, item_map};
+use crate::sketches::{ItemMap, SlidingWindowCounter, item_map, item_map_bytes};
 use crate::snapshot::restore_state;
 use serde::{Deserialize, Serialize};
 
@@ -154,6 +154,17 @@ pub const MAX_ALPHA: i64 = 16;
 
 /// The smallest search margin accepted: finer ones stall `f64` bisection.
 pub const MIN_EPSILON: f64 = 1e-12;
+
+/// The range of `alpha`.
+const ALPHA: std::ops::RangeInclusive<i64> = 1..=MAX_ALPHA;
+
+/// The range of `epsilon`.
+const EPSILON: std::ops::Range<f64> = MIN_EPSILON..1.0;
+
+/// Whether `expected_probability` is in its range, `(0, 1)`.
+fn valid_expected_probability(p: f64) -> bool {
+    p > 0.0 && p < 1.0
+}
 
 fn build(
     config: GrouperConfig,
@@ -340,7 +351,7 @@ impl PdStream {
     ) -> Result<Self, ParamError> {
         let PdStreamParams { alpha, expected_probability, epsilon, distinct_candidates } = params;
         let workers = hashes.workers();
-        if !(1..=MAX_ALPHA).contains(&alpha) {
+        if !ALPHA.contains(&alpha) {
             return Err(param_error("alpha", format!("must be in [1, {MAX_ALPHA}], got {alpha}")));
         }
         let length = window_length(alpha as u64, workers).ok_or_else(|| {
@@ -352,13 +363,13 @@ impl PdStream {
                 ),
             )
         })?;
-        if !(expected_probability > 0.0 && expected_probability < 1.0) {
+        if !valid_expected_probability(expected_probability) {
             return Err(param_error(
                 "expected_probability",
                 format!("must be in (0, 1), got {expected_probability}"),
             ));
         }
-        if !(MIN_EPSILON..1.0).contains(&epsilon) {
+        if !EPSILON.contains(&epsilon) {
             return Err(param_error(
                 "epsilon",
                 format!("must be in [{MIN_EPSILON:e}, 1), got {epsilon}"),
@@ -429,6 +440,65 @@ impl PdStream {
         self.table[occurrences as usize - 1]
     }
 
+    /// The probability table is a prefix of Algorithm 1's values for the window, all of
+    /// them when the window is eagerly tabled. Entries are recomputed as `new` computes
+    /// them: all of a table of up to `EAGER_TABLE_WINDOW` entries, else that many evenly
+    /// spaced ones and the last, so that a check costs at most an eager build.
+    fn check_table(&self) -> Result<(), String> {
+        let (length, entries) = (self.window.window(), self.table.len());
+        if entries > length || (length <= EAGER_TABLE_WINDOW && entries != length) {
+            return Err(format!("{entries} probabilities for a window of {length}"));
+        }
+        let step = entries.div_ceil(EAGER_TABLE_WINDOW).max(1);
+        let checked = (0..entries).step_by(step).chain(entries.checked_sub(1));
+        let (p, epsilon) = (self.expected_probability, self.epsilon);
+        for index in checked {
+            let occurrences = index as u32 + 1;
+            let expected = estimate_probability(length as u32, occurrences, p, epsilon);
+            if self.table[index].to_bits() != expected.to_bits() {
+                return Err(format!(
+                    "a probability of {} for {occurrences} occurrences",
+                    self.table[index]
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Every routing entry is of a key in the window (the entry goes when the key's last
+    /// occurrence leaves), and its candidate set is of distinct workers in range: two
+    /// distinct hash workers at least when they are forced apart, plus joined ones.
+    fn check_routes(&self) -> Result<(), String> {
+        let n = self.hashes.workers();
+        let smallest = if self.distinct_candidates { n.min(2) } else { 1 } as usize;
+        let mut candidates = 0u64;
+        // The set that last listed each worker, to find a repeat in one pass.
+        let mut listed_by = vec![usize::MAX; n as usize];
+        for (index, (&id, set)) in self.routes.iter().enumerate() {
+            if self.window.count(id) == 0 {
+                return Err("a routing entry of a key out of the window".to_owned());
+            }
+            if set.len() < smallest {
+                return Err(format!("a candidate set of {} workers", set.len()));
+            }
+            for &w in set {
+                match listed_by.get_mut(w as usize) {
+                    Some(by) if *by != index => *by = index,
+                    _ => return Err(format!("a candidate on worker {w} of {n}, or listed twice")),
+                }
+            }
+            candidates += set.len() as u64;
+        }
+        // The buffers hold at least their candidates.
+        if (self.candidate_bytes as u64) < candidates * WORKER_BYTES as u64 {
+            return Err(format!(
+                "{} bytes of candidate sets for {candidates} candidates",
+                self.candidate_bytes
+            ));
+        }
+        Ok(())
+    }
+
     /// PKG's two candidates of `key`, in tie-breaking order.
     #[inline]
     pub fn hash_candidates(&self, key: Key<'_>) -> (u32, u32) {
@@ -466,7 +536,10 @@ impl Grouper for PdStream {
         if let Some((tail, 0)) = push.evicted
             && let Some(set) = self.routes.remove(&tail)
         {
-            self.candidate_bytes -= set.capacity() * WORKER_BYTES;
+            // Saturates: a restored count can fall short of the buffers, whose capacities a
+            // snapshot does not hold (see `check_routes`).
+            self.candidate_bytes =
+                self.candidate_bytes.saturating_sub(set.capacity() * WORKER_BYTES);
         }
         let occurrences = push.count;
         let worker = if occurrences <= 1 {
@@ -497,13 +570,47 @@ impl Grouper for PdStream {
                     added_bytes += (set.capacity() - before) * WORKER_BYTES;
                 }
             }
-            self.candidate_bytes += added_bytes;
+            self.candidate_bytes = self.candidate_bytes.saturating_add(added_bytes);
             // Step 17: the least-loaded candidate.
             least_loaded_among(&self.loads, set)
         };
         self.loads.add(worker, 1);
         self.least_loaded.added(worker);
         worker
+    }
+
+    fn check_state(&self) -> Result<(), String> {
+        let n = self.hashes.workers();
+        if self.loads.workers() != n {
+            return Err(format!("{} load counters for {n} workers", self.loads.workers()));
+        }
+        // `N = ⌈α·n/2⌉` for an `alpha` in range; `alpha` itself is not stored.
+        let length = self.window.window();
+        if !ALPHA.into_iter().any(|alpha| window_length(alpha as u64, n) == Some(length)) {
+            return Err(format!("a window of {length} keys for {n} workers"));
+        }
+        if !valid_expected_probability(self.expected_probability)
+            || !EPSILON.contains(&self.epsilon)
+        {
+            return Err(format!(
+                "an expected probability of {} and a margin of {}",
+                self.expected_probability, self.epsilon
+            ));
+        }
+        // Each routed tuple entered the window and the loads.
+        if self.window.len() as u64 > self.loads.total() {
+            return Err(format!(
+                "{} keys in the window for loads of {}",
+                self.window.len(),
+                self.loads.total()
+            ));
+        }
+        // The routing table was allocated for one entry per key the window holds.
+        if item_map_bytes::<Vec<u32>>(length).is_none_or(|bytes| self.routes_bytes < bytes) {
+            return Err(format!("a routing table of {} bytes", self.routes_bytes));
+        }
+        self.check_table()?;
+        self.check_routes()
     }
 
     fn loads(&self) -> &LoadVector {
@@ -518,5 +625,69 @@ impl Grouper for PdStream {
             + self.candidate_bytes
             + self.loads.state_bytes()
             + self.least_loaded.state_bytes()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::streams::Zipf;
+
+    /// Every state routing produces passes [`Grouper::check_state`], tuple after tuple,
+    /// with candidates forced apart or not and windows of several lengths.
+    #[test]
+    fn routing_leaves_states_that_pass_the_check() {
+        for (workers, alpha, distinct_candidates) in
+            [(1, 4, true), (2, 3, false), (5, 1, true), (16, 16, true), (9, 2, false)]
+        {
+            let params = PdStreamParams { alpha, distinct_candidates, ..PdStreamParams::default() };
+            let loads = LoadVector::private(workers);
+            let mut pd = PdStream::new(HashFamily::new(4, workers), loads, params).unwrap();
+            let mut zipf = Zipf::new(500, 1.2, u64::from(workers)).unwrap();
+            let mut hot = 0;
+            for step in 0..2_000 {
+                pd.route(Key::Int(zipf.next_key()));
+                assert_eq!(pd.check_state(), Ok(()), "{workers} workers, step {step}");
+                hot = hot.max(pd.hot_keys());
+            }
+            assert!(hot > 0, "{workers} workers: some key was hot");
+        }
+    }
+
+    /// A state with any one of the fields routing relies on changed is refused.
+    #[test]
+    fn forged_fields_are_refused() {
+        let mut pd =
+            PdStream::new(HashFamily::new(4, 6), LoadVector::private(6), PdStreamParams::default())
+                .unwrap();
+        let key = Key::Int(1);
+        for _ in 0..5 {
+            pd.route(key);
+        }
+        assert_eq!(pd.check_state(), Ok(()));
+        let id = fingerprint(key);
+        assert!(pd.routes.contains_key(&id));
+        let forgeries: [fn(&mut PdStream, u64); 10] = [
+            |p, id| p.routes.get_mut(&id).unwrap().clear(),
+            |p, id| p.routes.get_mut(&id).unwrap()[0] = 6,
+            |p, id| {
+                let first = p.routes[&id][0];
+                p.routes.get_mut(&id).unwrap().push(first);
+            },
+            |p, id| p.routes.get_mut(&id).unwrap().truncate(1),
+            |p, id| drop(p.routes.insert(id + 1, vec![0, 1])),
+            |p, _| p.table[3] += 0.25,
+            |p, _| p.table.truncate(p.table.len() - 1),
+            |p, _| p.epsilon = 0.0,
+            |p, _| p.expected_probability = 1.0,
+            |p, _| p.candidate_bytes = 0,
+        ];
+        for (i, forge) in forgeries.iter().enumerate() {
+            let bytes = postcard::to_allocvec(&pd).unwrap();
+            let mut forged: PdStream = postcard::from_bytes(&bytes).unwrap();
+            assert_eq!(forged.check_state(), Ok(()));
+            forge(&mut forged, id);
+            assert!(forged.check_state().is_err(), "forgery {i} passed");
+        }
     }
 }

@@ -445,6 +445,11 @@ impl SketchSnapshot for SpaceSaving {
             }
             free = b.higher;
         }
+        // A bucket on neither list is lost to both: the next count that needs a new bucket
+        // would wait for it on the free list forever.
+        if seen_buckets != buckets {
+            return broken("free bucket");
+        }
         if sum != self.total {
             return Err(format!("the counts sum to {sum}, not the total {}", self.total));
         }
