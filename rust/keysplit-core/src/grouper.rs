@@ -62,9 +62,7 @@ pub trait Grouper: Send + SaveState {
     /// panic, loop or route out of range. Restore calls it; every state that routing
     /// produces passes it. A snapshot is state read back from storage, where a bug or a
     /// flipped bit may have changed it under a valid checksum.
-    fn check_state(&self) -> Result<(), String> {
-        Ok(())
-    }
+    fn check_state(&self) -> Result<(), String>;
 }
 
 /// Routes every key of `keys` with [`Grouper::route`], one at a time: the default batch

@@ -107,9 +107,11 @@ impl<'de> Deserialize<'de> for LoadVector {
         if counts.is_empty() || counts.len() > MAX_WORKERS as usize {
             return Err(serde::de::Error::custom(format!("{} load counters", counts.len())));
         }
-        // Totals and shares add the counts up: their sum must fit, as routing's would.
-        if counts.iter().try_fold(0u64, |sum, &c| sum.checked_add(c)).is_none() {
-            return Err(serde::de::Error::custom("load counts whose sum overflows"));
+        // Totals and shares add the counts up, and routing adds one per tuple: a sum of at
+        // most 2^63 - 1 leaves room for 2^63 more tuples, more than any stream routes.
+        let sum = counts.iter().try_fold(0u64, |sum, &c| sum.checked_add(c));
+        if sum.is_none_or(|sum| sum > i64::MAX as u64) {
+            return Err(serde::de::Error::custom("load counts whose sum exceeds 2^63 - 1"));
         }
         let counters = counts.into_iter().map(|c| CachePadded::new(AtomicU64::new(c))).collect();
         Ok(Self::from_counters(counters, scope))
@@ -351,6 +353,18 @@ mod tests {
         let b = &loads.counters[1] as *const _ as usize;
         assert!(b - a >= 64);
         assert_eq!(loads.state_bytes(), 2 * std::mem::size_of::<CachePadded<AtomicU64>>());
+    }
+
+    #[test]
+    fn decoding_refuses_counts_that_routing_could_overflow() {
+        let decode = |counts: Vec<u64>| {
+            let bytes = postcard::to_allocvec(&(LoadScope::Private, counts)).unwrap();
+            postcard::from_bytes::<LoadVector>(&bytes).map(|loads| loads.snapshot())
+        };
+        assert_eq!(decode(vec![3, i64::MAX as u64 - 3]).unwrap(), [3, i64::MAX as u64 - 3]);
+        assert!(decode(vec![u64::MAX, 0]).is_err());
+        assert!(decode(vec![i64::MAX as u64, 1]).is_err());
+        assert!(decode(vec![]).is_err());
     }
 
     #[test]

@@ -166,6 +166,21 @@ impl Settings {
         let theta = default_theta(workers);
         Self { head, theta, capacity: default_capacity(theta), distinct_candidates: true }
     }
+
+    /// Checks decoded settings against the ranges the builder enforces.
+    fn check(&self) -> Result<(), String> {
+        if let HeadRouting::DChoices { epsilon } = self.head
+            && !epsilon_in_range(epsilon)
+        {
+            return Err(format!("epsilon {epsilon}"));
+        }
+        if !theta_in_range(self.theta)
+            || !(min_capacity(self.theta)..=MAX_CAPACITY).contains(&self.capacity)
+        {
+            return Err(format!("theta {} and a capacity of {}", self.theta, self.capacity));
+        }
+        Ok(())
+    }
 }
 
 /// The paper's `θ = 1/(5n)`.
@@ -185,12 +200,39 @@ pub fn min_capacity(theta: f64) -> usize {
     if capacity >= MAX_CAPACITY as f64 { MAX_CAPACITY.saturating_add(1) } else { capacity as usize }
 }
 
+/// Whether `theta` is an explicit head threshold, in `(0, 1)` (NaN is not).
+fn theta_in_range(theta: f64) -> bool {
+    theta > 0.0 && theta < 1.0
+}
+
+/// Whether `epsilon` is a slack of [`choose_d`], in `[0, 1)` (NaN is not).
+fn epsilon_in_range(epsilon: f64) -> bool {
+    (0.0..1.0).contains(&epsilon)
+}
+
+/// `d_choices`: the most keys the head can hold, the room reserved for it. The head's
+/// counts each exceed `θ·m` and sum to at most `m`, so `|H| < 1/θ`.
+fn head_room(settings: &Settings) -> usize {
+    min_capacity(settings.theta).min(settings.capacity)
+}
+
+/// The `d` of `w_choices` and `rr_head`, and of `d_choices` before its first head: PKG's two
+/// choices, or the one worker.
+fn pkg_d(workers: u32) -> u32 {
+    workers.min(2)
+}
+
+/// Every `d` that [`choose_d`] can return for `workers` workers.
+fn d_range(workers: u32) -> std::ops::RangeInclusive<u32> {
+    pkg_d(workers)..=workers
+}
+
 fn build_d(
     config: GrouperConfig,
     params: &mut ParamReader<'_>,
 ) -> Result<Box<dyn Grouper>, ConfigError> {
     let epsilon = params.float("epsilon")?;
-    if !(0.0..1.0).contains(&epsilon) {
+    if !epsilon_in_range(epsilon) {
         return Err(params.out_of_range("epsilon", format!("must be in [0, 1), got {epsilon}")));
     }
     build_with(config, params, HeadRouting::DChoices { epsilon })
@@ -217,7 +259,7 @@ fn build_with(
 ) -> Result<Box<dyn Grouper>, ConfigError> {
     let theta = match params.float("theta")? {
         0.0 => default_theta(config.workers),
-        t if t > 0.0 && t < 1.0 => t,
+        t if theta_in_range(t) => t,
         t => {
             return Err(params
                 .out_of_range("theta", format!("must be in (0, 1), or 0 for 1/(5n), got {t}")));
@@ -342,7 +384,7 @@ pub struct HeadChoices {
 impl HeadChoices {
     /// Fails with a reason when the summary cannot be allocated.
     pub fn new(hashes: HashFamily, loads: LoadVector, settings: Settings) -> Result<Self, String> {
-        if !(settings.theta > 0.0 && settings.theta < 1.0) {
+        if !theta_in_range(settings.theta) {
             return Err(format!("theta must be in (0, 1), got {}", settings.theta));
         }
         if settings.capacity < min_capacity(settings.theta) {
@@ -355,15 +397,14 @@ impl HeadChoices {
         let summary = SpaceSaving::new(settings.capacity).map_err(|e| e.to_string())?;
         let mut head = Vec::new();
         if let HeadRouting::DChoices { .. } = settings.head {
-            // |H|·θ·m < Σ counts ≤ m, so |H| < 1/θ.
-            let room = min_capacity(settings.theta).min(settings.capacity);
+            let room = head_room(&settings);
             head.try_reserve_exact(room)
                 .map_err(|_| format!("cannot allocate a head of {room}"))?;
         }
         let workers = hashes.workers();
         let d = match settings.head {
             HeadRouting::DChoices { epsilon } => choose_d(workers, 0, 0.0, 0.0, epsilon),
-            _ => workers.min(2),
+            _ => pkg_d(workers),
         };
         Ok(Self {
             hashes,
@@ -504,6 +545,44 @@ impl HeadChoices {
         );
     }
 
+    /// `d_choices`: checks the decoded head and `d` against the summary.
+    fn check_head(&self, epsilon: f64) -> Result<(), String> {
+        let n = self.hashes.workers();
+        if !d_range(n).contains(&self.d) {
+            return Err(format!("d = {} for {n} workers", self.d));
+        }
+        if self.head.len() > head_room(&self.settings) {
+            return Err(format!(
+                "a head of {} keys in room for {}",
+                self.head.len(),
+                head_room(&self.settings)
+            ));
+        }
+        // Membership tests and insertions binary-search the head.
+        if self.head.windows(2).any(|pair| pair[0] >= pair[1]) {
+            return Err("a head that is not sorted and unique".to_owned());
+        }
+        // Each tuple re-evaluates the head: its members are exactly the monitored keys
+        // whose counts are above `θ·m` now, a prefix of the summary by count.
+        let member_ok = |&item: &u64| {
+            self.summary.estimate(item).is_some_and(|c| self.above_threshold(c.count))
+        };
+        let above = self
+            .summary
+            .iter_by_count()
+            .take_while(|(_, counter)| self.above_threshold(counter.count))
+            .count();
+        if !self.head.iter().all(member_ok) || above != self.head.len() {
+            return Err(format!("a head of {} keys, {above} above the threshold", self.head.len()));
+        }
+        // `d` is recomputed whenever the membership changes, and an empty head gives the
+        // `d` of no head at all.
+        if self.head.is_empty() && self.d != choose_d(n, 0, 0.0, 0.0, epsilon) {
+            return Err(format!("d = {} for an empty head", self.d));
+        }
+        Ok(())
+    }
+
     fn route_head(&mut self, key: Key<'_>, item: u64) -> u32 {
         let workers = self.hashes.workers();
         match self.settings.head {
@@ -576,6 +655,48 @@ impl Grouper for HeadChoices {
         worker
     }
 
+    fn check_state(&self) -> Result<(), String> {
+        let n = self.hashes.workers();
+        if self.loads.workers() != n {
+            return Err(format!("{} load counters for {n} workers", self.loads.workers()));
+        }
+        self.settings.check()?;
+        if self.summary.capacity() != self.settings.capacity {
+            return Err(format!(
+                "a summary of {} counters for a capacity of {}",
+                self.summary.capacity(),
+                self.settings.capacity
+            ));
+        }
+        // Every tuple is counted once by the summary and once by a worker's load, which
+        // other sources may share.
+        if self.summary.total() > self.loads.total() {
+            return Err(format!(
+                "{} tuples counted of {} routed",
+                self.summary.total(),
+                self.loads.total()
+            ));
+        }
+        // Only `rr_head` moves its cursor, which wraps to 0 when it reaches `n`.
+        let cursor_ok = match self.settings.head {
+            HeadRouting::RoundRobin => self.next_head_worker < n,
+            _ => self.next_head_worker == 0,
+        };
+        if !cursor_ok {
+            return Err(format!("a next head worker {} of {n}", self.next_head_worker));
+        }
+        match self.settings.head {
+            HeadRouting::DChoices { epsilon } => self.check_head(epsilon),
+            // Only `d_choices` keeps a head and changes `d`.
+            HeadRouting::WChoices | HeadRouting::RoundRobin => {
+                if self.d != pkg_d(n) || !self.head.is_empty() {
+                    return Err(format!("d = {} and a head of {}", self.d, self.head.len()));
+                }
+                Ok(())
+            }
+        }
+    }
+
     fn loads(&self) -> &LoadVector {
         &self.loads
     }
@@ -598,6 +719,46 @@ impl Grouper for HeadChoices {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::streams::Zipf;
+
+    /// A grouper of each head routing after a skewed stream, whose state must pass.
+    fn routed(head: HeadRouting, workers: u32) -> HeadChoices {
+        let settings = Settings::defaults(head, workers);
+        let loads = LoadVector::private(workers);
+        let mut grouper = HeadChoices::new(HashFamily::new(3, workers), loads, settings).unwrap();
+        let mut zipf = Zipf::new(500, 1.4, 9).unwrap();
+        for _ in 0..3000 {
+            grouper.route(Key::Int(zipf.next_key()));
+            assert_eq!(grouper.check_state(), Ok(()));
+        }
+        grouper
+    }
+
+    #[test]
+    fn check_state_refuses_each_forged_field() {
+        let d_choices = || routed(HeadRouting::DChoices { epsilon: 1e-4 }, 7);
+        assert!(!d_choices().head.is_empty() && d_choices().d > 2);
+        let forged: [fn(&mut HeadChoices); 7] = [
+            |g| g.d = 0,
+            |g| g.d = 8,
+            |g| g.head.reverse(),
+            |g| g.head.push(u64::MAX),
+            |g| g.head.clear(),
+            |g| g.next_head_worker = 1,
+            |g| g.settings.capacity += 1,
+        ];
+        for forge in forged {
+            let mut grouper = d_choices();
+            forge(&mut grouper);
+            assert!(grouper.check_state().is_err());
+        }
+        let mut rr_head = routed(HeadRouting::RoundRobin, 7);
+        rr_head.next_head_worker = 7;
+        assert!(rr_head.check_state().is_err());
+        let mut w_choices = routed(HeadRouting::WChoices, 7);
+        w_choices.d = 3;
+        assert!(w_choices.check_state().is_err());
+    }
 
     #[test]
     fn pow_int_matches_repeated_products() {

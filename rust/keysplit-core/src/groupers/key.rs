@@ -105,6 +105,14 @@ impl Grouper for KeyGrouping {
         self.loads.add_counts(&counts);
     }
 
+    fn check_state(&self) -> Result<(), String> {
+        let n = self.hashes.workers();
+        if self.loads.workers() != n {
+            return Err(format!("{} load counters for {n} workers", self.loads.workers()));
+        }
+        Ok(())
+    }
+
     fn loads(&self) -> &LoadVector {
         &self.loads
     }
@@ -152,6 +160,14 @@ mod tests {
     use crate::grouper::{NullPolicy, build, route_batch};
     use crate::keys::{KeyBatch, KeyValues};
     use crate::parallel::{MIN_KEYS_PER_THREAD, single_threaded};
+
+    #[test]
+    fn check_state_refuses_loads_of_another_worker_count() {
+        use super::{Grouper, HashFamily, KeyGrouping, LoadVector};
+        let hashes = HashFamily::new(1, 3);
+        assert_eq!(KeyGrouping { hashes, loads: LoadVector::private(3) }.check_state(), Ok(()));
+        assert!(KeyGrouping { hashes, loads: LoadVector::private(4) }.check_state().is_err());
+    }
 
     #[test]
     fn a_batch_cut_over_threads_routes_and_counts_as_one() {

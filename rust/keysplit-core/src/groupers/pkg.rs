@@ -52,10 +52,10 @@ fn build(
 ) -> Result<Box<dyn Grouper>, ConfigError> {
     let distinct_candidates = params.bool("distinct_candidates")?;
     let choices = params.int("choices")?;
-    if !(2..=MAX_CHOICES).contains(&choices) {
+    if !choices_in_range(choices) {
         return Err(params.out_of_range(
             "choices",
-            format!("must be between 2 and {MAX_CHOICES}, got {choices}"),
+            format!("must be between {MIN_CHOICES} and {MAX_CHOICES}, got {choices}"),
         ));
     }
     let mut pkg = PartialKeyGrouping::new(config.hashes, distinct_candidates, config.loads);
@@ -63,8 +63,16 @@ fn build(
     Ok(Box::new(pkg))
 }
 
+/// The fewest candidates a key may have: PKG's two.
+pub const MIN_CHOICES: i64 = 2;
+
 /// The most candidates a key may have, as for the holistic groupers.
 pub const MAX_CHOICES: i64 = 32;
+
+/// Whether `choices` is a valid `M`, from [`MIN_CHOICES`] to [`MAX_CHOICES`].
+fn choices_in_range(choices: i64) -> bool {
+    (MIN_CHOICES..=MAX_CHOICES).contains(&choices)
+}
 
 #[derive(Serialize, Deserialize)]
 pub struct PartialKeyGrouping {
@@ -155,6 +163,18 @@ impl Grouper for PartialKeyGrouping {
         }
     }
 
+    fn check_state(&self) -> Result<(), String> {
+        let n = self.hashes.workers();
+        if self.loads.workers() != n {
+            return Err(format!("{} load counters for {n} workers", self.loads.workers()));
+        }
+        // Routing hashes `M` candidates per tuple: a larger `M` would hold up every tuple.
+        if !choices_in_range(i64::from(self.choices)) {
+            return Err(format!("{} choices", self.choices));
+        }
+        Ok(())
+    }
+
     fn loads(&self) -> &LoadVector {
         &self.loads
     }
@@ -214,5 +234,19 @@ impl<R: Remainder> KeyVisitor for PkgRows<'_, R> {
         self.loads[first as usize] = first_load + u64::from(!to_second);
         // Which candidate wins is as good as random: a branch here mispredicts often.
         self.out[row] = std::hint::select_unpredictable(to_second, second, first);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn check_state_refuses_choices_out_of_range() {
+        let mut pkg = PartialKeyGrouping::new(HashFamily::new(1, 4), true, LoadVector::private(4));
+        for (choices, ok) in [(1, false), (2, true), (32, true), (33, false), (u32::MAX, false)] {
+            pkg.choices = choices;
+            assert_eq!(pkg.check_state().is_ok(), ok, "{choices}");
+        }
     }
 }

@@ -104,11 +104,11 @@ fn build(
     params: &mut ParamReader<'_>,
 ) -> Result<Box<dyn Grouper>, ConfigError> {
     let l = params.int("l")?;
-    if !(1..=63).contains(&l) {
-        return Err(params.out_of_range("l", format!("must be in 1..=63, got {l}")));
+    if !(MIN_CAP..=MAX_CAP).contains(&l) {
+        return Err(params.out_of_range("l", format!("must be in {MIN_CAP}..={MAX_CAP}, got {l}")));
     }
     let r = params.int("r")?;
-    if !(0..=l).contains(&r) {
+    if !threshold_in_range(r, l) {
         return Err(if r >= 0 && !params.given("r") {
             params.out_of_range("l", format!("must be at least r = {r} (r's default), got {l}"))
         } else {
@@ -116,11 +116,27 @@ fn build(
         });
     }
     let p = params.float("p")?;
-    if !(0.0..=1.0).contains(&p) {
+    if !decay_in_range(p) {
         return Err(params.out_of_range("p", format!("must be in [0, 1], got {p}")));
     }
     let round_robin = params.bool("round_robin")?;
     Ok(Box::new(PStream::new(config.hashes, l as u32, r as u32, p, round_robin, config.loads)))
+}
+
+/// The smallest `l`, the cap of a count.
+pub const MIN_CAP: i64 = 1;
+
+/// The largest `l`: bit `l` must fit a 64-bit entry.
+pub const MAX_CAP: i64 = 63;
+
+/// Whether `r`, the smallest count that reaches the predictor, is in `0..=l`.
+fn threshold_in_range(r: i64, l: i64) -> bool {
+    (0..=l).contains(&r)
+}
+
+/// Whether `p` is a probability, `[0, 1]` (NaN is not).
+fn decay_in_range(p: f64) -> bool {
+    (0.0..=1.0).contains(&p)
 }
 
 #[derive(Serialize, Deserialize)]
@@ -150,7 +166,7 @@ impl PStream {
     ) -> Self {
         Self {
             hashes,
-            cap: l.clamp(1, 63),
+            cap: l.clamp(MIN_CAP as u32, MAX_CAP as u32),
             threshold: r,
             decay: p,
             round_robin,
@@ -211,6 +227,32 @@ impl Grouper for PStream {
         worker
     }
 
+    fn check_state(&self) -> Result<(), String> {
+        let n = self.hashes.workers();
+        if self.loads.workers() != n {
+            return Err(format!("{} load counters for {n} workers", self.loads.workers()));
+        }
+        // A count is at most `l` and sets bit `l`: `l` above 63 would shift out of an entry.
+        let (l, r) = (i64::from(self.cap), i64::from(self.threshold));
+        if !(MIN_CAP..=MAX_CAP).contains(&l)
+            || !threshold_in_range(r, l)
+            || !decay_in_range(self.decay)
+        {
+            return Err(format!("l {}, r {} and p {}", self.cap, self.threshold, self.decay));
+        }
+        // Only round robin counts hot tuples, and each was routed to (and counted by) a worker.
+        if (!self.round_robin && self.hot_tuples > 0) || self.hot_tuples > self.loads.total() {
+            return Err(format!("{} hot tuples of {} routed", self.hot_tuples, self.loads.total()));
+        }
+        // Updates set bits up to `l` only, shifts only lower them, and an entry that
+        // reaches 0 is removed.
+        let bits_allowed = u64::MAX >> (63 - self.cap);
+        if self.predictor.values().any(|&bits| bits == 0 || bits & !bits_allowed != 0) {
+            return Err(format!("a predictor entry empty or with a bit above l = {}", self.cap));
+        }
+        Ok(())
+    }
+
     fn loads(&self) -> &LoadVector {
         &self.loads
     }
@@ -222,5 +264,38 @@ impl Grouper for PStream {
             + 2 * self.predictor.len() * std::mem::size_of::<(u64, u64)>()
             + self.loads.state_bytes()
             + self.least_loaded.state_bytes()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn check_state_passes_routed_states_and_refuses_each_forged_field() {
+        let routed = || {
+            let loads = LoadVector::private(5);
+            let mut pstream = PStream::new(HashFamily::new(2, 5), 8, 1, 0.05, true, loads);
+            for i in 0..2000u64 {
+                pstream.route(Key::Int(i % 7));
+                assert_eq!(pstream.check_state(), Ok(()));
+            }
+            pstream
+        };
+        assert!(routed().hot_tuples > 0 && !routed().predictor.is_empty());
+        let forged: [fn(&mut PStream); 7] = [
+            |p| p.cap = 64,
+            |p| p.threshold = 9,
+            |p| p.decay = f64::NAN,
+            |p| p.round_robin = false,
+            |p| p.hot_tuples = 2001,
+            |p| *p.predictor.values_mut().next().unwrap() = 0,
+            |p| *p.predictor.values_mut().next().unwrap() |= 1 << 9,
+        ];
+        for forge in forged {
+            let mut pstream = routed();
+            forge(&mut pstream);
+            assert!(pstream.check_state().is_err());
+        }
     }
 }

@@ -74,11 +74,37 @@ impl Grouper for Shuffle {
         }
     }
 
+    fn check_state(&self) -> Result<(), String> {
+        let n = self.workers;
+        if self.loads.workers() != n {
+            return Err(format!("{} load counters for {n} workers", self.loads.workers()));
+        }
+        // The cursor wraps to 0 when it reaches `n`: it is always a worker.
+        if self.next >= n {
+            return Err(format!("a next worker {} of {n}", self.next));
+        }
+        Ok(())
+    }
+
     fn loads(&self) -> &LoadVector {
         &self.loads
     }
 
     fn state_bytes(&self) -> usize {
         std::mem::size_of::<Self>() + self.loads.state_bytes()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn check_state_refuses_a_cursor_or_loads_out_of_range() {
+        let shuffle =
+            |next, workers, loads| Shuffle { next, workers, loads: LoadVector::private(loads) };
+        assert_eq!(shuffle(2, 3, 3).check_state(), Ok(()));
+        assert!(shuffle(3, 3, 3).check_state().is_err());
+        assert!(shuffle(0, 3, 4).check_state().is_err());
     }
 }

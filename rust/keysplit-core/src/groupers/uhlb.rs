@@ -121,6 +121,19 @@ impl Grouper for UniversalHashGrouping {
         worker
     }
 
+    fn check_state(&self) -> Result<(), String> {
+        let n = self.hashes.workers();
+        if self.loads.workers() != n {
+            return Err(format!("{} load counters for {n} workers", self.loads.workers()));
+        }
+        // `a` and `b` are drawn from the seed at build time and never change; in range,
+        // they also keep `a·x + b` below the `2^126` that `mod_mersenne61` reduces.
+        if (self.a, self.b) != Self::draw(self.hashes.grouper_seed()) {
+            return Err("coefficients that are not the ones of the seed".to_owned());
+        }
+        Ok(())
+    }
+
     fn loads(&self) -> &LoadVector {
         &self.loads
     }
@@ -133,6 +146,14 @@ impl Grouper for UniversalHashGrouping {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn check_state_refuses_coefficients_of_another_seed() {
+        let mut grouper = UniversalHashGrouping::new(HashFamily::new(4, 5), LoadVector::private(5));
+        assert_eq!(grouper.check_state(), Ok(()));
+        grouper.a += 1;
+        assert!(grouper.check_state().is_err());
+    }
 
     #[test]
     fn mersenne_reduction_is_exact_at_the_edges() {
