@@ -11,7 +11,7 @@
 #![no_main]
 
 use arbitrary::Arbitrary;
-use keysplit_core::grouper::{GrouperInstance, build, registry};
+use keysplit_core::registry::{GrouperInstance, build, registry};
 use keysplit_core::params::Params;
 use keysplit_core::sketches::{
     CountMin, HyperLogLog, KeyedSpaceSaving, SlidingWindowCounter, SpaceSaving,

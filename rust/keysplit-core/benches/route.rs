@@ -9,8 +9,9 @@
 use std::hint::black_box;
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
-use keysplit_core::grouper::{build, registry, route_batch};
+use keysplit_core::grouper::route_batch;
 use keysplit_core::hash::{HashFamily, hash_int_key, hash_key};
+use keysplit_core::registry::{build, registry};
 use keysplit_core::{Key, KeyBatch, KeyValues, NullPolicy};
 
 const ROWS: usize = 1 << 20;

@@ -17,7 +17,9 @@
 #[path = "../benches/common/mod.rs"]
 mod common;
 
-use keysplit_core::grouper::{build, route_batch};
+use keysplit_core::grouper::route_batch;
+
+use keysplit_core::registry::build;
 use keysplit_core::{KeyBatch, KeyValues, NullPolicy};
 
 fn main() {

@@ -1,12 +1,15 @@
-//! The `Grouper` trait, the registry of groupers and the one way to build them.
+//! The `Grouper` trait, what every grouper is built from, and how its state is saved and
+//! decoded. The list of groupers and the building of one by name are in
+//! [`crate::registry`](mod@crate::registry).
 
 use crate::error::{ConfigError, RouteError};
-use crate::groupers;
 use crate::hash::{HashFamily, Key};
 use crate::keys::{KeyBatch, KeyVisitor};
 use crate::loads::LoadVector;
-use crate::params::{ParamReader, ParamSpec, Params};
-use crate::snapshot::{RestoreFn, SaveState};
+use crate::params::{ParamReader, ParamSpec};
+use crate::snapshot::{SnapshotError, decode_exact, encode_state};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
 
 pub use crate::loads::MAX_WORKERS;
 
@@ -130,51 +133,23 @@ pub struct GrouperInfo {
 /// Builds a grouper from its configuration and its own parameters.
 pub type BuildFn = fn(GrouperConfig, &mut ParamReader<'_>) -> Result<Box<dyn Grouper>, ConfigError>;
 
-/// Every grouper keysplit has, in the order the documentation lists them.
-pub fn registry() -> &'static [GrouperInfo] {
-    groupers::REGISTRY
+/// The fields of a grouper as snapshot state. Every grouper has it, since [`Grouper`]
+/// requires it and every `Serialize` type provides it.
+pub trait SaveState {
+    fn save_state(&self) -> Result<Vec<u8>, SnapshotError>;
 }
 
-pub fn lookup(name: &str) -> Result<&'static GrouperInfo, ConfigError> {
-    registry().iter().find(|info| info.name == name).ok_or_else(|| ConfigError::UnknownGrouper {
-        name: name.to_owned(),
-        known: registry().iter().map(|info| info.name).collect(),
-    })
+impl<T: Serialize> SaveState for T {
+    fn save_state(&self) -> Result<Vec<u8>, SnapshotError> {
+        encode_state(self)
+    }
 }
 
-/// A built grouper with the configuration it was built from.
-pub struct GrouperInstance {
-    pub info: &'static GrouperInfo,
-    pub seed: u64,
-    /// Every parameter with its effective value, defaults included.
-    pub params: Params,
-    pub grouper: Box<dyn Grouper>,
-}
+/// Decodes a grouper of type `G` from snapshot state: each registry entry's `restore`.
+pub type RestoreFn = fn(&[u8]) -> Result<Box<dyn Grouper>, SnapshotError>;
 
-/// Builds grouper `name` over `workers` workers. `loads` is a handle on a shared load
-/// vector when several sources share a global view; `None` gives private counters.
-pub fn build(
-    name: &str,
-    workers: u64,
-    seed: u64,
-    params: &Params,
-    loads: Option<LoadVector>,
-) -> Result<GrouperInstance, ConfigError> {
-    let info = lookup(name)?;
-    let workers = match u32::try_from(workers) {
-        Ok(w) if (1..=MAX_WORKERS).contains(&w) => w,
-        _ => return Err(ConfigError::Workers { workers, max: MAX_WORKERS }),
-    };
-    let loads = match loads {
-        Some(shared) if shared.workers() == workers => shared,
-        Some(shared) => {
-            return Err(ConfigError::SharedLoads { loads: shared.workers(), workers });
-        }
-        None => LoadVector::private(workers),
-    };
-    let config = GrouperConfig { workers, hashes: HashFamily::new(seed, workers), loads };
-    let mut reader = ParamReader::new(info.name, info.params, params)?;
-    let grouper = (info.build)(config, &mut reader)?;
-    let params = reader.finish();
-    Ok(GrouperInstance { info, seed, params, grouper })
+pub(crate) fn restore_state<G: Grouper + DeserializeOwned + 'static>(
+    state: &[u8],
+) -> Result<Box<dyn Grouper>, SnapshotError> {
+    Ok(Box::new(decode_exact::<G>("state", state)?))
 }

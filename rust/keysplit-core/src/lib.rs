@@ -6,7 +6,7 @@
 //! copying them; [`loads::LoadVector`] holds lock-free per-worker load counters.
 //!
 //! ```
-//! use keysplit_core::grouper::build;
+//! use keysplit_core::registry::build;
 //! let mut pkg = build("pkg", 8, 1, &Default::default(), None).unwrap().grouper;
 //! let worker = pkg.route(keysplit_core::Key::Bytes(b"apple"));
 //! assert!(worker < 8);
@@ -21,6 +21,7 @@ pub mod loads;
 pub mod min_tree;
 pub mod parallel;
 pub mod params;
+pub mod registry;
 pub mod rng;
 pub mod sketches;
 pub mod snapshot;
@@ -29,10 +30,9 @@ pub mod streams;
 pub mod worker_ids;
 
 pub use error::{ConfigError, RouteError};
-pub use grouper::{
-    Grouper, GrouperInfo, GrouperInstance, NullPolicy, build, registry, route_batch,
-};
+pub use grouper::{Grouper, GrouperInfo, NullPolicy, route_batch};
 pub use hash::Key;
 pub use keys::{KeyBatch, KeyLabel, KeyValues, OwnedKey};
 pub use loads::{LoadScope, LoadVector};
+pub use registry::{GrouperInstance, build, registry};
 pub use snapshot::{SketchSnapshot, Snapshot, SnapshotError};

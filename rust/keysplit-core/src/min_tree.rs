@@ -171,36 +171,6 @@ mod tests {
         assert_eq!(tree.min_index(), 0);
     }
 
-    /// Private loads take the trees, a shared vector that no other source holds takes the
-    /// scans; with one source both must route alike, at every worker count the trees serve.
-    #[test]
-    fn every_grouper_routes_alike_with_trees_and_with_scans() {
-        use crate::grouper::{build, registry};
-        use crate::hash::Key;
-        use crate::loads::LoadVector;
-        use crate::streams::Zipf;
-        for info in registry() {
-            for workers in [3u32, 100, 1024] {
-                let route = |loads: Option<LoadVector>| {
-                    let mut grouper =
-                        build(info.name, workers.into(), 7, &Default::default(), loads)
-                            .unwrap()
-                            .grouper;
-                    let mut zipf = Zipf::new(5_000, 1.2, 9).unwrap();
-                    (0..10_000)
-                        .map(|_| grouper.route(Key::Int(zipf.next_key())))
-                        .collect::<Vec<_>>()
-                };
-                assert_eq!(
-                    route(None),
-                    route(Some(LoadVector::shared(workers))),
-                    "{} at {workers} workers",
-                    info.name
-                );
-            }
-        }
-    }
-
     proptest! {
         #[test]
         fn the_tree_minimum_is_the_scan_minimum(

@@ -34,7 +34,6 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use crate::error::ConfigError;
-use crate::grouper::{Grouper, GrouperInfo, GrouperInstance, build, lookup};
 use crate::params::Params;
 
 /// The format this release writes and reads.
@@ -191,7 +190,10 @@ impl Snapshot {
 }
 
 /// Decodes a whole buffer into `T`; bytes left over mean the buffer is not a `T`.
-fn decode_exact<T: DeserializeOwned>(what: &str, bytes: &[u8]) -> Result<T, SnapshotError> {
+pub(crate) fn decode_exact<T: DeserializeOwned>(
+    what: &str,
+    bytes: &[u8],
+) -> Result<T, SnapshotError> {
     let malformed = |reason: String| SnapshotError::Malformed { what: what.to_owned(), reason };
     let (value, rest) = postcard::take_from_bytes(bytes).map_err(|e| malformed(e.to_string()))?;
     if !rest.is_empty() {
@@ -200,85 +202,8 @@ fn decode_exact<T: DeserializeOwned>(what: &str, bytes: &[u8]) -> Result<T, Snap
     Ok(value)
 }
 
-fn encode_state<T: Serialize + ?Sized>(state: &T) -> Result<Vec<u8>, SnapshotError> {
+pub(crate) fn encode_state<T: Serialize + ?Sized>(state: &T) -> Result<Vec<u8>, SnapshotError> {
     postcard::to_allocvec(state).map_err(|e| SnapshotError::Encode(e.to_string()))
-}
-
-/// The fields of a grouper as snapshot state. Every grouper has it, since [`Grouper`]
-/// requires it and every `Serialize` type provides it.
-pub trait SaveState {
-    fn save_state(&self) -> Result<Vec<u8>, SnapshotError>;
-}
-
-impl<T: Serialize> SaveState for T {
-    fn save_state(&self) -> Result<Vec<u8>, SnapshotError> {
-        encode_state(self)
-    }
-}
-
-/// Decodes a grouper of type `G` from snapshot state: each registry entry's `restore`.
-pub type RestoreFn = fn(&[u8]) -> Result<Box<dyn Grouper>, SnapshotError>;
-
-pub(crate) fn restore_state<G: Grouper + DeserializeOwned + 'static>(
-    state: &[u8],
-) -> Result<Box<dyn Grouper>, SnapshotError> {
-    Ok(Box::new(decode_exact::<G>("state", state)?))
-}
-
-/// A grouper's configuration and whole state, in the format of this module.
-pub fn snapshot_grouper(
-    info: &GrouperInfo,
-    seed: u64,
-    params: &Params,
-    grouper: &dyn Grouper,
-) -> Result<Vec<u8>, SnapshotError> {
-    Snapshot {
-        kind: info.name.to_owned(),
-        workers: grouper.workers(),
-        seed,
-        params: params.clone(),
-        library: env!("CARGO_PKG_VERSION").to_owned(),
-        state: grouper.save_state()?,
-    }
-    .encode()
-}
-
-impl GrouperInstance {
-    pub fn snapshot(&self) -> Result<Vec<u8>, SnapshotError> {
-        snapshot_grouper(self.info, self.seed, &self.params, self.grouper.as_ref())
-    }
-
-    /// The grouper a [`snapshot_grouper`] holds, ready to route the next tuple.
-    /// A shared load vector restores as a new shared vector that no other source holds
-    /// yet: other sources' handles are not part of one source's snapshot.
-    pub fn restore(bytes: &[u8]) -> Result<Self, SnapshotError> {
-        let snapshot = Snapshot::decode(bytes)?;
-        if snapshot.kind.starts_with(SKETCH_KIND_PREFIX) {
-            return Err(SnapshotError::WrongKind {
-                expected: "a grouper".to_owned(),
-                found: snapshot.kind,
-            });
-        }
-        let info = lookup(&snapshot.kind)?;
-        let mut instance =
-            build(info.name, snapshot.workers.into(), snapshot.seed, &snapshot.params, None)?;
-        let grouper = (info.restore)(&snapshot.state)?;
-        let mismatch =
-            |reason: String| SnapshotError::Mismatch { kind: snapshot.kind.clone(), reason };
-        if grouper.name() != info.name {
-            return Err(mismatch(format!("the state is a {:?} grouper", grouper.name())));
-        }
-        if grouper.workers() != snapshot.workers {
-            return Err(mismatch(format!(
-                "the state has {} workers, the header {}",
-                grouper.workers(),
-                snapshot.workers
-            )));
-        }
-        grouper.check_state().map_err(mismatch)?;
-        instance.grouper = grouper;
-        Ok(instance)
-    }
 }
 
 /// Snapshot and restore for a sketch type, under kind `sketch:<NAME>`.

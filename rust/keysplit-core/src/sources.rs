@@ -20,11 +20,12 @@
 use std::fmt;
 
 use crate::error::{ConfigError, RouteError};
-use crate::grouper::{Grouper, MAX_WORKERS, NullPolicy, build, route_batch};
+use crate::grouper::{Grouper, MAX_WORKERS, NullPolicy, route_batch};
 use crate::keys::KeyBatch;
 use crate::loads::{LoadScope, LoadVector};
 use crate::parallel::single_threaded;
 use crate::params::Params;
+use crate::registry::build;
 use crate::worker_ids::worker_ids_buffer;
 
 /// The keys of one source: its batches, routed in order.

@@ -3,10 +3,12 @@
 
 use std::collections::HashMap;
 
-use keysplit_core::grouper::{Grouper, build, route_batch};
+use keysplit_core::grouper::{Grouper, route_batch};
+
 use keysplit_core::groupers::dagreedy::DaGreedy;
 use keysplit_core::hash::HashFamily;
 use keysplit_core::params::{ParamValue, Params};
+use keysplit_core::registry::build;
 use keysplit_core::{Key, KeyBatch, KeyValues, LoadVector, NullPolicy, OwnedKey};
 use proptest::prelude::*;
 

@@ -1,12 +1,14 @@
 //! Dynamic Key Grouping (Dalabasmaz and Can): Table 1, hand-worked routings of Algorithms
 //! 1-6, and the routing invariants of issue 3.
 
-use keysplit_core::grouper::{Grouper, build};
+use keysplit_core::grouper::Grouper;
+
 use keysplit_core::groupers::dkg::{
     DkgParams, DynamicKeyGrouping, Space, max_machines, threshold_load, threshold_table,
 };
 use keysplit_core::hash::HashFamily;
 use keysplit_core::params::{ParamValue, Params};
+use keysplit_core::registry::build;
 use keysplit_core::{Key, LoadVector};
 use proptest::prelude::*;
 

@@ -3,10 +3,12 @@
 
 use std::collections::HashMap;
 
-use keysplit_core::grouper::{Grouper, build};
+use keysplit_core::grouper::Grouper;
+
 use keysplit_core::groupers::flexd::{FlexD, FlexDParams};
 use keysplit_core::hash::HashFamily;
 use keysplit_core::params::{ParamValue, Params};
+use keysplit_core::registry::build;
 use keysplit_core::{Key, LoadVector};
 use proptest::prelude::*;
 

@@ -2,10 +2,14 @@
 
 use std::collections::{HashMap, HashSet};
 
-use keysplit_core::grouper::{MAX_WORKERS, build, registry, route_batch};
+use keysplit_core::grouper::{MAX_WORKERS, route_batch};
+use keysplit_core::parallel::{MIN_KEYS_PER_THREAD, single_threaded};
+use keysplit_core::streams::Zipf;
+
 use keysplit_core::groupers::pkg::PartialKeyGrouping;
 use keysplit_core::hash::HashFamily;
 use keysplit_core::params::{ParamValue, Params};
+use keysplit_core::registry::{build, registry};
 use keysplit_core::{
     ConfigError, Key, KeyBatch, KeyValues, LoadVector, NullPolicy, OwnedKey, RouteError,
 };
@@ -170,4 +174,47 @@ fn null_keys_are_refused_or_grouped_never_dropped() {
     route_batch(grouper.as_mut(), &batch, NullPolicy::Group, &mut out).unwrap();
     assert_eq!(out[1], grouper.route(Key::Bytes(b"")));
     assert_eq!(grouper.loads().total(), 4);
+}
+
+/// KG cuts a large batch over threads; the routing and counts equal one thread's.
+#[test]
+fn a_batch_cut_over_threads_routes_and_counts_as_one() {
+    let keys: Vec<u64> = (0..3 * MIN_KEYS_PER_THREAD as u64 + 7).map(|k| k % 10_007).collect();
+    let batch = KeyBatch::new(KeyValues::UInt64(&keys)).unwrap();
+    let route = |n| {
+        let mut grouper = build("key", n, 9, &Default::default(), None).unwrap().grouper;
+        let mut out = vec![0u32; keys.len()];
+        route_batch(grouper.as_mut(), &batch, NullPolicy::Raise, &mut out).unwrap();
+        (out, grouper.loads().snapshot())
+    };
+    for n in [8, 1000] {
+        let one_thread = single_threaded(|| route(n));
+        assert_eq!(route(n), one_thread, "n = {n}");
+        let mut single = build("key", n, 9, &Default::default(), None).unwrap().grouper;
+        let each: Vec<u32> = keys.iter().map(|&k| single.route(Key::Int(k))).collect();
+        assert_eq!(one_thread.0, each);
+    }
+}
+
+/// Private loads take the trees, a shared vector that no other source holds takes the
+/// scans; with one source both must route alike, at every worker count the trees serve.
+#[test]
+fn every_grouper_routes_alike_with_trees_and_with_scans() {
+    for info in registry() {
+        for workers in [3u32, 100, 1024] {
+            let route = |loads: Option<LoadVector>| {
+                let mut grouper = build(info.name, workers.into(), 7, &Default::default(), loads)
+                    .unwrap()
+                    .grouper;
+                let mut zipf = Zipf::new(5_000, 1.2, 9).unwrap();
+                (0..10_000).map(|_| grouper.route(Key::Int(zipf.next_key()))).collect::<Vec<_>>()
+            };
+            assert_eq!(
+                route(None),
+                route(Some(LoadVector::shared(workers))),
+                "{} at {workers} workers",
+                info.name
+            );
+        }
+    }
 }

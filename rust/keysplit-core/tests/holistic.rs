@@ -4,10 +4,12 @@
 
 use std::collections::{HashMap, HashSet};
 
-use keysplit_core::grouper::{Grouper, build, route_batch};
+use keysplit_core::grouper::{Grouper, route_batch};
+
 use keysplit_core::groupers::holistic::{Algorithm, Holistic, HolisticParams};
 use keysplit_core::hash::{HashFamily, fingerprint};
 use keysplit_core::params::{ParamValue, Params};
+use keysplit_core::registry::build;
 use keysplit_core::sketches::HyperLogLog;
 use keysplit_core::{Key, KeyBatch, KeyValues, LoadVector, NullPolicy, OwnedKey};
 use proptest::prelude::*;

@@ -3,13 +3,15 @@
 
 use std::collections::HashMap;
 
-use keysplit_core::grouper::{Grouper, build};
+use keysplit_core::grouper::Grouper;
+
 use keysplit_core::groupers::pdstream::{
     PdStream, PdStreamParams, binomial_tail, estimate_probability, estimated_candidates,
     probability_table, window_length,
 };
 use keysplit_core::hash::HashFamily;
 use keysplit_core::params::{ParamValue, Params};
+use keysplit_core::registry::build;
 use keysplit_core::{Key, LoadVector};
 use proptest::prelude::*;
 

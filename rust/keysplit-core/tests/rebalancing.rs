@@ -4,13 +4,15 @@
 
 use std::collections::{HashMap, HashSet};
 
-use keysplit_core::grouper::{GrouperConfig, build, route_batch};
+use keysplit_core::grouper::{GrouperConfig, route_batch};
+
 use keysplit_core::groupers::rebalancing::{
     Clb, Elb, clb_assign, clb_split, elb_bounds, elb_feasible, elb_rebalance, movement,
     worker_loads,
 };
 use keysplit_core::hash::HashFamily;
 use keysplit_core::params::{ParamValue, Params};
+use keysplit_core::registry::build;
 use keysplit_core::{Grouper, Key, KeyBatch, KeyValues, LoadVector, NullPolicy, OwnedKey};
 use proptest::prelude::*;
 

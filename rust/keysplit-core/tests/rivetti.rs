@@ -3,10 +3,12 @@
 
 use std::collections::{HashMap, HashSet};
 
-use keysplit_core::grouper::{build, route_batch};
+use keysplit_core::grouper::route_batch;
+
 use keysplit_core::groupers::rivetti::{BucketHash, DistributionAwareKeyGrouping, PRIME};
 use keysplit_core::hash::{HashFamily, fingerprint};
 use keysplit_core::params::{ParamValue, Params};
+use keysplit_core::registry::build;
 use keysplit_core::{Grouper, Key, KeyBatch, KeyValues, LoadVector, NullPolicy, OwnedKey};
 use proptest::prelude::*;
 

@@ -6,8 +6,10 @@
 //! `KEYSPLIT_PRINT_DIGESTS=1 cargo test -p keysplit-core --test routing_digests -- --nocapture`
 //! prints the table. Regenerate it only when a grouper's routing is meant to change.
 
-use keysplit_core::grouper::{build, route_batch};
+use keysplit_core::grouper::route_batch;
+
 use keysplit_core::params::{ParamValue, Params};
+use keysplit_core::registry::build;
 use keysplit_core::streams::Zipf;
 use keysplit_core::{KeyBatch, KeyValues, NullPolicy};
 use xxhash_rust::xxh3::xxh3_64;

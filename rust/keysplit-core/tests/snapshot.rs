@@ -1,9 +1,9 @@
 //! Snapshot and restore: a restored grouper routes on exactly as if never interrupted, and
 //! no byte string makes reading a snapshot panic.
 
-use keysplit_core::grouper::{GrouperInstance, build, registry};
 use keysplit_core::hash::fingerprint;
 use keysplit_core::params::{ParamValue, Params};
+use keysplit_core::registry::{GrouperInstance, build, registry};
 use keysplit_core::sketches::count_min::CountMin;
 use keysplit_core::sketches::hyperloglog::HyperLogLog;
 use keysplit_core::sketches::keyed_space_saving::KeyedSpaceSaving;

@@ -3,10 +3,12 @@
 
 use std::collections::{HashMap, HashSet};
 
-use keysplit_core::grouper::{build, route_batch};
+use keysplit_core::grouper::route_batch;
+
 use keysplit_core::groupers::uhlb::{PRIME, UniversalHashGrouping};
 use keysplit_core::hash::{HashFamily, hash_key};
 use keysplit_core::params::Params;
+use keysplit_core::registry::build;
 use keysplit_core::{Key, KeyBatch, KeyValues, LoadVector, NullPolicy, OwnedKey};
 use proptest::prelude::*;
 

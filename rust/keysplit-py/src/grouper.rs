@@ -2,9 +2,11 @@
 
 use std::sync::{Mutex, MutexGuard};
 
-use keysplit_core::grouper::{GrouperInstance, NULL_KEY, build, route_batch};
+use keysplit_core::grouper::{NULL_KEY, route_batch};
+
 use keysplit_core::params::{ParamValue, Params};
-use keysplit_core::snapshot::snapshot_grouper;
+use keysplit_core::registry::snapshot_grouper;
+use keysplit_core::registry::{GrouperInstance, build};
 use keysplit_core::sources::{SourceRouting, SourcesConfig, SourcesError};
 use keysplit_core::worker_ids::worker_ids_buffer;
 use keysplit_core::{ConfigError, Grouper, LoadScope, NullPolicy, RouteError};

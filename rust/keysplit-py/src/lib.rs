@@ -3,8 +3,9 @@
 use std::sync::Arc;
 
 use arrow_array::UInt64Array;
-use keysplit_core::grouper::{MAX_WORKERS, registry};
+use keysplit_core::grouper::MAX_WORKERS;
 use keysplit_core::hash;
+use keysplit_core::registry::registry;
 use keysplit_core::streams::Zipf;
 
 use pyo3::prelude::*;

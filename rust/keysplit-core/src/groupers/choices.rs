@@ -81,7 +81,7 @@ use crate::loads::{LeastLoaded, LoadVector};
 use crate::params::{ParamReader, ParamSpec, ParamValue};
 use crate::sketches::space_saving::MAX_CAPACITY;
 use crate::sketches::{ItemMap, SpaceSaving};
-use crate::snapshot::restore_state;
+use crate::grouper::restore_state;
 use serde::{Deserialize, Serialize};
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;

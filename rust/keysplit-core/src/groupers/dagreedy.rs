@@ -74,7 +74,7 @@ use crate::loads::LoadVector;
 use crate::min_tree::MinTree;
 use crate::params::{ParamReader, ParamSpec, ParamValue};
 use crate::sketches::ItemMap;
-use crate::snapshot::restore_state;
+use crate::grouper::restore_state;
 
 pub const INFO: GrouperInfo = GrouperInfo {
     name: "dagreedy",

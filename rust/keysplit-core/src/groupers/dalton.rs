@@ -86,7 +86,7 @@ use crate::loads::LoadVector;
 use crate::params::{ParamReader, ParamSpec, ParamValue};
 use crate::rng::SplitMix64;
 use crate::sketches::{ItemHasher, ItemMap};
-use crate::snapshot::restore_state;
+use crate::grouper::restore_state;
 
 pub const INFO: GrouperInfo = GrouperInfo {
     name: "dalton",

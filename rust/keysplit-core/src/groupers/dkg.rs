@@ -138,7 +138,7 @@ use crate::hash::{HashFamily, Key, fingerprint};
 use crate::loads::{LoadScope, LoadVector};
 use crate::params::{ParamReader, ParamSpec, ParamValue};
 use crate::sketches::{ItemMap, ItemSet, map_bytes};
-use crate::snapshot::restore_state;
+use crate::grouper::restore_state;
 
 pub const DEFAULT_WINDOW_TUPLES: i64 = 15_000;
 pub const DEFAULT_OLD_CYCLE_WINDOWS: i64 = 4;

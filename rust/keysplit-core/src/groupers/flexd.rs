@@ -153,7 +153,7 @@ use crate::hash::{HashFamily, Key, fingerprint};
 use crate::loads::LoadVector;
 use crate::params::{ParamReader, ParamSpec, ParamValue};
 use crate::sketches::{ItemMap, SpaceSaving, map_bytes};
-use crate::snapshot::restore_state;
+use crate::grouper::restore_state;
 use serde::{Deserialize, Serialize};
 
 pub const DEFAULT_DELTA: f64 = 1.5;

@@ -124,7 +124,7 @@ use crate::loads::{LoadScope, LoadVector};
 use crate::min_tree::MinTree;
 use crate::params::{ParamReader, ParamSpec, ParamValue};
 use crate::sketches::{HyperLogLog, ItemMap, map_bytes};
-use crate::snapshot::restore_state;
+use crate::grouper::restore_state;
 use serde::{Deserialize, Serialize};
 
 const PAPER: &str = "Katsipoulakis, Labrinidis and Chrysanthis, A Holistic View of Stream \

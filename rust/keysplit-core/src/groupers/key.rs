@@ -9,7 +9,7 @@ use crate::keys::{KeyBatch, KeyVisitor};
 use crate::loads::LoadVector;
 use crate::parallel::{batch_threads, row_ranges};
 use crate::params::ParamReader;
-use crate::snapshot::restore_state;
+use crate::grouper::restore_state;
 use serde::{Deserialize, Serialize};
 
 pub const INFO: GrouperInfo = GrouperInfo {
@@ -157,34 +157,11 @@ impl<R: Remainder> KeyVisitor for KeyRows<'_, R> {
 
 #[cfg(test)]
 mod tests {
-    use crate::grouper::{NullPolicy, build, route_batch};
-    use crate::keys::{KeyBatch, KeyValues};
-    use crate::parallel::{MIN_KEYS_PER_THREAD, single_threaded};
-
     #[test]
     fn check_state_refuses_loads_of_another_worker_count() {
         use super::{Grouper, HashFamily, KeyGrouping, LoadVector};
         let hashes = HashFamily::new(1, 3);
         assert_eq!(KeyGrouping { hashes, loads: LoadVector::private(3) }.check_state(), Ok(()));
         assert!(KeyGrouping { hashes, loads: LoadVector::private(4) }.check_state().is_err());
-    }
-
-    #[test]
-    fn a_batch_cut_over_threads_routes_and_counts_as_one() {
-        let keys: Vec<u64> = (0..3 * MIN_KEYS_PER_THREAD as u64 + 7).map(|k| k % 10_007).collect();
-        let batch = KeyBatch::new(KeyValues::UInt64(&keys)).unwrap();
-        let route = |n| {
-            let mut grouper = build("key", n, 9, &Default::default(), None).unwrap().grouper;
-            let mut out = vec![0u32; keys.len()];
-            route_batch(grouper.as_mut(), &batch, NullPolicy::Raise, &mut out).unwrap();
-            (out, grouper.loads().snapshot())
-        };
-        for n in [8, 1000] {
-            let one_thread = single_threaded(|| route(n));
-            assert_eq!(route(n), one_thread, "n = {n}");
-            let mut single = build("key", n, 9, &Default::default(), None).unwrap().grouper;
-            let each: Vec<u32> = keys.iter().map(|&k| single.route(crate::Key::Int(k))).collect();
-            assert_eq!(one_thread.0, each);
-        }
     }
 }

@@ -108,7 +108,7 @@ use crate::loads::{LeastLoaded, LoadVector};
 use crate::params::{ParamReader, ParamSpec, ParamValue};
 use crate::sketches::sliding_window::MAX_WINDOW;
 use crate::sketches::{ItemMap, SlidingWindowCounter, item_map, item_map_bytes};
-use crate::snapshot::restore_state;
+use crate::grouper::restore_state;
 use serde::{Deserialize, Serialize};
 
 pub const INFO: GrouperInfo = GrouperInfo {

@@ -22,7 +22,7 @@ use crate::hash::{HashFamily, Key, Remainder, RemainderVisitor, candidate_seed, 
 use crate::keys::{KeyBatch, KeyVisitor};
 use crate::loads::{LoadScope, LoadVector};
 use crate::params::{ParamReader, ParamSpec, ParamValue};
-use crate::snapshot::restore_state;
+use crate::grouper::restore_state;
 use serde::{Deserialize, Serialize};
 
 pub const INFO: GrouperInfo = GrouperInfo {

@@ -63,7 +63,7 @@ use crate::hash::{HashFamily, Key, fingerprint};
 use crate::loads::{LeastLoaded, LoadVector};
 use crate::params::{ParamReader, ParamSpec, ParamValue};
 use crate::rng::SplitMix64;
-use crate::snapshot::restore_state;
+use crate::grouper::restore_state;
 
 /// The index mixed into the grouper seed for the generator of the coins and the decay.
 pub const RNG_INDEX: u64 = u64::from_le_bytes(*b"pstream\0");

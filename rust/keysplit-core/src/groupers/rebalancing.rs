@@ -140,7 +140,7 @@ use crate::grouper::{Grouper, GrouperConfig, GrouperInfo};
 use crate::hash::{HashFamily, Key};
 use crate::loads::LoadVector;
 use crate::params::{ParamReader, ParamSpec, ParamValue};
-use crate::snapshot::restore_state;
+use crate::grouper::restore_state;
 use serde::{Deserialize, Serialize};
 
 /// The largest number of substreams.

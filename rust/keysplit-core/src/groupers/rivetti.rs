@@ -62,7 +62,7 @@ use crate::loads::{LoadVector, least_loaded_of};
 use crate::params::{ParamReader, ParamSpec, ParamValue};
 use crate::rng::SplitMix64;
 use crate::sketches::{ItemMap, SpaceSaving, item_map, map_bytes};
-use crate::snapshot::restore_state;
+use crate::grouper::restore_state;
 use serde::{Deserialize, Serialize};
 
 /// The Mersenne prime `2^61 − 1` of the 2-universal bucket hash.

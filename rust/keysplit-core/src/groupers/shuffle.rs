@@ -10,7 +10,7 @@ use crate::hash::Key;
 use crate::keys::KeyBatch;
 use crate::loads::LoadVector;
 use crate::params::ParamReader;
-use crate::snapshot::restore_state;
+use crate::grouper::restore_state;
 use serde::{Deserialize, Serialize};
 
 pub const INFO: GrouperInfo = GrouperInfo {

@@ -34,7 +34,7 @@ use crate::hash::{HashFamily, Key};
 use crate::loads::LoadVector;
 use crate::params::ParamReader;
 use crate::rng::SplitMix64;
-use crate::snapshot::restore_state;
+use crate::grouper::restore_state;
 use serde::{Deserialize, Serialize};
 
 pub const INFO: GrouperInfo = GrouperInfo {
