@@ -1,6 +1,6 @@
 """Plain-Python reference twins of the groupers, written for reading, not speed.
 
-Each twin follows its specification step by step (``spec/baselines.md`` for the
+Each twin follows its specification step by step (``docs/baselines.md`` for the
 baselines) and hashes with Python's ``xxhash`` package, an implementation independent of
 the Rust core. The differential tests route the same streams through both.
 """

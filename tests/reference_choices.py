@@ -1,6 +1,6 @@
 """Plain-Python reference twins of ``d_choices``, ``w_choices`` and ``rr_head``: Nasir et
 al., "When two choices are not enough: Balancing at scale in distributed stream
-processing", ICDE 2016, as ``spec/baselines.md`` specifies them and ``groupers/choices.rs``
+processing", ICDE 2016, as ``docs/baselines.md`` specifies them and ``groupers/choices.rs``
 documents its choices.
 
 Every tuple is first counted into a Space-Saving summary of fingerprints; the key is in the

@@ -1,5 +1,5 @@
 """Plain-Python twin of ``groupers/dagreedy.rs``: DAGreedy (Pacaci and Özsu, BeyondMR 2018)
-as ``spec/baselines.md`` specifies it, with the choices documented in the Rust module.
+as ``docs/baselines.md`` specifies it, with the choices documented in the Rust module.
 
 Written for reading: every window quantity is recomputed from the list of panes.
 ``Window`` is shared with the Dalton twin (``reference_dalton.py``).

@@ -1,5 +1,5 @@
 """Plain-Python twin of ``groupers/dalton.rs``: Dalton (Zapridou, Mytilinis and Ailamaki,
-PVLDB 2022) as ``spec/baselines.md`` specifies it, with the choices documented in the Rust
+PVLDB 2022) as ``docs/baselines.md`` specifies it, with the choices documented in the Rust
 module (interval, window, Q-row lifetime, reached set, exact tie rules).
 """
 

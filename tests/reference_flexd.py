@@ -1,10 +1,9 @@
 """Plain-Python reference twin of FlexD, written for reading, not speed.
 
 Liu, Wang, Zhou and Mao, "Adaptive key partitioning in distributed stream processing",
-CCF Transactions on High Performance Computing, 2024 (``papers/flexd.txt``): the
-micro-batch operator and scheduler of
-Section 4.2, the per-segment Space-Saving sketch of Section 4.3 and Algorithm 1 as
-Section 4.4 describes it, with the choices documented in
+CCF Transactions on High Performance Computing, 2024 (doi:10.1007/s42514-023-00179-3):
+the micro-batch operator and scheduler of Section 4.2, the per-segment Space-Saving sketch
+of Section 4.3 and Algorithm 1 as Section 4.4 describes it, with the choices documented in
 ``rust/keysplit-core/src/groupers/flexd.rs``:
 
 * the routing table built by the scheduler from micro-batch ``b`` routes micro-batch

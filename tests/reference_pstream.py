@@ -1,5 +1,5 @@
 """Reference twin of ``pstream`` (Chen, Zhang, Jin, IEEE TC 2021), following
-``spec/baselines.md`` and ``groupers/pstream.rs`` step by step.
+``docs/baselines.md`` and ``groupers/pstream.rs`` step by step.
 
 Per tuple: draw a coin count (trailing ones of a SplitMix64 draw, capped at ``l``); if it
 is at least ``r``, decay every predictor entry (in increasing fingerprint order, one draw

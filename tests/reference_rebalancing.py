@@ -1,8 +1,9 @@
 """Plain-Python reference twins of ``elb`` and ``clb``, written for reading, not speed.
 
-The ELB/CLB paper on stateful load balancing (``papers/stateful-load-balancing-elb-clb.txt``):
-Section 2 (substreams, Eq. 2), Section 3 (ELB, Algorithm 1), Section 4 (CLB, Algorithm 2),
-with the choices documented in ``rust/keysplit-core/src/groupers/rebalancing.rs``:
+Guo and Zhou, "Stateful load balancing for parallel stream processing", Euro-Par 2017
+Workshops, LNCS 10659 (doi:10.1007/978-3-319-75178-8_7): Section 2 (substreams, Eq. 2),
+Section 3 (ELB, Algorithm 1), Section 4 (CLB, Algorithm 2), with the choices documented in
+``rust/keysplit-core/src/groupers/rebalancing.rs``:
 
 * the substream of key ``k`` is ``h_0(k) mod p``; ``p = 10 * n`` when ``substreams = 0``;
 * the initial table is round robin, ``F(i) = i mod n``;

@@ -1,5 +1,5 @@
 """Reference twin of ``dkg_rivetti``: distribution-aware key grouping (Rivetti et al.,
-DEBS 2015), following ``spec/baselines.md`` and ``groupers/rivetti.rs`` step by step.
+DEBS 2015), following ``docs/baselines.md`` and ``groupers/rivetti.rs`` step by step.
 
 1. Learning: the first ``learning_tuples`` tuples go to ``h_0(k) mod n``; each key's
    fingerprint is counted in a SpaceSaving summary of ``4n`` counters and in ``2n``

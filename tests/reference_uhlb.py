@@ -1,5 +1,6 @@
 """Plain-Python reference twin of ``uhlb``, universal-hash grouping (the baseline UHLB of
-the ELB/CLB paper, Section 5; ``spec/baselines.md``, "Universal-hash grouping").
+Guo and Zhou, Euro-Par 2017 Workshops, Section 5; ``docs/baselines.md``, section
+"Universal-hash grouping").
 
 A key ``k`` goes to ``((a * x + b) mod P) mod n`` with ``x = h_0(k)``, ``P = 2**61 - 1``,
 and ``a``, ``b`` drawn from SplitMix64 as ``groupers/uhlb.rs`` documents.

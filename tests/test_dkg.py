@@ -81,7 +81,7 @@ def test_a_hot_key_scales_out_then_down_by_hand() -> None:
 
 
 def check_ring_slices(twin: DkgTwin, stream: list, closes: set[int]) -> list[int]:
-    """Route `stream`, closing windows before the given positions, and check issue 3's
+    """Route `stream`, closing windows before the given positions, and check the ring-slice
     invariant after each tuple: the key's candidates are the contiguous ring slice from
     ``h_0(k) mod n``, between ``min(2, n)`` and Table 1's maximum wide, and hold the worker
     (unless the window end at this tuple discarded the key's item)."""

@@ -135,7 +135,7 @@ def test_lm_defaults_and_hand_worked_example() -> None:
 
 @pytest.mark.parametrize("name", [n for n in NAMES if n.endswith("_hll")])
 def test_hll_state_fits_table_4_at_32_workers(name: str) -> None:
-    # Table 4: 0.08 MB at 32 workers for the -H variants; issue 6 asks for at most 0.1 MB.
+    # Table 4: 0.08 MB at 32 workers for the -H variants; we hold them to at most 0.1 MB.
     grouper = keysplit.Grouper(name, workers=32, seed=0)
     grouper.route(list(range(100_000)))
     assert 32 * 2560 <= grouper.state_bytes <= 100_000

@@ -1,6 +1,8 @@
-"""ELB and CLB (the ELB/CLB paper's stateful load balancing) against their twins in
-reference_rebalancing.py, and the invariants of issue 3. Tests marked ``twin only`` need
-no Rust grouper of this family."""
+"""ELB and CLB (Guo and Zhou, "Stateful load balancing for parallel stream processing",
+Euro-Par 2017 Workshops) against their twins in reference_rebalancing.py, and their
+invariants (every worker within [v, u] after ELB on a feasible window, one worker per key
+between rebalances, CLB's split a partition of the substreams). Tests marked
+``twin only`` need no Rust grouper of this family."""
 
 from __future__ import annotations
 
@@ -211,7 +213,7 @@ def test_twin_follows_end_window_as_the_rust_core() -> None:
 def test_elb_keeps_every_worker_within_bounds_when_feasible(
     y: list[int], n: int, assignment: list[int], tolerance: float
 ) -> None:
-    """Twin only: issue 3's invariant. A window is feasible when every y_i <= (u - v) / 2
+    """Twin only: ELB's guarantee. A window is feasible when every y_i <= (u - v) / 2
     (the paper's assumption, Section 3); then every load under the new table is in [v, u]."""
     before = [a % n for a in assignment[: len(y)]]
     table = elb_rebalance(y, before, n, tolerance)

@@ -145,7 +145,7 @@ def test_cli_renders_a_saved_run_as_markdown(tmp_path: pytest.TempPathFactory) -
     assert "#### Claims stated in words" in text
 
 
-# --- issue 15: summary first, near-zero paper numbers, progress, argument checks, docs --
+# --- the report: summary first, near-zero paper numbers, progress, argument checks, docs --
 
 
 def test_summary_counts_numbers_and_claims_and_gives_a_verdict_per_paper() -> None:

@@ -1,4 +1,4 @@
-"""Load, replication and aggregation metrics, with the definitions of ``spec/baselines.md``.
+"""Load, replication and aggregation metrics, as ``docs/baselines.md`` (section "Metrics") defines them.
 
 Every metric takes routed tuples as Polars data: a worker column, and a key column where
 the metric needs keys. Workers that received nothing count, with load 0. The same

@@ -3,9 +3,9 @@
 Each partition of the DataFrame is an upstream source of the multi-source setting of the
 PKG papers: ``mapInArrow`` routes its rows, in the partition's order, with a grouper of its
 own that starts from the caller's grouper (its snapshot), so every source has the **same
-seed** and hash functions and only its local loads differ. Measured on the issue's
-workload, a shared seed keeps λ and γ within 0.2 % of one source from 1 to 32 partitions,
-while a seed per partition doubled γ.
+seed** and hash functions and only its local loads differ. As measured for
+``docs/spark.md``, a shared seed keeps λ and γ within 0.2 % of one source from 1 to 32
+partitions, while a seed per partition doubled γ.
 
 A retried task must route as the first attempt did, so a partition's rows must come in an
 order that does not change from run to run: a file scan, an in-memory relation or a

@@ -122,7 +122,8 @@ pub struct GrouperConfig {
 pub struct GrouperInfo {
     pub name: &'static str,
     pub title: &'static str,
-    /// The publication the grouper follows, or the section of `spec/baselines.md`.
+    /// The publication the grouper follows (authors, title, venue, year). The baselines are
+    /// also specified in the repository's `docs/baselines.md`.
     pub paper: &'static str,
     pub params: &'static [ParamSpec],
     pub build: BuildFn,

@@ -9,7 +9,8 @@
 //!   that only makes the two keys share a hash, it never merges their results.
 //! * `h_i(k) = XXH3_64bits_withSeed(bytes(k), seed_i)` with
 //!   `seed_i = s * 0x9E3779B97F4A7C15 + i (mod 2^64)`, where `s` is the grouper's seed.
-//!   With `s = 0`, `seed_i = i`, exactly the `h_i` of the specification of the baselines.
+//!   With `s = 0`, `seed_i = i`, exactly the `h_i` of the specification of the baselines
+//!   (`docs/baselines.md`, section "Common model").
 //! * A candidate worker is `h_i(k) mod n`.
 //!
 //! XXH3 is a published, versioned format whose output is frozen; `xxhash-rust` and the

@@ -1,5 +1,7 @@
 //! D-Choices, W-Choices and Round-robin head (Nasir et al., ICDE 2016): worked examples,
-//! golden routings shared with the Python twin, and the invariants of issue 3.
+//! golden routings shared with the Python twin, and the routing invariants: worker ids below
+//! `n`, deterministic routing, a batch routed as its keys one by one, and head and tail
+//! tuples each routed by their own rule.
 
 use std::collections::{HashMap, HashSet};
 

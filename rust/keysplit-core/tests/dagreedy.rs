@@ -1,5 +1,6 @@
 //! DAGreedy: hand-worked examples, a golden stream shared with the Python twin, and the
-//! routing invariants of issue 3.
+//! routing invariants: worker ids below `n`, deterministic routing, a batch routed as its
+//! keys one by one, cold keys to their hash worker and hot keys to the best score.
 
 use std::collections::HashMap;
 

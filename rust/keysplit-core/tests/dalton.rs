@@ -1,5 +1,7 @@
 //! Dalton: hand-worked examples, a golden stream shared with the Python twin, and the
-//! routing invariants of issue 3, including what "never spreads beyond maxSplit" means.
+//! routing invariants (worker ids below `n`, deterministic routing, a batch routed as its
+//! keys one by one, cold keys by key grouping, reached keys on the workers that hold them),
+//! including what "never spreads beyond maxSplit" means.
 
 use std::collections::{HashMap, HashSet};
 

@@ -1,5 +1,6 @@
 //! Dynamic Key Grouping (Dalabasmaz and Can): Table 1, hand-worked routings of Algorithms
-//! 1-6, and the routing invariants of issue 3.
+//! 1-6, and the routing invariants: worker ids below `n`, deterministic routing, a batch
+//! routed as its keys one by one, and candidates that form a contiguous ring slice.
 
 use keysplit_core::grouper::Grouper;
 
@@ -340,7 +341,7 @@ proptest! {
         common::check_routing(|| grouper(workers, seed, params), &keys, workers)?;
     }
 
-    /// Issue 3: a key's candidates are a contiguous ring slice from `h_0(k) mod n`, at
+    /// A key's candidates are a contiguous ring slice from `h_0(k) mod n`, at
     /// least `min(2, n)` and never wider than Table 1's maximum; each tuple goes into the
     /// slice of its key after routing, and a width changes by one per scale out.
     #[test]

@@ -1,5 +1,7 @@
 //! FlexD: hand-worked routings of Algorithm 1 (Section 4.4) with its micro-batch lag,
-//! segments, clean-up and parameters, and the routing invariants of issue 3.
+//! segments, clean-up and parameters, and the routing invariants: worker ids below `n`,
+//! deterministic routing, a batch routed as its keys one by one, and an instance count of
+//! one plus the threshold crossings.
 
 use std::collections::HashMap;
 
@@ -314,7 +316,7 @@ proptest! {
         common::check_routing(|| grouper(workers, seed, params), &keys, workers)?;
     }
 
-    /// Issue 3: a key's instance count is 1 plus its threshold crossings (capped at n, when
+    /// A key's instance count is 1 plus its threshold crossings (capped at n, when
     /// every worker is in use); instances are distinct and only grow; a tuple goes to one
     /// of its key's instances when the key is hot, else to its hash.
     #[test]

@@ -1,6 +1,8 @@
 //! CM, AM, cAM and LM (Katsipoulakis et al., VLDB 2017): hand-worked routings of
 //! Algorithms 2-5, the windows of Algorithm 1, the HyperLogLog probe of Section 3.2.2, the
-//! memory of Table 4 and the routing invariants of issue 3.
+//! memory of Table 4 and the routing invariants: worker ids below `n`, deterministic
+//! routing, a batch routed as its keys one by one, every key on one of its `M` candidates,
+//! and, for the affinity groupers with exact sets, one worker per key and window.
 
 use std::collections::{HashMap, HashSet};
 

@@ -1,5 +1,6 @@
 //! Pd-Stream (Sun et al.): the paper's Table III and Fig. 3, hand-worked routings, and
-//! the routing invariants of issue 3.
+//! the routing invariants: worker ids below `n`, deterministic routing, a batch routed as
+//! its keys one by one, and candidate sets that grow by one within the table's bound.
 
 use std::collections::HashMap;
 
@@ -294,7 +295,8 @@ fn skewed_keys(len: usize) -> Vec<u64> {
         .collect()
 }
 
-/// Issue 6: state at n = 128 within 5 MB (the paper reports about 4.5 MB, Fig. 12).
+/// State at n = 128 within 5 MB, a bound just above the paper's figure (about 4.5 MB for
+/// a whole Storm executor, Fig. 12).
 #[test]
 fn state_at_128_workers_is_small_and_bounded() {
     let mut pd = grouper(128, 0, PdStreamParams::default());
@@ -354,7 +356,7 @@ proptest! {
         common::check_routing(|| grouper(workers, seed, params), &keys, workers)?;
     }
 
-    /// Issue 3: a key's candidate set grows by at most one worker per tuple and stays
+    /// A key's candidate set grows by at most one worker per tuple and stays
     /// within its probability-table bound.
     #[test]
     fn candidate_sets_grow_by_one_within_the_table_bound(

@@ -1,6 +1,9 @@
-//! ELB and CLB (the ELB/CLB paper's stateful load balancing): examples worked by hand from
-//! Algorithms 1 and 2 as `groupers/rebalancing.rs` documents them, and the invariants of
-//! issue 3.
+//! ELB and CLB (Guo and Zhou, "Stateful load balancing for parallel stream processing",
+//! Euro-Par 2017 Workshops): examples worked by hand from Algorithms 1 and 2 as
+//! `groupers/rebalancing.rs` documents them, and the invariants: worker ids below `n`,
+//! deterministic routing, a batch routed as its keys one by one, every worker within
+//! `[v, u]` after ELB on a feasible window, one worker per key between rebalances, and
+//! CLB's split a partition of the substreams.
 
 use std::collections::{HashMap, HashSet};
 
@@ -233,7 +236,7 @@ proptest! {
         prop_assert_eq!(single, out);
     }
 
-    /// Issue 3's invariant: on a feasible window (every y_i ≤ ε = (u − v)/2, the paper's
+    /// ELB's guarantee: on a feasible window (every y_i ≤ ε = (u − v)/2, the paper's
     /// assumption), ELB's new table puts every worker's load of that window in [v, u].
     #[test]
     fn elb_keeps_every_worker_within_bounds_when_feasible(

@@ -1,5 +1,7 @@
-//! Universal-hash grouping (UHLB of the ELB/CLB paper): a worked example, a golden routing
-//! shared with the Python twin, and the invariants of issue 3.
+//! Universal-hash grouping (the UHLB baseline of Guo and Zhou, Euro-Par 2017 Workshops): a
+//! worked example, a golden routing shared with the Python twin, and the routing
+//! invariants: one worker per key, worker ids below `n`, deterministic routing, and a batch
+//! routed as its keys one by one.
 
 use std::collections::{HashMap, HashSet};
 

@@ -1,10 +1,10 @@
 //! D-Choices, W-Choices and Round-Robin head: Nasir, De Francisci Morales, Kourtellis and
 //! Serafini, "When two choices are not enough: Balancing at scale in distributed stream
-//! processing", ICDE 2016.
+//! processing", ICDE 2016 (arXiv:1510.05714).
 //!
-//! Specification: `spec/baselines.md`, sections "Heavy hitters for the next groupers",
-//! "D-Choices", "W-Choices" and "Round-robin head". The three groupers share everything but
-//! the routing of head keys:
+//! Specification: `docs/baselines.md`, sections "Heavy hitters", "D-Choices", "W-Choices"
+//! and "Round-robin head". The three groupers share everything but the routing of head
+//! keys:
 //!
 //! * Each source keeps a [`SpaceSaving`] summary over key [`fingerprint`]s and its tuple
 //!   count `m` (the summary's total). `f̂_k` is the summary's count of `k` (its
@@ -25,11 +25,12 @@
 //! * `theta` (default `0.0`, meaning the paper's `θ = 1/(5n)`, computed as
 //!   `1.0 / (5.0 · n)`): the head threshold; an explicit value must lie in `(0, 1)`.
 //! * `capacity` (default `0`, meaning `⌈4/θ⌉`): the counters of the summary. The spec asks
-//!   for at least `⌈1/θ⌉`, "better several times more"; we take four times. Space-Saving
-//!   overestimates by at most `m / capacity = θ·m/4`, so every key with true frequency above
-//!   `θ·m` is in the head and no key at or below `3θ·m/4` is. An explicit value must be at
-//!   least `⌈1/θ⌉`: then the counter a new key takes over has count at most `m/capacity ≤
-//!   θ·m`, so a head key is never evicted (the change detection below relies on it).
+//!   for at least `⌈1/θ⌉`, and a few times more for sharper estimates; we take four times.
+//!   Space-Saving overestimates by at most `m / capacity = θ·m/4`, so every key with true
+//!   frequency above `θ·m` is in the head and no key at or below `3θ·m/4` is. An explicit
+//!   value must be at least `⌈1/θ⌉`: then the counter a new key takes over has count at
+//!   most `m/capacity ≤ θ·m`, so a head key is never evicted (the change detection below
+//!   relies on it).
 //! * `epsilon` (`d_choices` only, default `1e-4`, the spec's slack): in `[0, 1)`.
 //! * `distinct_candidates` (default `true`, as PKG's default, Apache Storm's rule): the tail
 //!   candidates, and the first two head candidates of `d_choices`.

@@ -1,13 +1,15 @@
 //! DAGreedy: Pacaci and Özsu, "Distribution-aware stream partitioning for distributed
-//! stream processing systems", BeyondMR (SIGMOD workshop) 2018.
+//! stream processing systems", BeyondMR (SIGMOD workshop) 2018
+//! (doi:10.1145/3206333.3206338).
 //!
-//! Specification: `spec/baselines.md`, "DAGreedy". The paper is not in `papers/`; where the
-//! specification is silent we follow the authors' public re-implementation in the Dalton
-//! repository (github.com/ezapridou/Dalton, `flink/.../partitioning/DAGreedy.java`,
-//! `dalton/state/State.java`, `dalton/containers/HotStatistics.java`, cited below as "the
-//! authors' code"). Pd-Stream compares against DAGreedy (Section VI-A, its reference 22)
-//! and FlexD cites it for the hybrid strategy and for λ (Eq. 2); neither states an interval
-//! or window length for it (we checked both texts).
+//! Specification: `docs/baselines.md`, section "DAGreedy", which the implementation
+//! follows; where that section is silent we follow the authors' public re-implementation in
+//! the Dalton repository (github.com/ezapridou/Dalton,
+//! `flink/.../partitioning/DAGreedy.java`, `dalton/state/State.java`,
+//! `dalton/containers/HotStatistics.java`, cited below as "the authors' code"). Pd-Stream
+//! compares against DAGreedy (Section VI-A, its reference 22) and FlexD cites it for the
+//! hybrid strategy and for λ (Eq. 2); neither states an interval or window length for it
+//! (we checked both texts).
 //!
 //! # Algorithm, exactly
 //!

@@ -1,8 +1,10 @@
 //! Dalton: Zapridou, Mytilinis and Ailamaki, "Dalton: Learned partitioning for distributed
-//! data streams", PVLDB 16(3), 2022 (VLDB 2023), single-partitioner setup.
+//! data streams", PVLDB 16(3), 2022 (VLDB 2023; doi:10.14778/3570690.3570699),
+//! single-partitioner setup.
 //!
-//! Specification: `spec/baselines.md`, "Dalton". The paper is not in `papers/`; where the
-//! specification is silent we follow the authors' public code (github.com/ezapridou/Dalton,
+//! Specification: `docs/baselines.md`, section "Dalton", which the implementation follows;
+//! where that section is silent we follow the authors' public code
+//! (github.com/ezapridou/Dalton,
 //! `flink/.../partitioning/dalton/{Dalton,ContextualBandits}.java`, `state/State.java`,
 //! `containers/HotStatistics.java`, cited as "the authors' code"). FlexD (Section 6.1.2)
 //! and Pd-Stream (memory, Fig. 12) compare against Dalton without stating its interval or

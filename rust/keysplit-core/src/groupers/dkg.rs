@@ -1,7 +1,8 @@
 //! Dynamic Key Grouping (DKG): Dalabasmaz and Can, "Dynamic Key Grouping: A Load Balancing
-//! Algorithm for Distributed Stream Processing Engines" (Hacettepe University; Sections 4.1-4.6,
-//! Algorithms 1-6, Table 1, experimental setup of Section 5). Not to be confused with
-//! `dkg_rivetti` ([`super::rivetti`]), Rivetti et al.'s distribution-aware key grouping.
+//! Algorithm for Distributed Stream Processing Engines", Hacettepe University manuscript,
+//! c. 2017 (its newest reference is of 2017): Sections 4.1-4.6, Algorithms 1-6, Table 1,
+//! experimental setup of Section 5. Not to be confused with `dkg_rivetti`
+//! ([`super::rivetti`]), Rivetti et al.'s distribution-aware key grouping.
 //!
 //! Where the paper is silent we consult the authors' public Storm code
 //! (github.com/odalabasmaz/DynamicKeyGrouping, `loadbalancer/grouping/dkg/{DynamicKeyGrouping,

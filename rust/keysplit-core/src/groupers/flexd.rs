@@ -1,12 +1,14 @@
 //! FlexD: Liu, Wang, Zhou and Mao, "Adaptive key partitioning in distributed stream
 //! processing", CCF Transactions on High Performance Computing, 2024
-//! (doi:10.1007/s42514-023-00179-3; `papers/flexd.txt`, whose text omits the title, the
-//! figures and Table 1). It compares against Hash, DKG, PStream and Dalton on Apache Storm.
+//! (doi:10.1007/s42514-023-00179-3). It compares against Hash, DKG, PStream and Dalton on
+//! Apache Storm. We worked from a text of the paper without its figures and Table 1; where
+//! that matters, this documentation says so.
 //!
 //! Followed: the micro-batch design of Section 4.2 (operator COLLECT / SEND / ASSIGN,
 //! scheduler WAIT ALL / RUN / SEND), the per-segment Space-Saving sketch of Section 4.3 and
 //! the FlexD algorithm of Section 4.4 (Algorithm 1 as the text describes it line by line;
-//! the figure itself is not in our copy), with its periodic clean-up of the two tables.
+//! the figure itself was not in the text we worked from), with its periodic clean-up of the
+//! two tables.
 //!
 //! # The state
 //!
@@ -54,7 +56,8 @@
 //! keep only the `retain` entries accessed most recently (the paper's "cleared and
 //! retained the top 50k records every 10 min", Section 4.4).
 //!
-//! Hence the invariant of issue 3: an entry's instance count is `min(n, 1 + crossings)`.
+//! Hence the invariant the tests check: an entry's instance count is
+//! `min(n, 1 + crossings)`.
 //!
 //! # Parameters
 //!
@@ -80,8 +83,8 @@
 //!
 //! # Where the paper is ambiguous, and what we chose
 //!
-//! * **Algorithm 1** is a figure missing from our copy; the text of Section 4.4 describes
-//!   it line by line and that text is followed.
+//! * **Algorithm 1** is a figure, missing from the text we worked from; the text of
+//!   Section 4.4 describes it line by line and that text is followed.
 //! * **Micro-batches and tuple-at-a-time routing.** In the paper the operator holds `m`
 //!   tuples until the scheduler returns their routing table. A grouper must return each
 //!   tuple's worker at once (and batch routing must equal routing key by key), so the
@@ -105,8 +108,8 @@
 //!   segment, as the sketch's threshold θ: a key is hot when `f_t ≥ f·l` (`f·l` in `f64`,
 //!   compared with the integer count). The text's `f_t ≥ f` and `f_t ≥ T_f[k]` are read as
 //!   "at least", its `f_t < T_f[k]` as the complement.
-//! * **Default `f`, ε and `l`.** The text gives none (its Table 1 is missing from our
-//!   copy). Section 4.3 copies DKG's sketch parameters (θ, ε, ⌈1/ε⌉ counters, citing
+//! * **Default `f`, ε and `l`.** The text gives none (its Table 1 was missing from the
+//!   text we worked from). Section 4.3 copies DKG's sketch parameters (θ, ε, ⌈1/ε⌉ counters, citing
 //!   Rivetti et al. 2015), so we take DKG's values as `dkg_rivetti` does: `f = θ = 1/(2n)`,
 //!   `ε = θ/2`, `⌈1/ε⌉ = 4n` counters, and `l = 100 000` like DKG's learning phase here:
 //!   at `n = 8` (the paper's cluster) a key turns hot after 6 250 tuples of a segment,

@@ -95,8 +95,9 @@
 //!   positives), the first in candidate order wins, as Algorithm 3's `if / else if`.
 //! * **`M = 1`** is accepted and is key grouping with bookkeeping; `M` above 32 is refused.
 //! * **Table 2's `cAM`** is listed only with the naive structure; `cam_hll` is provided for
-//!   symmetry, as issue 3 asks. (Section 5.1 names both affinity variants "cAM" by a typo;
-//!   Algorithms 3 and 4 tell them apart.) The registry names are issue 3's; the paper's
+//!   symmetry, so that each of the four decision rules has an exact and a HyperLogLog form.
+//!   (Section 5.1 names both affinity variants "cAM" by a typo; Algorithms 3 and 4 tell
+//!   them apart.) The registry names are ours, one per rule and structure; the paper's
 //!   symbols are `CM-2`, `AM-5`, `LM-2-H`, ...: `cm` with `choices = 2` is CM-2, `am_hll`
 //!   is AM-2-H, and so on.
 //! * **Windows without a default length.** See `window_tuples` above: the paper's count is

@@ -1,6 +1,10 @@
-//! Key grouping (KG, FLD, "hash"): one worker per key.
+//! Key grouping (KG, FLD, "hash"): one worker per key. Apache Storm's fields grouping, the
+//! baseline of Nasir, De Francisci Morales, García-Soriano, Kourtellis and Serafini, "The
+//! power of both choices: Practical load balancing for distributed stream processing
+//! engines", ICDE 2015.
 //!
-//! Specification: `spec/baselines.md`, "Key grouping". A key goes to `h_0(k) mod n`.
+//! Specification: `docs/baselines.md`, section "Key grouping". A key goes to
+//! `h_0(k) mod n`.
 
 use crate::error::ConfigError;
 use crate::grouper::{Grouper, GrouperConfig, GrouperInfo, NULL_KEY, route_each};

@@ -1,5 +1,7 @@
-//! One module per grouper family. Each module names its paper (or the section of
-//! `spec/baselines.md`) and documents every choice the paper leaves open.
+//! One module per grouper family. Each module cites its paper (authors, title, venue, year,
+//! and DOI where there is one), names the section of the repository's `docs/baselines.md`
+//! that specifies it when it is a baseline, and documents every choice the paper leaves
+//! open.
 
 use crate::grouper::GrouperInfo;
 

@@ -1,7 +1,8 @@
-//! Partial key grouping (PKG): Nasir et al., "The power of both choices: Practical load
-//! balancing for distributed stream processing engines", ICDE 2015.
+//! Partial key grouping (PKG): Nasir, De Francisci Morales, García-Soriano, Kourtellis and
+//! Serafini, "The power of both choices: Practical load balancing for distributed stream
+//! processing engines", ICDE 2015 (arXiv:1504.00788).
 //!
-//! Specification: `spec/baselines.md`, "Partial key grouping". The candidates are
+//! Specification: `docs/baselines.md`, section "Partial key grouping". The candidates are
 //! `c1 = h_1(k) mod n` and `c2 = h_2(k) mod n`; the tuple goes to the one with the smaller
 //! local load, ties to `c1`.
 //!
@@ -11,7 +12,8 @@
 //! With `n = 1` both rules give the single worker.
 //!
 //! `choices = M` generalises the rule to `M` candidates `c_i = h_i(k) mod n`, the holistic
-//! paper's PK-5 (Katsipoulakis et al., Section 5.1: "partial key (PK) with 2 and 5
+//! paper's PK-5 (Katsipoulakis, Labrinidis and Chrysanthis, "A Holistic View of Stream
+//! Partitioning Costs", PVLDB 10(11), 2017, Section 5.1: "partial key (PK) with 2 and 5
 //! candidate workers"). Candidates 3 and above are kept as hashed, duplicates included,
 //! and the least loaded wins, ties to the earliest candidate: the candidate rule of the
 //! holistic groupers (`groupers/holistic.rs`). `M = 2`, the default, is PKG exactly.

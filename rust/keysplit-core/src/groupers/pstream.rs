@@ -1,9 +1,11 @@
 //! PStream: Chen, Zhang and Jin, "PStream: A popularity-aware differentiated distributed
-//! stream processing system", IEEE Transactions on Computers, 2021.
+//! stream processing system", IEEE Transactions on Computers 70(10), 2021
+//! (doi:10.1109/TC.2020.3019689).
 //!
-//! Specification: `spec/baselines.md`, "PStream" (the paper itself is not in `papers/`;
-//! FlexD describes it as a coin-flipping hot-key predictor whose hot keys are shuffled
-//! and whose other keys go by key grouping).
+//! Specification: `docs/baselines.md`, section "PStream", which the implementation follows
+//! step by step: a coin-flipping hot-key predictor whose hot keys are shuffled and whose
+//! other keys go by key grouping (FlexD describes PStream the same way). Where that section
+//! is silent, the choices below are ours.
 //!
 //! # Routing one tuple with key `k`
 //!

@@ -1,9 +1,9 @@
 //! Stateful load balancing by substream reassignment: ELB (eager load balancing) and CLB
-//! (correlation-based load balancing), from the ELB/CLB paper on stateful load balancing
-//! for parallel stream processing (`papers/stateful-load-balancing-elb-clb.txt`; the text
-//! carries no title page): Section 2 (problem, Eq. 1–2), Section 3 (ELB, Algorithm 1),
-//! Section 4 (CLB, Algorithm 2), Section 5 (defaults of the evaluation). Its baseline UHLB is
-//! `groupers/uhlb.rs`.
+//! (correlation-based load balancing), from Guo and Zhou, "Stateful load balancing for
+//! parallel stream processing", Euro-Par 2017 Workshops, LNCS 10659
+//! (doi:10.1007/978-3-319-75178-8_7): Section 2 (problem, Eq. 1–2), Section 3 (ELB,
+//! Algorithm 1), Section 4 (CLB, Algorithm 2), Section 5 (defaults of the evaluation). Its
+//! baseline UHLB is `groupers/uhlb.rs`.
 //!
 //! # Model (Section 2.1)
 //!

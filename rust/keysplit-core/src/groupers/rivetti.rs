@@ -1,10 +1,10 @@
 //! Distribution-aware key grouping (DKG): Rivetti, Querzoni, Anceaume, Busnel and Sericola,
 //! "Efficient key grouping for near-optimal load balancing in stream processing systems",
-//! DEBS 2015. This is the "DKG" that FlexD compares against, registered as `dkg_rivetti`
-//! (the name `dkg` belongs to Dynamic Key Grouping).
+//! ACM DEBS 2015. This is the "DKG" that FlexD compares against, registered as
+//! `dkg_rivetti` (the name `dkg` belongs to Dynamic Key Grouping).
 //!
-//! Specification: `spec/baselines.md`, "Distribution-aware key grouping". The paper itself
-//! is not in `papers/`; the spec's three phases are followed literally.
+//! Specification: `docs/baselines.md`, section "Distribution-aware key grouping", whose
+//! three phases are followed literally; where it is silent, the choices below are ours.
 //!
 //! 1. **Learning**, over the first `L = learning_tuples` tuples. Each tuple is routed by
 //!    plain key grouping, `h_0(k) mod n` (never dropped, never delayed), and its key's

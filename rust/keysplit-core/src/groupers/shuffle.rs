@@ -1,8 +1,11 @@
-//! Shuffle grouping (SG, SH): round robin, no key affinity.
+//! Shuffle grouping (SG, SH): round robin, no key affinity. Apache Storm's shuffle
+//! grouping, the baseline of Nasir, De Francisci Morales, García-Soriano, Kourtellis and
+//! Serafini, "The power of both choices: Practical load balancing for distributed stream
+//! processing engines", ICDE 2015.
 //!
-//! Specification: `spec/baselines.md`, "Shuffle grouping". Tuple `i` of a source goes to
-//! worker `i mod n`, whatever its key; the seed is not used, so every source starts at
-//! worker 0, as Storm's shuffle grouping does per task.
+//! Specification: `docs/baselines.md`, section "Shuffle grouping". Tuple `i` of a source
+//! goes to worker `i mod n`, whatever its key; the seed is not used, so every source starts
+//! at worker 0, as Storm's shuffle grouping does per task.
 
 use crate::error::ConfigError;
 use crate::grouper::{Grouper, GrouperConfig, GrouperInfo};

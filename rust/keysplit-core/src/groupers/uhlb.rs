@@ -1,16 +1,17 @@
-//! Universal-hash grouping (UHLB): the baseline of the ELB/CLB paper on stateful load
-//! balancing with state movements (`papers/stateful-load-balancing-elb-clb.txt`; the text
-//! carries no title page), Section 5 "Evaluation": UHLB "balances load with a universal hash
-//! function rather than the key grouping … It returns h(t), where h: `[p] → [n]` is chosen at
-//! random from a family of 2-universal hash functions."
+//! Universal-hash grouping (UHLB): the baseline of Guo and Zhou, "Stateful load balancing
+//! for parallel stream processing", Euro-Par 2017 Workshops, LNCS 10659
+//! (doi:10.1007/978-3-319-75178-8_7), Section 5 "Evaluation": UHLB "balances load with a
+//! universal hash function rather than the key grouping … It returns h(t), where
+//! h: `[p] → [n]` is chosen at random from a family of 2-universal hash functions."
 //!
-//! Specification: `spec/baselines.md`, "Universal-hash grouping". A key `k` goes to
+//! Specification: `docs/baselines.md`, section "Universal-hash grouping". A key `k` goes to
 //!
 //! ```text
 //! ((a·x + b) mod P) mod n,    x = h_0(k), the key's 64-bit hash
 //! ```
 //!
-//! the Carter–Wegman family, one member drawn per grouper.
+//! the family of Carter and Wegman ("Universal classes of hash functions", Journal of
+//! Computer and System Sciences 18(2), 1979), one member drawn per grouper.
 //!
 //! # Choices (the paper names the family only)
 //!
