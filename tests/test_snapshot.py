@@ -7,7 +7,7 @@ import pickle
 import random
 import subprocess
 import sys
-from typing import TYPE_CHECKING
+from pathlib import Path
 
 import pytest
 import xxhash
@@ -18,21 +18,18 @@ import keysplit
 from keysplit import sketches
 from strategies import GROUPER_NAMES
 
-if TYPE_CHECKING:
-    from pathlib import Path
-
 # Small windows, segments and intervals, so that a snapshot lands amid every kind of state:
-# learned tables, closed windows, hot-key entries, rebalanced substreams.
-BUSY_PARAMS: dict[str, dict[str, int]] = {
-    "dkg_rivetti": {"learning_tuples": 40},
-    "dkg": {"window_tuples": 25, "expected_keys": 10},
-    "flexd": {"segment_tuples": 50, "batch_tuples": 7, "cleanup_segments": 2, "retain": 3},
-    **{name: {"window_tuples": 60} for name in ("cm", "am", "cam", "lm", "cm_hll", "am_hll", "cam_hll", "lm_hll")},
-    "elb": {"window_tuples": 30, "substreams": 32},
-    "clb": {"window_tuples": 30, "substreams": 32, "period_windows": 2},
-    "dagreedy": {"interval_tuples": 20, "window_panes": 3},
-    "dalton": {"interval_tuples": 20, "window_panes": 3},
+# learned tables, closed windows, hot-key entries, rebalanced substreams. Shared with the Rust
+# tests (rust/keysplit-core/tests/snapshot.rs): each grouper's busy_params in data/groupers.json.
+GROUPER_DATA = Path(__file__).parent / "data" / "groupers.json"
+BUSY_PARAMS: dict[str, dict[str, bool | int | float | str]] = {
+    name: entry["busy_params"] for name, entry in json.loads(GROUPER_DATA.read_text())["groupers"].items()
 }
+
+
+def test_the_grouper_data_has_an_entry_for_every_grouper() -> None:
+    blessing = "KEYSPLIT_BLESS=1 cargo test -p keysplit-core --test routing_digests --test snapshot"
+    assert set(BUSY_PARAMS) == set(GROUPER_NAMES), f"{GROUPER_DATA} is out of date: run `{blessing}`"
 
 
 def busy_grouper(name: str, workers: int = 6, seed: int = 11) -> keysplit.Grouper:

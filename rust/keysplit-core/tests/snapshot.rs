@@ -2,7 +2,7 @@
 //! no byte string makes reading a snapshot panic.
 
 use keysplit_core::hash::fingerprint;
-use keysplit_core::params::{ParamValue, Params};
+use keysplit_core::params::Params;
 use keysplit_core::registry::{GrouperInstance, build, registry};
 use keysplit_core::sketches::count_min::CountMin;
 use keysplit_core::sketches::hyperloglog::HyperLogLog;
@@ -13,28 +13,17 @@ use keysplit_core::snapshot::FORMAT_VERSION;
 use keysplit_core::{Key, KeyLabel, LoadVector, SketchSnapshot, SnapshotError};
 use proptest::prelude::*;
 
+// `tests/common/grouper_data.rs` alone: the rest of `common` serves other tests.
+mod common {
+    pub mod grouper_data;
+}
+use common::grouper_data::{self, Digests};
+
 /// Parameters that make every windowed grouper close windows, rebuild tables and clean up
-/// within a few hundred tuples, so that a snapshot lands amid all of its state.
+/// within a few hundred tuples, so that a snapshot lands amid all of its state: the
+/// grouper's `busy_params` in `tests/data/groupers.json`, which the Python tests use too.
 fn busy_params(name: &str) -> Params {
-    let ints: &[(&str, i64)] = match name {
-        "dkg_rivetti" => &[("learning_tuples", 40)],
-        "dkg" => &[("window_tuples", 25), ("expected_keys", 10)],
-        "flexd" => {
-            &[("segment_tuples", 50), ("batch_tuples", 7), ("cleanup_segments", 2), ("retain", 3)]
-        }
-        "cm" | "am" | "cam" | "lm" | "cm_hll" | "am_hll" | "cam_hll" | "lm_hll" => {
-            &[("window_tuples", 60)]
-        }
-        "elb" | "clb" => &[("window_tuples", 30), ("substreams", 32)],
-        "dagreedy" | "dalton" => &[("interval_tuples", 20), ("window_panes", 3)],
-        _ => &[],
-    };
-    let mut params: Params =
-        ints.iter().map(|&(k, v)| (k.to_owned(), ParamValue::Int(v))).collect();
-    if name == "clb" {
-        params.insert("period_windows".to_owned(), ParamValue::Int(2));
-    }
-    params
+    grouper_data::params(name, "busy_params")
 }
 
 fn route(instance: &mut GrouperInstance, keys: &[Vec<u8>]) -> Vec<u32> {
@@ -218,44 +207,20 @@ fn a_shared_load_vector_restores_as_private_counts() {
     assert_eq!(restored.grouper.loads().total(), 2);
 }
 
-/// The XXH3 of each grouper's snapshot `state` after a fixed history: the fields of
-/// format version 1. A change to any grouper's fields changes its digest and must come
-/// with a new `FORMAT_VERSION` (and a reader for version 1), not a new digest here.
-/// `KEYSPLIT_PRINT_SNAPSHOT_DIGESTS=1 cargo test -p keysplit-core --test snapshot -- --nocapture
-/// frozen` prints the table.
-const STATE_DIGESTS_V1: &[(&str, u64)] = &[
-    ("shuffle", 0xb54059c50ba65022),
-    ("key", 0xa5c25eefb24e0b47),
-    ("uhlb", 0x1576cd340a350410),
-    ("pkg", 0x43a6cf71a4a20f69),
-    ("d_choices", 0xf209e575826b849d),
-    ("w_choices", 0x9fa5e246fddeb6fd),
-    ("rr_head", 0x55a83f94951e2274),
-    ("dkg_rivetti", 0xc02901b884370fc6),
-    ("dkg", 0x6715ec7d608206bf),
-    ("flexd", 0x95896c21358d9e22),
-    ("pdstream", 0xfb4f8ed3f3ef3553),
-    ("cm", 0xdef5ec8821701fd4),
-    ("am", 0x3eef23ca0c4b8c62),
-    ("cam", 0x7fb5acc966341666),
-    ("lm", 0x1f0465cd0d1f4544),
-    ("cm_hll", 0x764fa53387ec7b6b),
-    ("am_hll", 0x0689db7139bdc87c),
-    ("cam_hll", 0x5872648864a68c92),
-    ("lm_hll", 0xc6424581f572f169),
-    ("elb", 0x236b27c5ca1a3157),
-    ("clb", 0x4666c911f974b5d2),
-    ("pstream", 0x03f0c8cd4f9272af),
-    ("dagreedy", 0xc74bdfd06c8f0851),
-    ("dalton", 0x18ff22687ddbc6ed),
-];
-
+/// The XXH3 of each grouper's snapshot `state` after a fixed history, with its busy
+/// parameters, must equal its `state_digest` in `tests/data/groupers.json`: the fields of
+/// format version 1 are frozen. A change to any grouper's fields changes its digest and must
+/// come with a new `FORMAT_VERSION` (and a reader for version 1), not a new digest in the
+/// file. Bless mode,
+/// `KEYSPLIT_BLESS=1 cargo test -p keysplit-core --test routing_digests --test snapshot`,
+/// records the digests instead of checking them: for a new grouper, which it adds to the
+/// file, or with that new format version.
 #[test]
 fn state_layouts_are_frozen_for_format_version_1() {
-    assert_eq!(FORMAT_VERSION, 1, "a new format version needs its own table of digests");
-    let print = std::env::var_os("KEYSPLIT_PRINT_SNAPSHOT_DIGESTS").is_some();
+    assert_eq!(FORMAT_VERSION, 1, "a new format version needs its own state digests");
     let keys: Vec<Vec<u8>> =
         (0u32..600).map(|i| format!("k{}", (i * i) % 37).into_bytes()).collect();
+    let mut digests = Digests::new();
     for info in registry() {
         let mut instance = build(info.name, 7, 5, &busy_params(info.name), None).unwrap();
         for (i, key) in keys.iter().enumerate() {
@@ -265,21 +230,12 @@ fn state_layouts_are_frozen_for_format_version_1() {
             instance.grouper.route(Key::Bytes(key));
         }
         let snapshot = keysplit_core::Snapshot::decode(&instance.snapshot().unwrap()).unwrap();
-        let digest = xxhash_rust::xxh3::xxh3_64(&snapshot.state);
-        if print {
-            println!("    (\"{}\", {digest:#018x}),", info.name);
-            continue;
-        }
-        let recorded = STATE_DIGESTS_V1
-            .iter()
-            .find(|&&(name, _)| name == info.name)
-            .unwrap_or_else(|| panic!("no state digest recorded for {}", info.name));
-        assert_eq!(
-            digest, recorded.1,
-            "{}: the snapshot state of format version 1 changed",
-            info.name
-        );
+        digests.check(info.name, &["state_digest"], xxhash_rust::xxh3::xxh3_64(&snapshot.state));
     }
+    digests.finish(
+        "the snapshot state of format version 1 changed (a change to a grouper's fields needs \
+         a new FORMAT_VERSION and a reader for version 1, not a new digest)",
+    );
 }
 
 /// The keyed summary's state after a fixed history, every kind of key among them, frozen
