@@ -11,7 +11,7 @@ import polars as pl
 
 from keysplit import datasets, reproduction
 from keysplit import simulate as simulation
-from keysplit._grouper import Grouper, groupers
+from keysplit._grouper import Grouper, GrouperInfo, groupers
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -124,8 +124,24 @@ def _run(args: argparse.Namespace) -> int:
     )
 
 
+def groupers_markdown() -> str:
+    """The README's grouper table: every grouper in registry order, its title, the
+    publication it follows, and its defaults."""
+
+    def defaults(info: GrouperInfo) -> str:
+        shown = ", ".join(f"`{name}={value!r}`" for name, value in info.defaults.items())
+        return shown or "–"
+
+    rows = ["| name | grouper | follows | defaults |", "|---|---|---|---|"]
+    rows += [f"| `{info.name}` | {info.title} | {info.paper} | {defaults(info)} |" for info in groupers()]
+    return "\n".join(rows)
+
+
 def _list_groupers(args: argparse.Namespace) -> int:
     known = {info.name: info for info in groupers()}
+    if args.markdown:
+        print(groupers_markdown())
+        return 0
     if args.names:
         unknown = [name for name in args.names if name not in known]
         if unknown:
@@ -221,6 +237,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     listing = commands.add_parser("groupers", help="list every grouper with its paper, or describe some")
     listing.add_argument("names", nargs="*", help="groupers to describe with every parameter's meaning")
+    listing.add_argument("--markdown", action="store_true", help="the table of every grouper, as the README has it")
     listing.set_defaults(run=_list_groupers)
 
     reproduction.add_subcommand(commands)
