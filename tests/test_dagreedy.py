@@ -15,6 +15,7 @@ import keysplit
 from reference import fingerprint, h
 from reference_dagreedy import DaGreedyTwin
 from strategies import keys, seeds, workers
+from twins import assert_routes_like_twin
 
 intervals = st.integers(min_value=1, max_value=40)
 panes = st.integers(min_value=1, max_value=4)
@@ -47,18 +48,8 @@ def hot_flags(stream: list, n: int, interval: int) -> list[bool]:
 def test_routes_like_its_reference_twin(
     stream: list, n: int, seed: int, interval: int, window: int, ends: set[int]
 ) -> None:
-    twin = DaGreedyTwin(n, seed, interval_tuples=interval, window_panes=window)
-    grouper = keysplit.Grouper("dagreedy", workers=n, seed=seed, interval_tuples=interval, window_panes=window)
-    for i, key in enumerate(stream):
-        if i in ends:
-            twin.end_window()
-            grouper.end_window()
-        assert grouper.route_key(key) == twin.route(key), f"tuple {i}"
-    assert grouper.loads == twin.loads
-    # The whole stream as one batch, without window ends.
-    plain = DaGreedyTwin(n, seed, interval_tuples=interval, window_panes=window)
-    batch = keysplit.Grouper("dagreedy", workers=n, seed=seed, interval_tuples=interval, window_panes=window)
-    assert (batch.route(stream).to_list() if stream else []) == [plain.route(k) for k in stream]
+    params = {"interval_tuples": interval, "window_panes": window}
+    assert_routes_like_twin("dagreedy", DaGreedyTwin, stream, n, seed, params, ends)
 
 
 @given(stream=streams, n=workers, seed=seeds, interval=intervals)

@@ -13,6 +13,7 @@ import keysplit
 from reference import fingerprint, h
 from reference_dalton import Q_INIT, DaltonTwin
 from strategies import keys, seeds, workers
+from twins import assert_routes_like_twin
 
 intervals = st.integers(min_value=1, max_value=40)
 panes = st.integers(min_value=1, max_value=4)
@@ -53,18 +54,7 @@ def test_routes_like_its_reference_twin(
     stream: list, n: int, seed: int, interval: int, window: int, epsilon: float, ends: set[int]
 ) -> None:
     params = {"interval_tuples": interval, "window_panes": window, "epsilon": epsilon}
-    twin = DaltonTwin(n, seed, **params)
-    grouper = keysplit.Grouper("dalton", workers=n, seed=seed, **params)
-    for i, key in enumerate(stream):
-        if i in ends:
-            twin.end_window()
-            grouper.end_window()
-        assert grouper.route_key(key) == twin.route(key), f"tuple {i}"
-    assert grouper.loads == twin.loads
-    # The whole stream as one batch, without window ends.
-    plain = DaltonTwin(n, seed, **params)
-    batch = keysplit.Grouper("dalton", workers=n, seed=seed, **params)
-    assert (batch.route(stream).to_list() if stream else []) == [plain.route(k) for k in stream]
+    assert_routes_like_twin("dalton", DaltonTwin, stream, n, seed, params, ends)
 
 
 @given(stream=streams, n=workers, seed=seeds, interval=intervals, epsilon=epsilons)

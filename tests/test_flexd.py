@@ -16,6 +16,7 @@ import keysplit
 from reference import h
 from reference_flexd import FlexDTwin
 from strategies import keys, seeds, workers
+from twins import assert_routes_like_twin
 
 # Small segments, thresholds and micro-batches, so that keys turn hot, cross their
 # thresholds, segments close and clean-ups run within a few hundred tuples.
@@ -59,18 +60,7 @@ GOLDEN = [
 
 @given(stream=streams, n=workers, seed=seeds, p=params, ends=window_ends)
 def test_routes_like_its_reference_twin(stream: list, n: int, seed: int, p: dict, ends: set[int]) -> None:
-    twin = FlexDTwin(n, seed, **p)
-    grouper = keysplit.Grouper("flexd", workers=n, seed=seed, **p)
-    for i, key in enumerate(stream):
-        if i in ends:
-            twin.end_window()
-            grouper.end_window()
-        assert grouper.route_key(key) == twin.route(key), f"tuple {i}"
-    assert grouper.loads == twin.loads
-    # The whole stream as one batch, without window ends.
-    plain = FlexDTwin(n, seed, **p)
-    batch = keysplit.Grouper("flexd", workers=n, seed=seed, **p)
-    assert (batch.route(stream).to_list() if stream else []) == [plain.route(k) for k in stream]
+    assert_routes_like_twin("flexd", FlexDTwin, stream, n, seed, p, ends)
 
 
 def test_rust_routes_the_golden_stream() -> None:

@@ -18,6 +18,7 @@ import keysplit
 from reference import fingerprint
 from reference_holistic import TWINS, HyperLogLogTwin
 from strategies import keys, seeds, workers
+from twins import assert_routes_like_twin
 
 NAMES = ["cm", "am", "cam", "lm", "cm_hll", "am_hll", "cam_hll", "lm_hll"]
 EXACT_AFFINITY = ["am", "cam"]
@@ -47,14 +48,7 @@ def named_params(draw, names=NAMES):
 @given(stream=streams, n=workers, seed=seeds, named=named_params(), ends=window_ends)
 def test_routes_like_its_reference_twin(stream: list, n: int, seed: int, named, ends: set[int]) -> None:
     name, params = named
-    twin = TWINS[name](n, seed, **params)
-    grouper = keysplit.Grouper(name, workers=n, seed=seed, **params)
-    for i, key in enumerate(stream):
-        if i in ends:
-            twin.end_window()
-            grouper.end_window()
-        assert grouper.route_key(key) == twin.route(key), f"tuple {i}"
-    assert grouper.loads == twin.loads
+    assert_routes_like_twin(name, TWINS[name], stream, n, seed, params, ends, as_batch=False)
 
 
 @given(stream=streams, n=workers, seed=seeds, named=named_params())

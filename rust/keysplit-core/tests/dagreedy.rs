@@ -2,8 +2,6 @@
 //! routing invariants: worker ids below `n`, deterministic routing, a batch routed as its
 //! keys one by one, cold keys to their hash worker and hot keys to the best score.
 
-use std::collections::HashMap;
-
 use keysplit_core::grouper::{Grouper, route_batch};
 
 use keysplit_core::groupers::dagreedy::DaGreedy;
@@ -12,6 +10,10 @@ use keysplit_core::params::{ParamValue, Params};
 use keysplit_core::registry::build;
 use keysplit_core::{Key, KeyBatch, KeyValues, LoadVector, NullPolicy, OwnedKey};
 use proptest::prelude::*;
+
+#[path = "common/hot_keys.rs"]
+mod hot_keys;
+use hot_keys::hot_oracle;
 
 fn params(interval: i64, panes: i64) -> Params {
     Params::from([
@@ -122,33 +124,6 @@ fn parameters_are_validated() {
     );
     assert!(err(params(10, 0)).contains("window_panes"));
     assert!(err(params(10, 1 << 20)).contains("window_panes"));
-}
-
-/// Which tuples are hot, recomputed from the definition: count in the interval (this
-/// tuple included) times `factor` exceeds the previous interval's total, or found hot in
-/// the previous interval.
-pub fn hot_oracle(keys: &[Vec<u8>], interval: usize, factor: u128) -> Vec<bool> {
-    let mut hot = Vec::with_capacity(keys.len());
-    let mut counts: HashMap<&[u8], u128> = HashMap::new();
-    let mut found: HashMap<&[u8], usize> = HashMap::new();
-    let mut previous = 0u128;
-    for (i, key) in keys.iter().enumerate() {
-        let j = i / interval;
-        let c = counts.entry(key).or_default();
-        *c += 1;
-        let is_hot = if previous > 0 && *c * factor > previous {
-            found.insert(key, j);
-            true
-        } else {
-            found.get(&key[..]).is_some_and(|&f| f + 1 >= j)
-        };
-        hot.push(is_hot);
-        if (i + 1).is_multiple_of(interval) {
-            previous = interval as u128;
-            counts.clear();
-        }
-    }
-    hot
 }
 
 fn keys_strategy() -> impl Strategy<Value = Vec<Vec<u8>>> {

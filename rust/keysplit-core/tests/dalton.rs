@@ -3,7 +3,7 @@
 //! keys one by one, cold keys by key grouping, reached keys on the workers that hold them),
 //! including what "never spreads beyond maxSplit" means.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 
 use keysplit_core::grouper::{Grouper, route_batch};
 
@@ -13,6 +13,10 @@ use keysplit_core::params::{ParamValue, Params};
 use keysplit_core::registry::build;
 use keysplit_core::{Key, KeyBatch, KeyValues, LoadVector, NullPolicy, OwnedKey};
 use proptest::prelude::*;
+
+#[path = "common/hot_keys.rs"]
+mod hot_keys;
+use hot_keys::hot_oracle;
 
 fn params(interval: i64, panes: i64, epsilon: f64) -> Params {
     Params::from([
@@ -124,32 +128,6 @@ fn parameters_are_validated() {
             .contains("epsilon\" of grouper \"dalton\" must be in [0, 1], got 1.5")
     );
     assert!(err(params(10, 1, -0.1)).contains("epsilon"));
-}
-
-/// Hot tuples by definition (see tests/dagreedy.rs): count times `n` above the previous
-/// interval's total, or found hot in the previous interval.
-fn hot_oracle(keys: &[Vec<u8>], interval: usize, factor: u128) -> Vec<bool> {
-    let mut hot = Vec::with_capacity(keys.len());
-    let mut counts: HashMap<&[u8], u128> = HashMap::new();
-    let mut found: HashMap<&[u8], usize> = HashMap::new();
-    let mut previous = 0u128;
-    for (i, key) in keys.iter().enumerate() {
-        let j = i / interval;
-        let c = counts.entry(key).or_default();
-        *c += 1;
-        let is_hot = if previous > 0 && *c * factor > previous {
-            found.insert(key, j);
-            true
-        } else {
-            found.get(&key[..]).is_some_and(|&f| f + 1 >= j)
-        };
-        hot.push(is_hot);
-        if (i + 1).is_multiple_of(interval) {
-            previous = interval as u128;
-            counts.clear();
-        }
-    }
-    hot
 }
 
 fn keys_strategy() -> impl Strategy<Value = Vec<Vec<u8>>> {
