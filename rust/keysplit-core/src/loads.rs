@@ -264,6 +264,18 @@ impl LoadVector {
         self.iter().sum()
     }
 
+    /// The first of `candidates` (not empty, in tie-breaking order) of least load.
+    #[inline]
+    pub fn least_loaded_among(&self, candidates: &[u32]) -> u32 {
+        first_least_by(candidates, |worker| self.get(worker))
+    }
+
+    /// Two-choice routing's rule: `second` only if strictly less loaded than `first`.
+    #[inline(always)]
+    pub fn less_loaded_of_two(&self, first: u32, second: u32) -> u32 {
+        if self.get(second) < self.get(first) { second } else { first }
+    }
+
     /// The index of the smallest load, the lowest index on ties.
     pub fn least_loaded(&self) -> u32 {
         match &self.view {
@@ -279,15 +291,34 @@ impl LoadVector {
 }
 
 /// The index of the smallest of `loads`, the lowest index on ties; 0 for none.
+#[inline]
 pub fn least_loaded_of(loads: impl IntoIterator<Item = u64>) -> u32 {
-    let mut best = 0u32;
-    let mut best_load = u64::MAX;
-    for (worker, load) in loads.into_iter().enumerate() {
-        if load < best_load {
-            best = worker as u32;
-            best_load = load;
+    first_least(loads.into_iter().enumerate().map(|(worker, load)| (worker as u32, load)))
+        .map_or(0, |(worker, _)| worker)
+}
+
+/// The first of `scored` (candidates with their scores, in tie-breaking order) of least
+/// score, with that score; `None` for none.
+///
+/// Every grouper's "least loaded, ties to the first" goes through here, so that the
+/// tie-breaking, which the routing digests pin, is written once.
+#[inline(always)]
+pub fn first_least<T: PartialOrd>(scored: impl IntoIterator<Item = (u32, T)>) -> Option<(u32, T)> {
+    let mut scored = scored.into_iter();
+    let mut best = scored.next()?;
+    for next in scored {
+        if next.1 < best.1 {
+            best = next;
         }
     }
+    Some(best)
+}
+
+/// The first of `candidates` (not empty, in tie-breaking order) of least `score`.
+#[inline(always)]
+pub fn first_least_by<T: PartialOrd>(candidates: &[u32], mut score: impl FnMut(u32) -> T) -> u32 {
+    let (best, _) = first_least(candidates.iter().map(|&worker| (worker, score(worker))))
+        .expect("at least one candidate");
     best
 }
 

@@ -602,16 +602,7 @@ impl HeadChoices {
                     let from = cached.len() as u64 + 1;
                     cached.extend((from..=d as u64).map(|i| hashes.candidate(i, key)));
                 }
-                let mut best = cached[0];
-                let mut best_load = self.loads.get(best);
-                for &candidate in &cached[1..d] {
-                    let load = self.loads.get(candidate);
-                    if load < best_load {
-                        best = candidate;
-                        best_load = load;
-                    }
-                }
-                best
+                self.loads.least_loaded_among(&cached[..d])
             }
             HeadRouting::DChoices { .. } | HeadRouting::WChoices => {
                 self.least_loaded.of(&self.loads)
@@ -649,7 +640,7 @@ impl Grouper for HeadChoices {
             self.route_head(key, item)
         } else {
             let (first, second) = self.pkg_candidates(key);
-            if self.loads.get(second) < self.loads.get(first) { second } else { first }
+            self.loads.less_loaded_of_two(first, second)
         };
         self.loads.add(worker, 1);
         self.least_loaded.added(worker);

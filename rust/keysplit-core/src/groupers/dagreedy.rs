@@ -72,7 +72,7 @@ use std::collections::VecDeque;
 use crate::error::ConfigError;
 use crate::grouper::{Grouper, GrouperConfig, GrouperInfo};
 use crate::hash::{HashFamily, Key, fingerprint};
-use crate::loads::LoadVector;
+use crate::loads::{LoadVector, first_least};
 use crate::min_tree::MinTree;
 use crate::params::{ParamReader, ParamSpec, ParamValue};
 use crate::sketches::ItemMap;
@@ -528,10 +528,8 @@ impl DaGreedy {
         }
         // All holders share the term `total`, so the best of them is the least loaded,
         // the lowest index first (holders are in index order); it then meets `least`.
-        let Some((holder, holder_load)) = holders
-            .iter()
-            .map(|&(w, _)| (w, self.window.load(w)))
-            .reduce(|best, next| if next.1 < best.1 { next } else { best })
+        let Some((holder, holder_load)) =
+            first_least(holders.iter().map(|&(w, _)| (w, self.window.load(w))))
         else {
             return least;
         };

@@ -153,7 +153,7 @@
 use crate::error::ConfigError;
 use crate::grouper::{Grouper, GrouperConfig, GrouperInfo};
 use crate::hash::{HashFamily, Key, fingerprint};
-use crate::loads::LoadVector;
+use crate::loads::{LoadVector, first_least, first_least_by};
 use crate::params::{ParamReader, ParamSpec, ParamValue};
 use crate::sketches::{ItemMap, SpaceSaving, map_bytes};
 use crate::grouper::restore_state;
@@ -723,27 +723,13 @@ impl FlexD {
 
 /// The least-loaded worker not in `used`, lowest index on ties; `None` if all are used.
 fn least_loaded_unused(loads: &[u64], used: &[u32]) -> Option<u32> {
-    let mut best = None;
-    let mut best_load = u64::MAX;
-    for (worker, &load) in loads.iter().enumerate() {
-        let worker = worker as u32;
-        if (best.is_none() || load < best_load) && !used.contains(&worker) {
-            best = Some(worker);
-            best_load = load;
-        }
-    }
-    best
+    let unused = loads.iter().enumerate().map(|(worker, &load)| (worker as u32, load));
+    first_least(unused.filter(|(worker, _)| !used.contains(worker))).map(|(worker, _)| worker)
 }
 
 /// The least-loaded of `instances` (not empty) by `loads`, the earliest on ties.
 fn least_loaded_among(loads: &[u64], instances: &[u32]) -> u32 {
-    let mut best = instances[0];
-    for &worker in &instances[1..] {
-        if loads[worker as usize] < loads[best as usize] {
-            best = worker;
-        }
-    }
-    best
+    first_least_by(instances, |worker| loads[worker as usize])
 }
 
 impl Grouper for FlexD {
@@ -757,17 +743,7 @@ impl Grouper for FlexD {
         // ASSIGN, by the table of the previous micro-batch.
         let worker = match self.entries.get(&id) {
             Some(entry) if entry.hot_segment == self.segment => {
-                let loads = &self.loads;
-                let mut best = entry.instances[0];
-                let mut best_load = loads.get(best);
-                for &w in &entry.instances[1..] {
-                    let load = loads.get(w);
-                    if load < best_load {
-                        best = w;
-                        best_load = load;
-                    }
-                }
-                best
+                self.loads.least_loaded_among(&entry.instances)
             }
             _ => hash_worker,
         };

@@ -121,7 +121,7 @@
 use crate::error::ConfigError;
 use crate::grouper::{Grouper, GrouperConfig, GrouperInfo};
 use crate::hash::{HashFamily, Key, fingerprint};
-use crate::loads::{LoadScope, LoadVector};
+use crate::loads::{LoadScope, LoadVector, first_least_by};
 use crate::min_tree::MinTree;
 use crate::params::{ParamReader, ParamSpec, ParamValue};
 use crate::sketches::{HyperLogLog, ItemMap, map_bytes};
@@ -479,20 +479,6 @@ impl Holistic {
         self.cardinality.contains(worker, fingerprint(key))
     }
 
-    /// The candidate of least `score`, ties to the first.
-    fn least<F: Fn(u32) -> f64>(candidates: &[u32], score: F) -> u32 {
-        let mut best = candidates[0];
-        let mut best_score = score(best);
-        for &worker in &candidates[1..] {
-            let s = score(worker);
-            if s < best_score {
-                best = worker;
-                best_score = s;
-            }
-        }
-        best
-    }
-
     /// LM: builds the trees of [`Extremes`] from the window's loads and estimates.
     fn build_extremes(&mut self) {
         let workers = self.loads.workers();
@@ -545,7 +531,7 @@ impl Holistic {
         let card_min = f64::from_bits(extremes.card_min.min_value());
         let card_max = f64::from_bits(!extremes.card_max.min_value());
         let p = self.p;
-        Self::least(candidates, |worker| {
+        first_least_by(candidates, |worker| {
             let load = self.window_load(worker);
             let load_norm = if load_max > load_min {
                 (load - load_min) as f64 / (load_max - load_min) as f64
@@ -570,15 +556,15 @@ impl Holistic {
                     return held;
                 }
                 let worker = if self.algorithm == Algorithm::Am {
-                    Self::least(candidates, |w| self.cardinality.estimate(w))
+                    first_least_by(candidates, |w| self.cardinality.estimate(w))
                 } else {
-                    Self::least(candidates, |w| self.window_load(w) as f64)
+                    first_least_by(candidates, |w| self.window_load(w) as f64)
                 };
                 self.cardinality.insert(worker, item);
                 worker
             }
             Algorithm::Cm => {
-                let worker = Self::least(candidates, |w| self.cardinality.estimate(w));
+                let worker = first_least_by(candidates, |w| self.cardinality.estimate(w));
                 self.cardinality.insert(worker, item);
                 worker
             }

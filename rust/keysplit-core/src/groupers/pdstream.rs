@@ -509,21 +509,6 @@ impl PdStream {
 
 const WORKER_BYTES: usize = std::mem::size_of::<u32>();
 
-/// The least-loaded of `candidates` (not empty), the earliest on ties.
-#[inline]
-fn least_loaded_among(loads: &LoadVector, candidates: &[u32]) -> u32 {
-    let mut best = candidates[0];
-    let mut best_load = loads.get(best);
-    for &worker in &candidates[1..] {
-        let load = loads.get(worker);
-        if load < best_load {
-            best = worker;
-            best_load = load;
-        }
-    }
-    best
-}
-
 impl Grouper for PdStream {
     fn name(&self) -> &'static str {
         INFO.name
@@ -546,7 +531,7 @@ impl Grouper for PdStream {
         let worker = if occurrences <= 1 {
             // Steps 2-3: a non-hot key, routed by its two hashes.
             let (first, second) = self.hash_candidates(key);
-            if self.loads.get(second) < self.loads.get(first) { second } else { first }
+            self.loads.less_loaded_of_two(first, second)
         } else {
             // Steps 5-15: a hot key and its routing entry.
             let workers = self.hashes.workers();
@@ -573,7 +558,7 @@ impl Grouper for PdStream {
             }
             self.candidate_bytes = self.candidate_bytes.saturating_add(added_bytes);
             // Step 17: the least-loaded candidate.
-            least_loaded_among(&self.loads, set)
+            self.loads.least_loaded_among(set)
         };
         self.loads.add(worker, 1);
         self.least_loaded.added(worker);

@@ -22,7 +22,7 @@ use crate::error::ConfigError;
 use crate::grouper::{Grouper, GrouperConfig, GrouperInfo, NULL_KEY, route_each};
 use crate::hash::{HashFamily, Key, Remainder, RemainderVisitor, candidate_seed, with_remainder};
 use crate::keys::{KeyBatch, KeyVisitor};
-use crate::loads::{LoadScope, LoadVector};
+use crate::loads::{LoadScope, LoadVector, first_least};
 use crate::params::{ParamReader, ParamSpec, ParamValue};
 use crate::grouper::restore_state;
 use serde::{Deserialize, Serialize};
@@ -93,18 +93,12 @@ impl PartialKeyGrouping {
 
     /// PK-M for `M > 2`: the least loaded of candidates 1..=M, ties to the earliest.
     fn route_among_many(&mut self, key: Key<'_>) -> u32 {
-        let (mut best, second) = self.candidates(key);
-        let mut best_load = self.loads.get(best);
-        let mut consider = |worker: u32| {
-            let load = self.loads.get(worker);
-            if load < best_load {
-                (best, best_load) = (worker, load);
-            }
-        };
-        consider(second);
-        for index in 3..=u64::from(self.choices) {
-            consider(self.hashes.candidate(index, key));
-        }
+        let (first, second) = self.candidates(key);
+        let (hashes, loads) = (&self.hashes, &self.loads);
+        let more = (3..=u64::from(self.choices)).map(|index| hashes.candidate(index, key));
+        let candidates = [first, second].into_iter().chain(more);
+        let (best, _) = first_least(candidates.map(|worker| (worker, loads.get(worker))))
+            .expect("at least two candidates");
         self.loads.add(best, 1);
         best
     }
@@ -129,7 +123,7 @@ impl Grouper for PartialKeyGrouping {
             return self.route_among_many(key);
         }
         let (first, second) = self.candidates(key);
-        let worker = if self.loads.get(second) < self.loads.get(first) { second } else { first };
+        let worker = self.loads.less_loaded_of_two(first, second);
         self.loads.add(worker, 1);
         worker
     }
@@ -229,6 +223,7 @@ impl<R: Remainder> KeyVisitor for PkgRows<'_, R> {
         let second = if self.distinct_candidates && second == first { next } else { second };
         let first_load = self.loads[first as usize];
         let second_load = self.loads[second as usize];
+        // `LoadVector::less_loaded_of_two` on the dense array, kept branch-free here.
         let to_second = second_load < first_load;
         // When the candidates collide (distinct_candidates = false), the second store is
         // the one that counts: `first` is chosen and gets its tuple.
