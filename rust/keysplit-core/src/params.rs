@@ -50,6 +50,34 @@ pub struct ParamSpec {
     pub doc: &'static str,
 }
 
+// Parameters several groupers declare with the same name, default and meaning, so that
+// their documentation cannot drift apart. `window_tuples` is not among them: DKG, the
+// holistic groupers and ELB/CLB give it different defaults (a 15-second cycle, 0 for
+// "only end_window()", a 1-minute window), so each declares its own.
+
+/// Whether the second hash candidate is moved off the first (two-choice groupers).
+pub const DISTINCT_CANDIDATES: ParamSpec = ParamSpec {
+    name: "distinct_candidates",
+    default: ParamValue::Bool(true),
+    doc: "force the second hash candidate apart from the first as Apache Storm does; false \
+          lets them collide as in the PKG paper",
+};
+
+/// The interval of the windowed key-splitting groupers (DAGreedy, Dalton).
+pub const INTERVAL_TUPLES: ParamSpec = ParamSpec {
+    name: "interval_tuples",
+    default: ParamValue::Int(100_000),
+    doc: "tuples per interval (hot-key interval and load-window pane); end_window() closes an \
+          interval early",
+};
+
+/// The load window of the windowed key-splitting groupers (DAGreedy, Dalton).
+pub const WINDOW_PANES: ParamSpec = ParamSpec {
+    name: "window_panes",
+    default: ParamValue::Int(10),
+    doc: "closed panes (intervals) kept in the load window besides the current one",
+};
+
 /// Reads a grouper's parameters against its specs, records the effective values and
 /// rejects what the grouper does not know.
 pub struct ParamReader<'a> {

@@ -79,7 +79,7 @@ use crate::error::ConfigError;
 use crate::grouper::{Grouper, GrouperConfig, GrouperInfo};
 use crate::hash::{HashFamily, Key, fingerprint};
 use crate::loads::{LeastLoaded, LoadVector};
-use crate::params::{ParamReader, ParamSpec, ParamValue};
+use crate::params::{DISTINCT_CANDIDATES, ParamReader, ParamSpec, ParamValue};
 use crate::sketches::space_saving::MAX_CAPACITY;
 use crate::sketches::{ItemMap, SpaceSaving};
 use crate::grouper::restore_state;
@@ -106,17 +106,12 @@ const EPSILON: ParamSpec = ParamSpec {
     default: ParamValue::Float(1e-4),
     doc: "slack of the two inequalities that choose d, in [0, 1)",
 };
-const DISTINCT: ParamSpec = ParamSpec {
-    name: "distinct_candidates",
-    default: ParamValue::Bool(true),
-    doc: "force the two PKG candidates apart as Apache Storm does; false lets them collide",
-};
 
 pub const D_CHOICES: GrouperInfo = GrouperInfo {
     name: "d_choices",
     title: "D-Choices (head keys over d hash choices, tail keys as PKG)",
     paper: PAPER,
-    params: &[THETA, CAPACITY, EPSILON, DISTINCT],
+    params: &[THETA, CAPACITY, EPSILON, DISTINCT_CANDIDATES],
     build: build_d,
     restore: restore_state::<HeadChoices>,
 };
@@ -125,7 +120,7 @@ pub const W_CHOICES: GrouperInfo = GrouperInfo {
     name: "w_choices",
     title: "W-Choices (head keys to the least-loaded worker, tail keys as PKG)",
     paper: PAPER,
-    params: &[THETA, CAPACITY, DISTINCT],
+    params: &[THETA, CAPACITY, DISTINCT_CANDIDATES],
     build: build_w,
     restore: restore_state::<HeadChoices>,
 };
@@ -134,7 +129,7 @@ pub const RR_HEAD: GrouperInfo = GrouperInfo {
     name: "rr_head",
     title: "Round-robin head (head keys round robin, tail keys as PKG)",
     paper: PAPER,
-    params: &[THETA, CAPACITY, DISTINCT],
+    params: &[THETA, CAPACITY, DISTINCT_CANDIDATES],
     build: build_rr,
     restore: restore_state::<HeadChoices>,
 };

@@ -74,7 +74,7 @@ use crate::grouper::{Grouper, GrouperConfig, GrouperInfo};
 use crate::hash::{HashFamily, Key, fingerprint};
 use crate::loads::{LoadVector, first_least};
 use crate::min_tree::MinTree;
-use crate::params::{ParamReader, ParamSpec, ParamValue};
+use crate::params::{INTERVAL_TUPLES, ParamReader, WINDOW_PANES};
 use crate::sketches::ItemMap;
 use crate::grouper::restore_state;
 
@@ -84,17 +84,8 @@ pub const INFO: GrouperInfo = GrouperInfo {
     paper: "Pacaci and Özsu, Distribution-aware stream partitioning for distributed stream \
             processing systems, BeyondMR 2018",
     params: &[
-        ParamSpec {
-            name: "interval_tuples",
-            default: ParamValue::Int(100_000),
-            doc: "tuples per interval (hot-key interval and load-window pane); end_window() \
-                  closes an interval early",
-        },
-        ParamSpec {
-            name: "window_panes",
-            default: ParamValue::Int(10),
-            doc: "closed panes (intervals) kept in the load window besides the current one",
-        },
+        INTERVAL_TUPLES,
+        WINDOW_PANES,
     ],
     build,
     restore: restore_state::<DaGreedy>,

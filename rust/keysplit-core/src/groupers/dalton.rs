@@ -85,7 +85,7 @@ use crate::grouper::{Grouper, GrouperConfig, GrouperInfo};
 use crate::groupers::dagreedy::{Intervals, PaneWindow, read_window_params};
 use crate::hash::{HashFamily, Key, fingerprint};
 use crate::loads::LoadVector;
-use crate::params::{ParamReader, ParamSpec, ParamValue};
+use crate::params::{INTERVAL_TUPLES, ParamReader, ParamSpec, ParamValue, WINDOW_PANES};
 use crate::rng::SplitMix64;
 use crate::sketches::{ItemHasher, ItemMap};
 use crate::grouper::restore_state;
@@ -96,17 +96,8 @@ pub const INFO: GrouperInfo = GrouperInfo {
     paper: "Zapridou, Mytilinis and Ailamaki, Dalton: Learned partitioning for distributed \
             data streams, PVLDB 16(3), 2022",
     params: &[
-        ParamSpec {
-            name: "interval_tuples",
-            default: ParamValue::Int(100_000),
-            doc: "tuples per interval (hot-key interval and load-window pane); end_window() \
-                  closes an interval early",
-        },
-        ParamSpec {
-            name: "window_panes",
-            default: ParamValue::Int(10),
-            doc: "closed panes (intervals) kept in the load window besides the current one",
-        },
+        INTERVAL_TUPLES,
+        WINDOW_PANES,
         ParamSpec {
             name: "epsilon",
             default: ParamValue::Float(0.1),

@@ -155,6 +155,8 @@ pub const INFO: GrouperInfo = GrouperInfo {
             Distributed Stream Processing Engines, Hacettepe University manuscript, c. 2017 \
             (its newest reference is of 2017)",
     params: &[
+        // Not shared with the other groupers' `window_tuples`: the default differs (see
+        // params.rs).
         ParamSpec {
             name: "window_tuples",
             default: ParamValue::Int(DEFAULT_WINDOW_TUPLES),

@@ -123,7 +123,7 @@ use crate::grouper::{Grouper, GrouperConfig, GrouperInfo};
 use crate::hash::{HashFamily, Key, fingerprint};
 use crate::loads::{LoadScope, LoadVector, first_least_by};
 use crate::min_tree::MinTree;
-use crate::params::{ParamReader, ParamSpec, ParamValue};
+use crate::params::{DISTINCT_CANDIDATES, ParamReader, ParamSpec, ParamValue};
 use crate::sketches::{HyperLogLog, ItemMap, map_bytes};
 use crate::grouper::restore_state;
 use serde::{Deserialize, Serialize};
@@ -142,16 +142,12 @@ const CHOICES: ParamSpec = ParamSpec {
     default: ParamValue::Int(2),
     doc: "M, hash candidates per key (the paper runs 2 and 5)",
 };
+// Not shared with the other groupers' `window_tuples`: the default differs (see params.rs).
 const WINDOW_TUPLES: ParamSpec = ParamSpec {
     name: "window_tuples",
     default: ParamValue::Int(0),
     doc: "tuples per window, after which C and L reset (Algorithm 1); 0 = only end_window() \
           closes windows",
-};
-const DISTINCT: ParamSpec = ParamSpec {
-    name: "distinct_candidates",
-    default: ParamValue::Bool(true),
-    doc: "force c2 != c1 as Apache Storm does; false lets them collide",
 };
 const P: ParamSpec = ParamSpec {
     name: "p",
@@ -159,8 +155,8 @@ const P: ParamSpec = ParamSpec {
     doc: "weight of the tuple load in the hybrid load of Eq. 9 (Section 5.1: 0.5)",
 };
 
-const COMMON: &[ParamSpec] = &[CHOICES, WINDOW_TUPLES, DISTINCT];
-const HYBRID: &[ParamSpec] = &[CHOICES, WINDOW_TUPLES, DISTINCT, P];
+const COMMON: &[ParamSpec] = &[CHOICES, WINDOW_TUPLES, DISTINCT_CANDIDATES];
+const HYBRID: &[ParamSpec] = &[CHOICES, WINDOW_TUPLES, DISTINCT_CANDIDATES, P];
 
 macro_rules! info {
     ($name:literal, $title:literal, $params:expr, $algorithm:expr, $hll:expr) => {

@@ -106,7 +106,7 @@ use crate::error::ConfigError;
 use crate::grouper::{Grouper, GrouperConfig, GrouperInfo};
 use crate::hash::{HashFamily, Key, fingerprint};
 use crate::loads::{LeastLoaded, LoadVector};
-use crate::params::{ParamReader, ParamSpec, ParamValue};
+use crate::params::{DISTINCT_CANDIDATES, ParamReader, ParamSpec, ParamValue};
 use crate::sketches::sliding_window::MAX_WINDOW;
 use crate::sketches::{ItemMap, SlidingWindowCounter, item_map, item_map_bytes};
 use crate::grouper::restore_state;
@@ -135,11 +135,7 @@ pub const INFO: GrouperInfo = GrouperInfo {
             default: ParamValue::Float(1e-4),
             doc: "search margin of Algorithm 1 (Section V-C)",
         },
-        ParamSpec {
-            name: "distinct_candidates",
-            default: ParamValue::Bool(true),
-            doc: "force h2 != h1 as Apache Storm does; false lets them collide",
-        },
+        DISTINCT_CANDIDATES,
     ],
     build,
     restore: restore_state::<PdStream>,

@@ -23,7 +23,7 @@ use crate::grouper::{Grouper, GrouperConfig, GrouperInfo, NULL_KEY, route_each};
 use crate::hash::{HashFamily, Key, Remainder, RemainderVisitor, candidate_seed, with_remainder};
 use crate::keys::{KeyBatch, KeyVisitor};
 use crate::loads::{LoadScope, LoadVector, first_least};
-use crate::params::{ParamReader, ParamSpec, ParamValue};
+use crate::params::{DISTINCT_CANDIDATES, ParamReader, ParamSpec, ParamValue};
 use crate::grouper::restore_state;
 use serde::{Deserialize, Serialize};
 
@@ -33,11 +33,7 @@ pub const INFO: GrouperInfo = GrouperInfo {
     paper: "Nasir et al., The power of both choices: Practical load balancing for distributed stream \
             processing engines, ICDE 2015",
     params: &[
-        ParamSpec {
-            name: "distinct_candidates",
-            default: ParamValue::Bool(true),
-            doc: "force c2 != c1 as Apache Storm does; false lets them collide as in the paper",
-        },
+        DISTINCT_CANDIDATES,
         ParamSpec {
             name: "choices",
             default: ParamValue::Int(2),

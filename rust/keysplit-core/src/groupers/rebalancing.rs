@@ -156,6 +156,7 @@ const SUBSTREAMS: ParamSpec = ParamSpec {
           (Section 5: 100 substreams for n = 10)",
 };
 
+// Not shared with the other groupers' `window_tuples`: the default differs (see params.rs).
 const WINDOW_TUPLES: ParamSpec = ParamSpec {
     name: "window_tuples",
     default: ParamValue::Int(600_000),
