@@ -78,6 +78,46 @@ pub const WINDOW_PANES: ParamSpec = ParamSpec {
     doc: "closed panes (intervals) kept in the load window besides the current one",
 };
 
+/// A parameter out of its range, named and explained, before the grouper it belongs to is
+/// attached by [`ParamReader::refuse`]. Its constructors word every plain range the same
+/// way, so that users meet one style whichever grouper they configure.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ParamError {
+    pub name: &'static str,
+    pub reason: String,
+}
+
+impl ParamError {
+    /// A reason the plain ranges below do not cover (one bound depending on another
+    /// parameter, a special value such as 0 for "automatic").
+    pub fn new(name: &'static str, reason: impl Into<String>) -> Self {
+        Self { name, reason: reason.into() }
+    }
+
+    /// `must be in [lo, hi], got x`.
+    pub fn not_in(
+        name: &'static str,
+        lo: impl fmt::Display,
+        hi: impl fmt::Display,
+        got: impl fmt::Display,
+    ) -> Self {
+        Self::new(name, format!("must be in [{lo}, {hi}], got {got}"))
+    }
+
+    /// `must be at least lo, got x`.
+    pub fn below(name: &'static str, lo: impl fmt::Display, got: impl fmt::Display) -> Self {
+        Self::new(name, format!("must be at least {lo}, got {got}"))
+    }
+}
+
+impl fmt::Display for ParamError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {}", self.name, self.reason)
+    }
+}
+
+impl std::error::Error for ParamError {}
+
 /// Reads a grouper's parameters against its specs, records the effective values and
 /// rejects what the grouper does not know.
 pub struct ParamReader<'a> {
@@ -131,6 +171,15 @@ impl<'a> ParamReader<'a> {
     /// between two parameters names the one the caller gave.
     pub fn given(&self, name: &str) -> bool {
         self.given.contains_key(name)
+    }
+
+    /// `error`, as this grouper's.
+    pub fn refuse(&self, error: ParamError) -> ConfigError {
+        ConfigError::ParamRange {
+            grouper: self.grouper,
+            param: error.name.to_owned(),
+            reason: error.reason,
+        }
     }
 
     /// A range error for parameter `name`.

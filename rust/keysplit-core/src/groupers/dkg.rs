@@ -137,7 +137,7 @@ use crate::error::ConfigError;
 use crate::grouper::{Grouper, GrouperConfig, GrouperInfo};
 use crate::hash::{HashFamily, Key, fingerprint};
 use crate::loads::{LoadScope, LoadVector};
-use crate::params::{ParamReader, ParamSpec, ParamValue};
+use crate::params::{ParamError, ParamReader, ParamSpec, ParamValue};
 use crate::sketches::{ItemMap, ItemSet, map_bytes};
 use crate::grouper::restore_state;
 
@@ -196,7 +196,7 @@ fn build(
     let settings = DkgParams { window_tuples, old_cycle_windows, warmup_windows, expected_keys };
     match DynamicKeyGrouping::new(config.hashes, config.loads, settings) {
         Ok(grouper) => Ok(Box::new(grouper)),
-        Err((name, reason)) => Err(params.out_of_range(name, reason)),
+        Err(error) => Err(params.refuse(error)),
     }
 }
 
@@ -306,31 +306,27 @@ pub struct DynamicKeyGrouping {
     windows_closed: u64,
 }
 
-fn param_error(name: &'static str, reason: String) -> (&'static str, String) {
-    (name, reason)
-}
-
 impl DkgParams {
     /// The ranges of the module documentation; the error names the parameter and why.
-    fn check(&self) -> Result<(), (&'static str, String)> {
+    fn check(&self) -> Result<(), ParamError> {
         let DkgParams { window_tuples, old_cycle_windows, warmup_windows, expected_keys } = *self;
         if window_tuples < 1 {
-            return Err(param_error("window_tuples", format!("must be >= 1, got {window_tuples}")));
+            return Err(ParamError::new("window_tuples", format!("must be >= 1, got {window_tuples}")));
         }
         if old_cycle_windows < 1 {
-            return Err(param_error(
+            return Err(ParamError::new(
                 "old_cycle_windows",
                 format!("must be >= 1, got {old_cycle_windows}"),
             ));
         }
         if warmup_windows < 0 {
-            return Err(param_error(
+            return Err(ParamError::new(
                 "warmup_windows",
                 format!("must be >= 0, got {warmup_windows}"),
             ));
         }
         if !(10..=MAX_EXPECTED_KEYS).contains(&expected_keys) {
-            return Err(param_error(
+            return Err(ParamError::new(
                 "expected_keys",
                 format!("must be in [10, {MAX_EXPECTED_KEYS}], got {expected_keys}"),
             ));
@@ -353,7 +349,7 @@ impl DynamicKeyGrouping {
         hashes: HashFamily,
         loads: LoadVector,
         params: DkgParams,
-    ) -> Result<Self, (&'static str, String)> {
+    ) -> Result<Self, ParamError> {
         params.check()?;
         let DkgParams { window_tuples, old_cycle_windows, warmup_windows, expected_keys } = params;
         let workers = hashes.workers();
@@ -699,7 +695,7 @@ impl Grouper for DynamicKeyGrouping {
                 self.threshold, self.initial_width, self.max_width
             ));
         }
-        self.stored_params()?.check().map_err(|(name, reason)| format!("{name} {reason}"))?;
+        self.stored_params()?.check().map_err(|error| error.to_string())?;
         // A window closes as its last tuple is routed.
         if self.in_window >= self.window_tuples || self.in_window > self.routed {
             return Err(format!(

@@ -154,7 +154,7 @@ use crate::error::ConfigError;
 use crate::grouper::{Grouper, GrouperConfig, GrouperInfo};
 use crate::hash::{HashFamily, Key, fingerprint};
 use crate::loads::{LoadVector, first_least, first_least_by};
-use crate::params::{ParamReader, ParamSpec, ParamValue};
+use crate::params::{ParamError, ParamReader, ParamSpec, ParamValue};
 use crate::sketches::{ItemMap, SpaceSaving, map_bytes};
 use crate::grouper::restore_state;
 use serde::{Deserialize, Serialize};
@@ -247,17 +247,6 @@ impl Default for FlexDParams {
     }
 }
 
-/// A parameter out of range: its name and why.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ParamError {
-    pub name: &'static str,
-    pub reason: String,
-}
-
-fn param_error(name: &'static str, reason: String) -> ParamError {
-    ParamError { name, reason }
-}
-
 /// What [`FlexD::new`] keeps of its parameters, validated, with `f` and the counters
 /// resolved.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -284,11 +273,11 @@ impl FlexDParams {
             retain,
         } = self;
         if !(delta > 1.0 && delta.is_finite()) {
-            return Err(param_error("delta", format!("must be finite and > 1, got {delta}")));
+            return Err(ParamError::new("delta", format!("must be finite and > 1, got {delta}")));
         }
         let auto_threshold = threshold == 0.0;
         if !(auto_threshold || (threshold > 0.0 && threshold <= 1.0)) {
-            return Err(param_error(
+            return Err(ParamError::new(
                 "threshold",
                 format!("must be in (0, 1], or 0 for 1/(2n), got {threshold}"),
             ));
@@ -299,7 +288,7 @@ impl FlexDParams {
             0 => {
                 let derived = (2.0 / threshold).ceil();
                 if derived > MAX_COUNTERS as f64 {
-                    return Err(param_error(
+                    return Err(ParamError::new(
                         "threshold",
                         format!(
                             "gives ceil(2/f) = {derived} Space-Saving counters, more than \
@@ -311,38 +300,38 @@ impl FlexDParams {
             }
             c if (1..=MAX_COUNTERS as i64).contains(&c) => c as usize,
             c => {
-                return Err(param_error(
+                return Err(ParamError::new(
                     "counters",
                     format!("must be in [1, {MAX_COUNTERS}], or 0 for ceil(2/f), got {c}"),
                 ));
             }
         };
         if counters > MAX_COUNTERS {
-            return Err(param_error(
+            return Err(ParamError::new(
                 "threshold",
                 format!("gives 4n = {counters} Space-Saving counters, more than {MAX_COUNTERS}"),
             ));
         }
         if segment_tuples < 1 {
-            return Err(param_error(
+            return Err(ParamError::new(
                 "segment_tuples",
                 format!("must be at least 1, got {segment_tuples}"),
             ));
         }
         if !(1..=MAX_BATCH_TUPLES as i64).contains(&batch_tuples) {
-            return Err(param_error(
+            return Err(ParamError::new(
                 "batch_tuples",
                 format!("must be in [1, {MAX_BATCH_TUPLES}], got {batch_tuples}"),
             ));
         }
         if cleanup_segments < 1 {
-            return Err(param_error(
+            return Err(ParamError::new(
                 "cleanup_segments",
                 format!("must be at least 1, got {cleanup_segments}"),
             ));
         }
         if retain < 0 {
-            return Err(param_error("retain", format!("must be at least 0, got {retain}")));
+            return Err(ParamError::new("retain", format!("must be at least 0, got {retain}")));
         }
         Ok(Settings {
             delta,
@@ -371,7 +360,7 @@ fn build(
     };
     match FlexD::new(config.hashes, config.loads, settings) {
         Ok(grouper) => Ok(Box::new(grouper)),
-        Err(ParamError { name, reason }) => Err(params.out_of_range(name, reason)),
+        Err(error) => Err(params.refuse(error)),
     }
 }
 
@@ -439,10 +428,10 @@ impl FlexD {
             retain,
         } = params.settings(workers)?;
         let sketch =
-            SpaceSaving::new(counters).map_err(|e| param_error("counters", e.to_string()))?;
+            SpaceSaving::new(counters).map_err(|e| ParamError::new("counters", e.to_string()))?;
         let mut pending = Vec::new();
         pending.try_reserve_exact(batch_tuples).map_err(|_| {
-            param_error("batch_tuples", format!("{batch_tuples} keys cannot be allocated"))
+            ParamError::new("batch_tuples", format!("{batch_tuples} keys cannot be allocated"))
         })?;
         Ok(Self {
             hashes,
@@ -546,7 +535,7 @@ impl FlexD {
         };
         let settings = params
             .settings(self.hashes.workers())
-            .map_err(|ParamError { name, reason }| format!("{name} {reason}"))?;
+            .map_err(|error| error.to_string())?;
         if settings != stored {
             return Err(format!(
                 "a threshold of {} with {} counters that are not the parameters'",

@@ -123,7 +123,7 @@ use crate::grouper::{Grouper, GrouperConfig, GrouperInfo};
 use crate::hash::{HashFamily, Key, fingerprint};
 use crate::loads::{LoadScope, LoadVector, first_least_by};
 use crate::min_tree::MinTree;
-use crate::params::{DISTINCT_CANDIDATES, ParamReader, ParamSpec, ParamValue};
+use crate::params::{ParamError, DISTINCT_CANDIDATES, ParamReader, ParamSpec, ParamValue};
 use crate::sketches::{HyperLogLog, ItemMap, map_bytes};
 use crate::grouper::restore_state;
 use serde::{Deserialize, Serialize};
@@ -270,7 +270,7 @@ fn build(
     }
     match Holistic::new(config.hashes, config.loads, settings) {
         Ok(grouper) => Ok(Box::new(grouper)),
-        Err((name, reason)) => Err(params.out_of_range(name, reason)),
+        Err(error) => Err(params.refuse(error)),
     }
 }
 
@@ -407,15 +407,15 @@ impl Holistic {
         hashes: HashFamily,
         loads: LoadVector,
         params: HolisticParams,
-    ) -> Result<Self, (&'static str, String)> {
+    ) -> Result<Self, ParamError> {
         if !(1..=MAX_CHOICES).contains(&params.choices) {
-            return Err((
+            return Err(ParamError::new(
                 "choices",
                 format!("must be between 1 and {MAX_CHOICES}, got {}", params.choices),
             ));
         }
         if params.window_tuples < 0 {
-            return Err((
+            return Err(ParamError::new(
                 "window_tuples",
                 format!(
                     "must be at least 0 (0: no windows by count), got {}",
@@ -424,7 +424,7 @@ impl Holistic {
             ));
         }
         if !(0.0..=1.0).contains(&params.p) {
-            return Err(("p", format!("must be in [0, 1], got {}", params.p)));
+            return Err(ParamError::new("p", format!("must be in [0, 1], got {}", params.p)));
         }
         let workers = loads.workers() as usize;
         Ok(Self {

@@ -106,7 +106,7 @@ use crate::error::ConfigError;
 use crate::grouper::{Grouper, GrouperConfig, GrouperInfo};
 use crate::hash::{HashFamily, Key, fingerprint};
 use crate::loads::{LeastLoaded, LoadVector};
-use crate::params::{DISTINCT_CANDIDATES, ParamReader, ParamSpec, ParamValue};
+use crate::params::{ParamError, DISTINCT_CANDIDATES, ParamReader, ParamSpec, ParamValue};
 use crate::sketches::sliding_window::MAX_WINDOW;
 use crate::sketches::{ItemMap, SlidingWindowCounter, item_map, item_map_bytes};
 use crate::grouper::restore_state;
@@ -174,7 +174,7 @@ fn build(
     let settings = PdStreamParams { alpha, expected_probability, epsilon, distinct_candidates };
     match PdStream::new(config.hashes, config.loads, settings) {
         Ok(grouper) => Ok(Box::new(grouper)),
-        Err(ParamError { name, reason }) => Err(params.out_of_range(name, reason)),
+        Err(error) => Err(params.refuse(error)),
     }
 }
 
@@ -191,17 +191,6 @@ impl Default for PdStreamParams {
     fn default() -> Self {
         Self { alpha: 4, expected_probability: 0.99, epsilon: 1e-4, distinct_candidates: true }
     }
-}
-
-/// A parameter out of range: its name and why.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ParamError {
-    pub name: &'static str,
-    pub reason: String,
-}
-
-fn param_error(name: &'static str, reason: String) -> ParamError {
-    ParamError { name, reason }
 }
 
 /// The window length `N = ⌈α·n/2⌉`, or `None` if it exceeds the largest window.
@@ -349,10 +338,10 @@ impl PdStream {
         let PdStreamParams { alpha, expected_probability, epsilon, distinct_candidates } = params;
         let workers = hashes.workers();
         if !ALPHA.contains(&alpha) {
-            return Err(param_error("alpha", format!("must be in [1, {MAX_ALPHA}], got {alpha}")));
+            return Err(ParamError::new("alpha", format!("must be in [1, {MAX_ALPHA}], got {alpha}")));
         }
         let length = window_length(alpha as u64, workers).ok_or_else(|| {
-            param_error(
+            ParamError::new(
                 "alpha",
                 format!(
                     "gives a window of alpha * n / 2 = {alpha} * {workers} / 2 keys, \
@@ -361,19 +350,19 @@ impl PdStream {
             )
         })?;
         if !valid_expected_probability(expected_probability) {
-            return Err(param_error(
+            return Err(ParamError::new(
                 "expected_probability",
                 format!("must be in (0, 1), got {expected_probability}"),
             ));
         }
         if !EPSILON.contains(&epsilon) {
-            return Err(param_error(
+            return Err(ParamError::new(
                 "epsilon",
                 format!("must be in [{MIN_EPSILON:e}, 1), got {epsilon}"),
             ));
         }
         let too_large = |what: &str| {
-            param_error(
+            ParamError::new(
                 "alpha",
                 format!("gives a window of {length} keys whose {what} cannot be allocated"),
             )
