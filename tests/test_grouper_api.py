@@ -43,10 +43,10 @@ def test_introspection() -> None:
 @pytest.mark.parametrize(
     ("args", "kwargs", "error", "message"),
     [
-        (("key", 0), {}, ValueError, "workers must be between 1 and 1048576, got 0"),
+        (("key", 0), {}, ValueError, r"workers must be in \[1, 1048576\], got 0"),
         (("key", -3), {}, ValueError, "got -3"),
-        (("key", 1 << 70), {}, ValueError, "workers must be between 1"),
-        (("key", keysplit.MAX_WORKERS + 1), {}, ValueError, "workers must be between 1"),
+        (("key", 1 << 70), {}, ValueError, r"workers must be in \[1, "),
+        (("key", keysplit.MAX_WORKERS + 1), {}, ValueError, r"workers must be in \[1, "),
         (("key", 4.0), {}, TypeError, "workers must be an int, got float"),
         (("key", True), {}, TypeError, "workers must be an int, got bool"),
         (("key", 4), {"seed": -1}, ValueError, r"seed must be in \[0, 2\*\*64\)"),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 
 import polars as pl
@@ -110,5 +111,5 @@ def test_pk_m_routes_like_its_twin_and_uses_at_most_m_workers_per_key(
 
 @pytest.mark.parametrize("choices", [0, 1, 33, -2])
 def test_pk_m_needs_two_to_thirty_two_candidates(choices: int) -> None:
-    with pytest.raises(ValueError, match=f'"choices" of grouper "pkg" must be between 2 and 32, got {choices}'):
+    with pytest.raises(ValueError, match=re.escape(f'"choices" of grouper "pkg" must be in [2, 32], got {choices}')):
         keysplit.Grouper("pkg", workers=4, choices=choices)

@@ -138,8 +138,8 @@ def test_hll_state_fits_table_4_at_32_workers(name: str) -> None:
 @pytest.mark.parametrize(
     ("name", "param", "value", "message"),
     [
-        ("cm", "choices", 0, 'parameter "choices" of grouper "cm" must be between 1 and 32, got 0'),
-        ("am", "choices", 33, "must be between 1 and 32, got 33"),
+        ("cm", "choices", 0, 'parameter "choices" of grouper "cm" must be in [1, 32], got 0'),
+        ("am", "choices", 33, "must be in [1, 32], got 33"),
         ("cam_hll", "window_tuples", -1, "must be at least 0"),
         ("lm", "p", 1.5, "must be in [0, 1], got 1.5"),
         ("lm_hll", "p", -0.5, "must be in [0, 1], got -0.5"),

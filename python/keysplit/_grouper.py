@@ -130,7 +130,7 @@ def _check_config(name: object, workers: object, seed: object) -> None:
     """The checks every grouper construction makes before the core sees its arguments."""
     require_grouper_name(name)
     if not 1 <= _require_int("workers", workers) <= _core.MAX_WORKERS:
-        raise ConfigError(f"workers must be between 1 and {_core.MAX_WORKERS}, got {workers}")
+        raise ConfigError(f"workers must be in [1, {_core.MAX_WORKERS}], got {workers}")
     if not 0 <= _require_int("seed", seed) < _SEED_LIMIT:
         raise ConfigError(f"seed must be in [0, 2**64), got {seed}")
 

@@ -22,7 +22,7 @@ impl fmt::Display for ConfigError {
                 write!(f, "unknown grouper {name:?}; known groupers: {}", known.join(", "))
             }
             ConfigError::Workers { workers, max } => {
-                write!(f, "workers must be between 1 and {max}, got {workers}")
+                write!(f, "workers must be in [1, {max}], got {workers}")
             }
             ConfigError::SharedLoads { loads, workers } => write!(
                 f,

@@ -32,12 +32,10 @@ pub const MAX_ZIPF_KEYS: u64 = 1 << 28;
 impl Zipf {
     pub fn new(keys: u64, z: f64, seed: u64) -> Result<Self, InvalidZipf> {
         if keys == 0 || keys > MAX_ZIPF_KEYS {
-            return Err(InvalidZipf(format!(
-                "keys must be between 1 and {MAX_ZIPF_KEYS}, got {keys}"
-            )));
+            return Err(InvalidZipf(format!("keys must be in [1, {MAX_ZIPF_KEYS}], got {keys}")));
         }
         if !(z.is_finite() && z >= 0.0) {
-            return Err(InvalidZipf(format!("z must be a finite number >= 0, got {z}")));
+            return Err(InvalidZipf(format!("z must be finite and at least 0, got {z}")));
         }
         let mut total = 0.0;
         let cumulative = (1..=keys)

@@ -234,9 +234,9 @@ fn params(pairs: &[(&str, ParamValue)]) -> Params {
 #[test]
 fn parameters_are_validated_with_messages() {
     let cases = [
-        ("window_tuples", 0, "must be >= 1, got 0"),
-        ("old_cycle_windows", 0, "must be >= 1, got 0"),
-        ("warmup_windows", -1, "must be >= 0, got -1"),
+        ("window_tuples", 0, "must be at least 1, got 0"),
+        ("old_cycle_windows", 0, "must be at least 1, got 0"),
+        ("warmup_windows", -1, "must be at least 0, got -1"),
         ("expected_keys", 9, "must be in [10, 1073741824], got 9"),
     ];
     for (name, value, message) in cases {

@@ -148,7 +148,7 @@ fn shared_loads_give_every_source_the_global_view() {
 fn bad_configurations_name_the_problem() {
     let err = |r: Result<keysplit_core::GrouperInstance, ConfigError>| r.err().unwrap().to_string();
     assert!(err(build("nope", 4, 0, &Params::new(), None)).contains("unknown grouper \"nope\""));
-    assert!(err(build("key", 0, 0, &Params::new(), None)).contains("workers must be between 1"));
+    assert!(err(build("key", 0, 0, &Params::new(), None)).contains("workers must be in [1, "));
     let too_many = u64::from(MAX_WORKERS) + 1;
     assert!(err(build("key", too_many, 0, &Params::new(), None)).contains(&too_many.to_string()));
     let typo = Params::from([("distinct".to_owned(), ParamValue::Bool(true))]);

@@ -207,8 +207,8 @@ fn hll_variants_fit_table_4_at_32_workers() {
 #[test]
 fn parameters_out_of_range_are_refused_with_a_message() {
     let cases: [(&str, &str, ParamValue, &str); 5] = [
-        ("cm", "choices", ParamValue::Int(0), "must be between 1 and 32, got 0"),
-        ("am_hll", "choices", ParamValue::Int(33), "must be between 1 and 32, got 33"),
+        ("cm", "choices", ParamValue::Int(0), "must be in [1, 32], got 0"),
+        ("am_hll", "choices", ParamValue::Int(33), "must be in [1, 32], got 33"),
         ("cam", "window_tuples", ParamValue::Int(-1), "must be at least 0"),
         ("lm", "p", ParamValue::Float(1.5), "must be in [0, 1], got 1.5"),
         ("lm_hll", "p", ParamValue::Float(-0.1), "must be in [0, 1], got -0.1"),

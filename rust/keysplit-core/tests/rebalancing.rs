@@ -170,7 +170,7 @@ fn defaults_and_bad_parameters() {
     };
     assert!(bad("elb", "tolerance", ParamValue::Float(1.5)).contains("(0, 1)"));
     assert!(bad("elb", "substreams", ParamValue::Int(-1)).contains("substreams"));
-    assert!(bad("clb", "window_tuples", ParamValue::Int(0)).contains(">= 1"));
+    assert!(bad("clb", "window_tuples", ParamValue::Int(0)).contains("must be at least 1, got 0"));
     assert!(bad("clb", "period_windows", ParamValue::Int(0)).contains("period_windows"));
     assert!(bad("clb", "covariance_threshold", ParamValue::Float(1.0)).contains("[0, 1)"));
 }

@@ -98,7 +98,7 @@ fn routes_like_the_python_twin_on_a_fixed_stream() {
 fn parameters_are_validated_and_end_window_changes_nothing() {
     for bad in [0, -5] {
         let err = build("dkg_rivetti", 4, 0, &params(bad), None).err().unwrap().to_string();
-        assert!(err.contains("learning_tuples") && err.contains("must be >= 1"), "{err}");
+        assert!(err.contains("learning_tuples") && err.contains("must be at least 1"), "{err}");
     }
     let instance = build("dkg_rivetti", 4, 0, &Params::new(), None).unwrap();
     assert_eq!(instance.params["learning_tuples"], ParamValue::Int(100_000));

@@ -20,7 +20,7 @@ pub fn pdstream_probability_table(
 ) -> PyResult<Vec<f64>> {
     if !(1..=MAX_TABLE_WINDOW).contains(&window) {
         return Err(ConfigError::new_err(format!(
-            "window must be between 1 and {MAX_TABLE_WINDOW}, got {window}"
+            "window must be in [1, {MAX_TABLE_WINDOW}], got {window}"
         )));
     }
     if !(expected_probability > 0.0 && expected_probability < 1.0) {

@@ -74,7 +74,7 @@ use crate::grouper::{Grouper, GrouperConfig, GrouperInfo};
 use crate::hash::{HashFamily, Key, fingerprint};
 use crate::loads::{LoadVector, first_least};
 use crate::min_tree::MinTree;
-use crate::params::{INTERVAL_TUPLES, ParamReader, WINDOW_PANES};
+use crate::params::{ParamError, INTERVAL_TUPLES, ParamReader, WINDOW_PANES};
 use crate::sketches::ItemMap;
 use crate::grouper::restore_state;
 
@@ -101,15 +101,12 @@ pub(crate) fn read_window_params(
     let interval = params.int("interval_tuples")?;
     if interval < 1 {
         return Err(
-            params.out_of_range("interval_tuples", format!("must be at least 1, got {interval}"))
+            params.refuse(ParamError::below("interval_tuples", 1, interval))
         );
     }
     let panes = params.int("window_panes")?;
     if !(1..=MAX_WINDOW_PANES).contains(&panes) {
-        return Err(params.out_of_range(
-            "window_panes",
-            format!("must be between 1 and {MAX_WINDOW_PANES}, got {panes}"),
-        ));
+        return Err(params.refuse(ParamError::not_in("window_panes", 1, MAX_WINDOW_PANES, panes)));
     }
     Ok((interval as u64, panes as usize))
 }

@@ -85,7 +85,7 @@ use crate::grouper::{Grouper, GrouperConfig, GrouperInfo};
 use crate::groupers::dagreedy::{Intervals, PaneWindow, read_window_params};
 use crate::hash::{HashFamily, Key, fingerprint};
 use crate::loads::LoadVector;
-use crate::params::{INTERVAL_TUPLES, ParamReader, ParamSpec, ParamValue, WINDOW_PANES};
+use crate::params::{ParamError, INTERVAL_TUPLES, ParamReader, ParamSpec, ParamValue, WINDOW_PANES};
 use crate::rng::SplitMix64;
 use crate::sketches::{ItemHasher, ItemMap};
 use crate::grouper::restore_state;
@@ -124,7 +124,7 @@ fn build(
     let (interval_tuples, window_panes) = read_window_params(params)?;
     let epsilon = params.float("epsilon")?;
     if !(0.0..=1.0).contains(&epsilon) {
-        return Err(params.out_of_range("epsilon", format!("must be in [0, 1], got {epsilon}")));
+        return Err(params.refuse(ParamError::not_in("epsilon", 0, 1, epsilon)));
     }
     Ok(Box::new(Dalton::new(config.hashes, config.loads, interval_tuples, window_panes, epsilon)))
 }

@@ -311,25 +311,16 @@ impl DkgParams {
     fn check(&self) -> Result<(), ParamError> {
         let DkgParams { window_tuples, old_cycle_windows, warmup_windows, expected_keys } = *self;
         if window_tuples < 1 {
-            return Err(ParamError::new("window_tuples", format!("must be >= 1, got {window_tuples}")));
+            return Err(ParamError::below("window_tuples", 1, window_tuples));
         }
         if old_cycle_windows < 1 {
-            return Err(ParamError::new(
-                "old_cycle_windows",
-                format!("must be >= 1, got {old_cycle_windows}"),
-            ));
+            return Err(ParamError::below("old_cycle_windows", 1, old_cycle_windows));
         }
         if warmup_windows < 0 {
-            return Err(ParamError::new(
-                "warmup_windows",
-                format!("must be >= 0, got {warmup_windows}"),
-            ));
+            return Err(ParamError::below("warmup_windows", 0, warmup_windows));
         }
         if !(10..=MAX_EXPECTED_KEYS).contains(&expected_keys) {
-            return Err(ParamError::new(
-                "expected_keys",
-                format!("must be in [10, {MAX_EXPECTED_KEYS}], got {expected_keys}"),
-            ));
+            return Err(ParamError::not_in("expected_keys", 10, MAX_EXPECTED_KEYS, expected_keys));
         }
         Ok(())
     }

@@ -313,25 +313,16 @@ impl FlexDParams {
             ));
         }
         if segment_tuples < 1 {
-            return Err(ParamError::new(
-                "segment_tuples",
-                format!("must be at least 1, got {segment_tuples}"),
-            ));
+            return Err(ParamError::below("segment_tuples", 1, segment_tuples));
         }
         if !(1..=MAX_BATCH_TUPLES as i64).contains(&batch_tuples) {
-            return Err(ParamError::new(
-                "batch_tuples",
-                format!("must be in [1, {MAX_BATCH_TUPLES}], got {batch_tuples}"),
-            ));
+            return Err(ParamError::not_in("batch_tuples", 1, MAX_BATCH_TUPLES, batch_tuples));
         }
         if cleanup_segments < 1 {
-            return Err(ParamError::new(
-                "cleanup_segments",
-                format!("must be at least 1, got {cleanup_segments}"),
-            ));
+            return Err(ParamError::below("cleanup_segments", 1, cleanup_segments));
         }
         if retain < 0 {
-            return Err(ParamError::new("retain", format!("must be at least 0, got {retain}")));
+            return Err(ParamError::below("retain", 0, retain));
         }
         Ok(Settings {
             delta,

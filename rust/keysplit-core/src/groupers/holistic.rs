@@ -409,22 +409,13 @@ impl Holistic {
         params: HolisticParams,
     ) -> Result<Self, ParamError> {
         if !(1..=MAX_CHOICES).contains(&params.choices) {
-            return Err(ParamError::new(
-                "choices",
-                format!("must be between 1 and {MAX_CHOICES}, got {}", params.choices),
-            ));
+            return Err(ParamError::not_in("choices", 1, MAX_CHOICES, params.choices));
         }
         if params.window_tuples < 0 {
-            return Err(ParamError::new(
-                "window_tuples",
-                format!(
-                    "must be at least 0 (0: no windows by count), got {}",
-                    params.window_tuples
-                ),
-            ));
+            return Err(ParamError::below("window_tuples", 0, params.window_tuples));
         }
         if !(0.0..=1.0).contains(&params.p) {
-            return Err(ParamError::new("p", format!("must be in [0, 1], got {}", params.p)));
+            return Err(ParamError::not_in("p", 0, 1, params.p));
         }
         let workers = loads.workers() as usize;
         Ok(Self {

@@ -338,7 +338,7 @@ impl PdStream {
         let PdStreamParams { alpha, expected_probability, epsilon, distinct_candidates } = params;
         let workers = hashes.workers();
         if !ALPHA.contains(&alpha) {
-            return Err(ParamError::new("alpha", format!("must be in [1, {MAX_ALPHA}], got {alpha}")));
+            return Err(ParamError::not_in("alpha", 1, MAX_ALPHA, alpha));
         }
         let length = window_length(alpha as u64, workers).ok_or_else(|| {
             ParamError::new(

@@ -23,7 +23,7 @@ use crate::grouper::{Grouper, GrouperConfig, GrouperInfo, NULL_KEY, route_each};
 use crate::hash::{HashFamily, Key, Remainder, RemainderVisitor, candidate_seed, with_remainder};
 use crate::keys::{KeyBatch, KeyVisitor};
 use crate::loads::{LoadScope, LoadVector, first_least};
-use crate::params::{DISTINCT_CANDIDATES, ParamReader, ParamSpec, ParamValue};
+use crate::params::{ParamError, DISTINCT_CANDIDATES, ParamReader, ParamSpec, ParamValue};
 use crate::grouper::restore_state;
 use serde::{Deserialize, Serialize};
 
@@ -51,10 +51,7 @@ fn build(
     let distinct_candidates = params.bool("distinct_candidates")?;
     let choices = params.int("choices")?;
     if !choices_in_range(choices) {
-        return Err(params.out_of_range(
-            "choices",
-            format!("must be between {MIN_CHOICES} and {MAX_CHOICES}, got {choices}"),
-        ));
+        return Err(params.refuse(ParamError::not_in("choices", MIN_CHOICES, MAX_CHOICES, choices)));
     }
     let mut pkg = PartialKeyGrouping::new(config.hashes, distinct_candidates, config.loads);
     pkg.choices = choices as u32;

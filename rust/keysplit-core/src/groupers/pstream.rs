@@ -63,7 +63,7 @@ use crate::error::ConfigError;
 use crate::grouper::{Grouper, GrouperConfig, GrouperInfo};
 use crate::hash::{HashFamily, Key, fingerprint};
 use crate::loads::{LeastLoaded, LoadVector};
-use crate::params::{ParamReader, ParamSpec, ParamValue};
+use crate::params::{ParamError, ParamReader, ParamSpec, ParamValue};
 use crate::rng::SplitMix64;
 use crate::grouper::restore_state;
 
@@ -107,19 +107,19 @@ fn build(
 ) -> Result<Box<dyn Grouper>, ConfigError> {
     let l = params.int("l")?;
     if !(MIN_CAP..=MAX_CAP).contains(&l) {
-        return Err(params.out_of_range("l", format!("must be in {MIN_CAP}..={MAX_CAP}, got {l}")));
+        return Err(params.refuse(ParamError::not_in("l", MIN_CAP, MAX_CAP, l)));
     }
     let r = params.int("r")?;
     if !threshold_in_range(r, l) {
         return Err(if r >= 0 && !params.given("r") {
             params.out_of_range("l", format!("must be at least r = {r} (r's default), got {l}"))
         } else {
-            params.out_of_range("r", format!("must be in 0..=l (l = {l}), got {r}"))
+            params.refuse(ParamError::not_in("r", 0, format_args!("l = {l}"), r))
         });
     }
     let p = params.float("p")?;
     if !decay_in_range(p) {
-        return Err(params.out_of_range("p", format!("must be in [0, 1], got {p}")));
+        return Err(params.refuse(ParamError::not_in("p", 0, 1, p)));
     }
     let round_robin = params.bool("round_robin")?;
     Ok(Box::new(PStream::new(config.hashes, l as u32, r as u32, p, round_robin, config.loads)))

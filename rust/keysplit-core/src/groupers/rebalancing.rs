@@ -139,7 +139,7 @@ use crate::error::ConfigError;
 use crate::grouper::{Grouper, GrouperConfig, GrouperInfo};
 use crate::hash::{HashFamily, Key};
 use crate::loads::LoadVector;
-use crate::params::{ParamReader, ParamSpec, ParamValue};
+use crate::params::{ParamError, ParamReader, ParamSpec, ParamValue};
 use crate::grouper::restore_state;
 use serde::{Deserialize, Serialize};
 
@@ -222,7 +222,7 @@ fn read_common(workers: u32, params: &mut ParamReader<'_>) -> Result<(usize, u64
     };
     let window = params.int("window_tuples")?;
     if window < 1 {
-        return Err(params.out_of_range("window_tuples", format!("must be >= 1, got {window}")));
+        return Err(params.refuse(ParamError::below("window_tuples", 1, window)));
     }
     Ok((p as usize, window as u64))
 }
@@ -247,7 +247,7 @@ fn build_clb(
     let m = params.int("period_windows")?;
     if !(1..=1 << 16).contains(&m) {
         return Err(
-            params.out_of_range("period_windows", format!("must be in [1, 65536], got {m}"))
+            params.refuse(ParamError::not_in("period_windows", 1, 65536, m))
         );
     }
     let theta = params.float("covariance_threshold")?;

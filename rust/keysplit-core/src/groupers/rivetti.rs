@@ -59,7 +59,7 @@ use crate::error::ConfigError;
 use crate::grouper::{Grouper, GrouperConfig, GrouperInfo};
 use crate::hash::{HashFamily, Key, fingerprint};
 use crate::loads::{LoadVector, least_loaded_of};
-use crate::params::{ParamReader, ParamSpec, ParamValue};
+use crate::params::{ParamError, ParamReader, ParamSpec, ParamValue};
 use crate::rng::SplitMix64;
 use crate::sketches::{ItemMap, SpaceSaving, item_map, map_bytes};
 use crate::grouper::restore_state;
@@ -94,7 +94,7 @@ fn build(
 ) -> Result<Box<dyn Grouper>, ConfigError> {
     let learning = params.int("learning_tuples")?;
     if learning < 1 {
-        return Err(params.out_of_range("learning_tuples", format!("must be >= 1, got {learning}")));
+        return Err(params.refuse(ParamError::below("learning_tuples", 1, learning)));
     }
     let grouper = DistributionAwareKeyGrouping::new(config.hashes, learning as u64, config.loads)
         .map_err(|reason| params.out_of_range("learning_tuples", reason))?;

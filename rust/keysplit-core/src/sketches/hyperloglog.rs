@@ -76,7 +76,7 @@ impl HyperLogLog {
         if !(MIN_PRECISION..=MAX_PRECISION).contains(&precision) {
             return Err(SketchError::parameter(
                 "precision",
-                format!("must be between {MIN_PRECISION} and {MAX_PRECISION}, got {precision}"),
+                format!("must be in [{MIN_PRECISION}, {MAX_PRECISION}], got {precision}"),
             ));
         }
         let registers = 1usize << precision;
@@ -283,7 +283,7 @@ mod tests {
     fn precision_out_of_range_is_refused_with_a_message() {
         assert_eq!(
             HyperLogLog::new(3).unwrap_err().to_string(),
-            "precision must be between 4 and 16, got 3"
+            "precision must be in [4, 16], got 3"
         );
         assert!(HyperLogLog::new(17).is_err());
     }
