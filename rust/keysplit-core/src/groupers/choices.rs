@@ -79,9 +79,9 @@ use crate::error::ConfigError;
 use crate::grouper::{Grouper, GrouperConfig, GrouperInfo};
 use crate::hash::{HashFamily, Key, fingerprint};
 use crate::loads::{LeastLoaded, LoadVector};
-use crate::params::{DISTINCT_CANDIDATES, ParamReader, ParamSpec, ParamValue};
+use crate::params::{ParamError, DISTINCT_CANDIDATES, ParamReader, ParamSpec, ParamValue};
 use crate::sketches::space_saving::MAX_CAPACITY;
-use crate::sketches::{ItemMap, SpaceSaving};
+use crate::sketches::{ItemMap, SketchError, SpaceSaving};
 use crate::grouper::restore_state;
 use serde::{Deserialize, Serialize};
 use std::cmp::Reverse;
@@ -289,7 +289,7 @@ fn build_with(
     let settings = Settings { head, theta, capacity, distinct_candidates };
     match HeadChoices::new(config.hashes, config.loads, settings) {
         Ok(grouper) => Ok(Box::new(grouper)),
-        Err(reason) => Err(params.out_of_range(blame, reason)),
+        Err(error) => Err(params.out_of_range(blame, error.reason)),
     }
 }
 
@@ -378,24 +378,35 @@ pub struct HeadChoices {
 }
 
 impl HeadChoices {
-    /// Fails with a reason when the summary cannot be allocated.
-    pub fn new(hashes: HashFamily, loads: LoadVector, settings: Settings) -> Result<Self, String> {
+    /// Fails with the parameter out of range and why, or when the summary cannot be
+    /// allocated.
+    pub fn new(
+        hashes: HashFamily,
+        loads: LoadVector,
+        settings: Settings,
+    ) -> Result<Self, ParamError> {
         if !theta_in_range(settings.theta) {
-            return Err(format!("theta must be in (0, 1), got {}", settings.theta));
-        }
-        if settings.capacity < min_capacity(settings.theta) {
-            return Err(format!(
-                "capacity must be at least ceil(1/theta) = {}, got {}",
-                min_capacity(settings.theta),
-                settings.capacity
+            return Err(ParamError::new(
+                "theta",
+                format!("must be in (0, 1), got {}", settings.theta),
             ));
         }
-        let summary = SpaceSaving::new(settings.capacity).map_err(|e| e.to_string())?;
+        if settings.capacity < min_capacity(settings.theta) {
+            return Err(ParamError::below(
+                "capacity",
+                format_args!("ceil(1/theta) = {}", min_capacity(settings.theta)),
+                settings.capacity,
+            ));
+        }
+        let summary = SpaceSaving::new(settings.capacity).map_err(|e| match e {
+            SketchError::Parameter { reason, .. } => ParamError::new("capacity", reason),
+            other => ParamError::new("capacity", other.to_string()),
+        })?;
         let mut head = Vec::new();
         if let HeadRouting::DChoices { .. } = settings.head {
             let room = head_room(&settings);
             head.try_reserve_exact(room)
-                .map_err(|_| format!("cannot allocate a head of {room}"))?;
+                .map_err(|_| ParamError::new("theta", format!("cannot allocate a head of {room}")))?;
         }
         let workers = hashes.workers();
         let d = match settings.head {
