@@ -79,7 +79,7 @@ pub const INFO: GrouperInfo = GrouperInfo {
         ParamSpec {
             name: "l",
             default: ParamValue::Int(16),
-            doc: "cap of the geometric count (consecutive fair-coin heads), in 1..=63",
+            doc: "cap of the geometric count (consecutive fair-coin heads), in [1, 63]",
         },
         ParamSpec {
             name: "r",
