@@ -101,7 +101,7 @@ def test_sends_each_key_to_one_worker_between_rebalances(stream: list, n: int, s
     [
         ("elb", "tolerance", 1.5, "(0, 1)"),
         ("elb", "substreams", -1, "substreams"),
-        ("clb", "window_tuples", 0, ">= 1"),
+        ("clb", "window_tuples", 0, "must be at least 1, got 0"),
         ("clb", "period_windows", 0, "period_windows"),
         ("clb", "covariance_threshold", 1.0, "[0, 1)"),
     ],
