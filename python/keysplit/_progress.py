@@ -45,7 +45,7 @@ class PhaseProgress:
     actions done would sit still; naming the one that runs says where the time goes.
 
     Use it as a context manager; :meth:`phase` names the action, :meth:`window_done`
-    counts a window. ``phases`` keeps every phase named, in order, for a report.
+    counts a window.
     """
 
     def __init__(self, title: str, enabled: bool | None) -> None:
@@ -54,7 +54,6 @@ class PhaseProgress:
         self.task: Any = None
         self.windows = 0
         self.rows = 0
-        self.phases: list[str] = []
         self._current = ""
 
     def __enter__(self) -> PhaseProgress:
@@ -70,7 +69,6 @@ class PhaseProgress:
             self.display.stop()
 
     def phase(self, what: str) -> None:
-        self.phases.append(what)
         self._current = what
         self._show()
 
