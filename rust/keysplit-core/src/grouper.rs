@@ -10,6 +10,8 @@ use crate::params::{ParamReader, ParamSpec};
 use crate::snapshot::{SnapshotError, decode_exact, encode_state};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
+use std::any::Any;
+use std::fmt;
 
 pub use crate::loads::MAX_WORKERS;
 
@@ -31,7 +33,7 @@ pub enum NullPolicy {
 ///
 /// A grouper is a state machine driven by the tuples of one source: routing a batch must
 /// be exactly routing its keys one at a time, in order.
-pub trait Grouper: Send + SaveState {
+pub trait Grouper: Send + SaveState + Any {
     /// The registry name, e.g. `"pkg"`.
     fn name(&self) -> &'static str;
 
@@ -66,6 +68,33 @@ pub trait Grouper: Send + SaveState {
     /// produces passes it. A snapshot is state read back from storage, where a bug or a
     /// flipped bit may have changed it under a valid checksum.
     fn check_state(&self) -> Result<(), String>;
+
+    /// Checks that a decoded state was built with the configuration of `built`, a new
+    /// grouper of the same kind made from the snapshot header's seed, workers and
+    /// parameters: its hash family and every field its parameters set. Restore calls it
+    /// after [`Grouper::check_state`], so that a state never routes under parameters other
+    /// than the ones its header reports. Fields the stream changes are not compared.
+    fn check_configuration(&self, built: &dyn Grouper) -> Result<(), String>;
+}
+
+/// `built` as the grouper type `G` of a state being restored (see
+/// [`Grouper::check_configuration`]).
+pub fn built_as<G: Grouper>(built: &dyn Grouper) -> Result<&G, String> {
+    let built: &dyn Any = built;
+    built.downcast_ref::<G>().ok_or_else(|| "a header of another grouper type".to_owned())
+}
+
+/// One configuration field of a restored state against the one built from its header.
+pub fn same_setting<T: PartialEq + fmt::Debug>(
+    name: &str,
+    state: &T,
+    built: &T,
+) -> Result<(), String> {
+    if state == built {
+        Ok(())
+    } else {
+        Err(format!("the state's {name} is {state:?}, its header's {built:?}"))
+    }
 }
 
 /// Routes every key of `keys` with [`Grouper::route`], one at a time: the default batch

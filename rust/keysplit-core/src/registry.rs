@@ -111,6 +111,7 @@ impl GrouperInstance {
             )));
         }
         grouper.check_state().map_err(mismatch)?;
+        grouper.check_configuration(instance.grouper.as_ref()).map_err(mismatch)?;
         instance.grouper = grouper;
         Ok(instance)
     }

@@ -2,7 +2,7 @@
 //! no byte string makes reading a snapshot panic.
 
 use keysplit_core::hash::fingerprint;
-use keysplit_core::params::Params;
+use keysplit_core::params::{ParamValue, Params};
 use keysplit_core::registry::{GrouperInstance, build, registry};
 use keysplit_core::sketches::count_min::CountMin;
 use keysplit_core::sketches::hyperloglog::HyperLogLog;
@@ -10,7 +10,7 @@ use keysplit_core::sketches::keyed_space_saving::KeyedSpaceSaving;
 use keysplit_core::sketches::sliding_window::SlidingWindowCounter;
 use keysplit_core::sketches::space_saving::SpaceSaving;
 use keysplit_core::snapshot::FORMAT_VERSION;
-use keysplit_core::{Key, KeyLabel, LoadVector, SketchSnapshot, SnapshotError};
+use keysplit_core::{Key, KeyLabel, LoadVector, SketchSnapshot, Snapshot, SnapshotError};
 use proptest::prelude::*;
 
 // `tests/common/grouper_data.rs` alone: the rest of `common` serves other tests.
@@ -359,6 +359,77 @@ fn forged_states_are_refused_or_route_within_bounds() {
                 failures.len(),
                 failures[0]
             ));
+        }
+    }
+    assert!(report.is_empty(), "{}", report.join("\n"));
+}
+
+/// In-range values besides `default` that a parameter may take, to try in turn.
+fn other_values(default: &ParamValue) -> Vec<ParamValue> {
+    match *default {
+        ParamValue::Bool(b) => vec![ParamValue::Bool(!b)],
+        ParamValue::Int(d) => [d * 2, d + 1, d - 1, d / 2, 1, 2, 100]
+            .into_iter()
+            .filter(|&v| v != d)
+            .map(ParamValue::Int)
+            .collect(),
+        ParamValue::Float(f) => [f / 2.0, f * 2.0, (f + 1.0) / 2.0, 0.25, 0.75]
+            .into_iter()
+            .filter(|&v| v != f)
+            .map(ParamValue::Float)
+            .collect(),
+        ParamValue::Str(_) => Vec::new(),
+    }
+}
+
+fn fresh_state(name: &str, seed: u64, params: &Params) -> Option<Vec<u8>> {
+    let instance = build(name, 7, seed, params, None).ok()?;
+    Some(instance.grouper.save_state().unwrap())
+}
+
+/// A header is checked against the state it frames: a state restored under a seed or a
+/// parameter other than the one it was built with is refused, whenever the two would build
+/// different groupers. Every parameter of every grouper is tried with an in-range value.
+#[test]
+fn a_header_that_disagrees_with_its_state_is_refused() {
+    let keys: Vec<Vec<u8>> =
+        (0u32..400).map(|i| format!("k{}", (i * i) % 37).into_bytes()).collect();
+    let mut report = Vec::new();
+    for info in registry() {
+        let mut instance = build(info.name, 7, 5, &Params::new(), None).unwrap();
+        route(&mut instance, &keys);
+        let snapshot = keysplit_core::Snapshot::decode(&instance.snapshot().unwrap()).unwrap();
+        let mut forgeries = vec![("seed".to_owned(), Snapshot { seed: 6, ..snapshot.clone() })];
+        for spec in info.params {
+            let mut tried = 0;
+            for value in other_values(&spec.default) {
+                let mut params = snapshot.params.clone();
+                params.insert(spec.name.to_owned(), value.clone());
+                match fresh_state(info.name, 5, &params) {
+                    Some(state)
+                        if state != fresh_state(info.name, 5, &snapshot.params).unwrap() =>
+                    {
+                        let header = Snapshot { params, ..snapshot.clone() };
+                        forgeries.push((format!("{} = {value}", spec.name), header));
+                        tried += 1;
+                        break;
+                    }
+                    _ => {}
+                }
+            }
+            if tried == 0 {
+                report.push(format!("{}: no other value of {} was tried", info.name, spec.name));
+            }
+        }
+        for (change, forged) in forgeries {
+            let same_grouper = fresh_state(info.name, forged.seed, &forged.params)
+                == fresh_state(info.name, snapshot.seed, &snapshot.params);
+            match GrouperInstance::restore(&forged.encode().unwrap()) {
+                Err(SnapshotError::Mismatch { .. }) => {}
+                Ok(_) if same_grouper => {}
+                Ok(_) => report.push(format!("{}: restored under {change}", info.name)),
+                Err(other) => report.push(format!("{}: {change} gave {other}", info.name)),
+            }
         }
     }
     assert!(report.is_empty(), "{}", report.join("\n"));

@@ -76,7 +76,7 @@
 //!   nothing, as the paper keeps one running summary per source.
 
 use crate::error::ConfigError;
-use crate::grouper::{Grouper, GrouperConfig, GrouperInfo};
+use crate::grouper::{Grouper, GrouperConfig, GrouperInfo, built_as, same_setting};
 use crate::hash::{HashFamily, Key, fingerprint};
 use crate::loads::{LeastLoaded, LoadVector};
 use crate::params::{ParamError, DISTINCT_CANDIDATES, ParamReader, ParamSpec, ParamValue};
@@ -651,6 +651,12 @@ impl Grouper for HeadChoices {
         self.loads.add(worker, 1);
         self.least_loaded.added(worker);
         worker
+    }
+
+    fn check_configuration(&self, built: &dyn Grouper) -> Result<(), String> {
+        let built = built_as::<Self>(built)?;
+        same_setting("hash family", &self.hashes, &built.hashes)?;
+        same_setting("settings", &self.settings, &built.settings)
     }
 
     fn check_state(&self) -> Result<(), String> {

@@ -70,7 +70,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
 
 use crate::error::ConfigError;
-use crate::grouper::{Grouper, GrouperConfig, GrouperInfo};
+use crate::grouper::{Grouper, GrouperConfig, GrouperInfo, built_as, same_setting};
 use crate::hash::{HashFamily, Key, fingerprint};
 use crate::loads::{LoadVector, first_least};
 use crate::min_tree::MinTree;
@@ -291,6 +291,11 @@ pub(crate) struct PaneWindow {
 }
 
 impl PaneWindow {
+    /// The closed panes the window keeps besides the current one.
+    pub fn panes(&self) -> usize {
+        self.panes
+    }
+
     pub fn new(workers: u32, panes: usize) -> Self {
         Self {
             panes,
@@ -575,6 +580,13 @@ impl Grouper for DaGreedy {
 
     fn end_window(&mut self) {
         self.close_interval();
+    }
+
+    fn check_configuration(&self, built: &dyn Grouper) -> Result<(), String> {
+        let built = built_as::<Self>(built)?;
+        same_setting("hash family", &self.hashes, &built.hashes)?;
+        same_setting("interval_tuples", &self.intervals.interval_tuples, &built.intervals.interval_tuples)?;
+        same_setting("window_panes", &self.window.panes(), &built.window.panes())
     }
 
     fn check_state(&self) -> Result<(), String> {

@@ -81,7 +81,7 @@ use std::collections::hash_map::Entry;
 use std::hash::BuildHasherDefault;
 
 use crate::error::ConfigError;
-use crate::grouper::{Grouper, GrouperConfig, GrouperInfo};
+use crate::grouper::{Grouper, GrouperConfig, GrouperInfo, built_as, same_setting};
 use crate::groupers::dagreedy::{Intervals, PaneWindow, read_window_params};
 use crate::hash::{HashFamily, Key, fingerprint};
 use crate::loads::LoadVector;
@@ -402,6 +402,14 @@ impl Grouper for Dalton {
 
     fn end_window(&mut self) {
         self.close_interval();
+    }
+
+    fn check_configuration(&self, built: &dyn Grouper) -> Result<(), String> {
+        let built = built_as::<Self>(built)?;
+        same_setting("hash family", &self.hashes, &built.hashes)?;
+        same_setting("epsilon", &self.epsilon, &built.epsilon)?;
+        same_setting("interval_tuples", &self.intervals.interval_tuples, &built.intervals.interval_tuples)?;
+        same_setting("window_panes", &self.window.panes(), &built.window.panes())
     }
 
     fn check_state(&self) -> Result<(), String> {

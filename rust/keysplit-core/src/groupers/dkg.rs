@@ -134,7 +134,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
 
 use crate::error::ConfigError;
-use crate::grouper::{Grouper, GrouperConfig, GrouperInfo};
+use crate::grouper::{Grouper, GrouperConfig, GrouperInfo, built_as, same_setting};
 use crate::hash::{HashFamily, Key, fingerprint};
 use crate::loads::{LoadScope, LoadVector};
 use crate::params::{ParamError, ParamReader, ParamSpec, ParamValue};
@@ -669,6 +669,14 @@ impl Grouper for DynamicKeyGrouping {
 
     fn end_window(&mut self) {
         self.close_window();
+    }
+
+    fn check_configuration(&self, built: &dyn Grouper) -> Result<(), String> {
+        let built = built_as::<Self>(built)?;
+        same_setting("hash family", &self.hashes, &built.hashes)?;
+        same_setting("thresholds", &(self.threshold, self.max_width, self.initial_width), &(built.threshold, built.max_width, built.initial_width))?;
+        same_setting("windows", &(self.window_tuples, self.old_cycle_windows, self.warmup_windows), &(built.window_tuples, built.old_cycle_windows, built.warmup_windows))?;
+        same_setting("generation sizes", &(self.baby_size, self.teenage_size, self.old_size), &(built.baby_size, built.teenage_size, built.old_size))
     }
 
     fn check_state(&self) -> Result<(), String> {

@@ -151,7 +151,7 @@
 //! the sketch's `4n` counters and the `n` load counters dominate as `n` grows.
 
 use crate::error::ConfigError;
-use crate::grouper::{Grouper, GrouperConfig, GrouperInfo};
+use crate::grouper::{Grouper, GrouperConfig, GrouperInfo, built_as, same_setting};
 use crate::hash::{HashFamily, Key, fingerprint};
 use crate::loads::{LoadVector, first_least, first_least_by};
 use crate::params::{ParamError, ParamReader, ParamSpec, ParamValue};
@@ -740,6 +740,14 @@ impl Grouper for FlexD {
     fn end_window(&mut self) {
         self.run_scheduler();
         self.close_segment();
+    }
+
+    fn check_configuration(&self, built: &dyn Grouper) -> Result<(), String> {
+        let built = built_as::<Self>(built)?;
+        same_setting("hash family", &self.hashes, &built.hashes)?;
+        same_setting("delta and threshold", &(self.delta, self.threshold, self.hot_count), &(built.delta, built.threshold, built.hot_count))?;
+        same_setting("counters", &self.sketch.capacity(), &built.sketch.capacity())?;
+        same_setting("segments", &(self.segment_tuples, self.batch_tuples, self.cleanup_segments, self.retain), &(built.segment_tuples, built.batch_tuples, built.cleanup_segments, built.retain))
     }
 
     fn check_state(&self) -> Result<(), String> {

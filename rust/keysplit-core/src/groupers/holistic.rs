@@ -119,7 +119,7 @@
 //! 88 KB once every worker has a sketch: 81 920 bytes of registers as Table 4's 0.08 MB.
 
 use crate::error::ConfigError;
-use crate::grouper::{Grouper, GrouperConfig, GrouperInfo};
+use crate::grouper::{Grouper, GrouperConfig, GrouperInfo, built_as, same_setting};
 use crate::hash::{HashFamily, Key, fingerprint};
 use crate::loads::{LoadScope, LoadVector, first_least_by};
 use crate::min_tree::MinTree;
@@ -285,6 +285,10 @@ enum Cardinality {
 }
 
 impl Cardinality {
+    fn is_hll(&self) -> bool {
+        matches!(self, Cardinality::Hll { .. })
+    }
+
     fn new(workers: usize, hll: bool) -> Self {
         if hll {
             Cardinality::Hll {
@@ -595,6 +599,16 @@ impl Grouper for Holistic {
 
     fn end_window(&mut self) {
         self.close_window();
+    }
+
+    fn check_configuration(&self, built: &dyn Grouper) -> Result<(), String> {
+        let built = built_as::<Self>(built)?;
+        same_setting("hash family", &self.hashes, &built.hashes)?;
+        same_setting("algorithm", &self.algorithm, &built.algorithm)?;
+        same_setting("choices", &(self.choices, self.distinct_candidates), &(built.choices, built.distinct_candidates))?;
+        same_setting("p", &self.p, &built.p)?;
+        same_setting("window_tuples", &self.window_tuples, &built.window_tuples)?;
+        same_setting("hll", &self.cardinality.is_hll(), &built.cardinality.is_hll())
     }
 
     fn check_state(&self) -> Result<(), String> {

@@ -7,7 +7,7 @@
 //! `h_0(k) mod n`.
 
 use crate::error::ConfigError;
-use crate::grouper::{Grouper, GrouperConfig, GrouperInfo, NULL_KEY, route_each};
+use crate::grouper::{Grouper, GrouperConfig, GrouperInfo, built_as, same_setting, NULL_KEY, route_each};
 use crate::hash::{HashFamily, Key, Remainder, RemainderVisitor, candidate_seed, with_remainder};
 use crate::keys::{KeyBatch, KeyVisitor};
 use crate::loads::LoadVector;
@@ -107,6 +107,10 @@ impl Grouper for KeyGrouping {
             add(route_part(&keys.rows(start, len), &mut out[start..start + len]));
         }
         self.loads.add_counts(&counts);
+    }
+
+    fn check_configuration(&self, built: &dyn Grouper) -> Result<(), String> {
+        same_setting("hash family", &self.hashes, &built_as::<Self>(built)?.hashes)
     }
 
     fn check_state(&self) -> Result<(), String> {

@@ -103,7 +103,7 @@
 //! worker (530 MB at `α = 4`, `n = 2^20`, mostly reserved and untouched hash tables).
 
 use crate::error::ConfigError;
-use crate::grouper::{Grouper, GrouperConfig, GrouperInfo};
+use crate::grouper::{Grouper, GrouperConfig, GrouperInfo, built_as, same_setting};
 use crate::hash::{HashFamily, Key, fingerprint};
 use crate::loads::{LeastLoaded, LoadVector};
 use crate::params::{ParamError, DISTINCT_CANDIDATES, ParamReader, ParamSpec, ParamValue};
@@ -548,6 +548,15 @@ impl Grouper for PdStream {
         self.loads.add(worker, 1);
         self.least_loaded.added(worker);
         worker
+    }
+
+    fn check_configuration(&self, built: &dyn Grouper) -> Result<(), String> {
+        let built = built_as::<Self>(built)?;
+        same_setting("hash family", &self.hashes, &built.hashes)?;
+        same_setting("distinct_candidates", &self.distinct_candidates, &built.distinct_candidates)?;
+        same_setting("expected_probability and epsilon", &(self.expected_probability, self.epsilon), &(built.expected_probability, built.epsilon))?;
+        same_setting("window length", &self.window_length(), &built.window_length())?;
+        same_setting("probability table", &self.table, &built.table)
     }
 
     fn check_state(&self) -> Result<(), String> {

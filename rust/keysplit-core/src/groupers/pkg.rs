@@ -19,7 +19,7 @@
 //! holistic groupers (`groupers/holistic.rs`). `M = 2`, the default, is PKG exactly.
 
 use crate::error::ConfigError;
-use crate::grouper::{Grouper, GrouperConfig, GrouperInfo, NULL_KEY, route_each};
+use crate::grouper::{Grouper, GrouperConfig, GrouperInfo, built_as, same_setting, NULL_KEY, route_each};
 use crate::hash::{HashFamily, Key, Remainder, RemainderVisitor, candidate_seed, with_remainder};
 use crate::keys::{KeyBatch, KeyVisitor};
 use crate::loads::{LoadScope, LoadVector, first_least};
@@ -150,6 +150,13 @@ impl Grouper for PartialKeyGrouping {
                 with_remainder(self.hashes.worker_modulus(), batch_loop)
             });
         }
+    }
+
+    fn check_configuration(&self, built: &dyn Grouper) -> Result<(), String> {
+        let built = built_as::<Self>(built)?;
+        same_setting("hash family", &self.hashes, &built.hashes)?;
+        same_setting("choices", &self.choices, &built.choices)?;
+        same_setting("distinct_candidates", &self.distinct_candidates, &built.distinct_candidates)
     }
 
     fn check_state(&self) -> Result<(), String> {

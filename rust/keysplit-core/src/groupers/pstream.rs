@@ -60,7 +60,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 use crate::error::ConfigError;
-use crate::grouper::{Grouper, GrouperConfig, GrouperInfo};
+use crate::grouper::{Grouper, GrouperConfig, GrouperInfo, built_as, same_setting};
 use crate::hash::{HashFamily, Key, fingerprint};
 use crate::loads::{LeastLoaded, LoadVector};
 use crate::params::{ParamError, ParamReader, ParamSpec, ParamValue};
@@ -227,6 +227,14 @@ impl Grouper for PStream {
         self.loads.add(worker, 1);
         self.least_loaded.added(worker);
         worker
+    }
+
+    fn check_configuration(&self, built: &dyn Grouper) -> Result<(), String> {
+        let built = built_as::<Self>(built)?;
+        same_setting("hash family", &self.hashes, &built.hashes)?;
+        same_setting("l and r", &(self.cap, self.threshold), &(built.cap, built.threshold))?;
+        same_setting("p", &self.decay, &built.decay)?;
+        same_setting("round_robin", &self.round_robin, &built.round_robin)
     }
 
     fn check_state(&self) -> Result<(), String> {

@@ -136,7 +136,7 @@
 //!   ELB does nothing for it, CLB includes it in its series.
 
 use crate::error::ConfigError;
-use crate::grouper::{Grouper, GrouperConfig, GrouperInfo};
+use crate::grouper::{Grouper, GrouperConfig, GrouperInfo, built_as, same_setting};
 use crate::hash::{HashFamily, Key};
 use crate::loads::LoadVector;
 use crate::params::{ParamError, ParamReader, ParamSpec, ParamValue};
@@ -321,6 +321,12 @@ impl Substreams {
 
     /// The fields agree: `p` substreams in every vector, each assigned a worker in range,
     /// the open window not past its end, and `ψ`'s sum at least its last term.
+    fn check_configuration(&self, built: &Self) -> Result<(), String> {
+        same_setting("hash family", &self.hashes, &built.hashes)?;
+        same_setting("substreams", &self.table.len(), &built.table.len())?;
+        same_setting("window_tuples", &self.window_tuples, &built.window_tuples)
+    }
+
     fn check(&self) -> Result<(), String> {
         let (n, p) = (self.workers, self.table.len());
         if n != self.hashes.workers() || n != self.loads.workers() {
@@ -707,6 +713,11 @@ macro_rules! accessors {
             fn end_window(&mut self) {
                 self.close();
             }
+            fn check_configuration(&self, built: &dyn Grouper) -> Result<(), String> {
+                let built = built_as::<Self>(built)?;
+                self.core.check_configuration(&built.core)?;
+                self.check_own_configuration(built)
+            }
             fn check_state(&self) -> Result<(), String> {
                 self.core.check()?;
                 self.check_own()
@@ -725,6 +736,9 @@ impl Elb {
     fn info_name(&self) -> &'static str {
         ELB.name
     }
+    fn check_own_configuration(&self, built: &Self) -> Result<(), String> {
+        same_setting("tolerance", &self.tolerance, &built.tolerance)
+    }
     fn check_own(&self) -> Result<(), String> {
         if !(self.tolerance > 0.0 && self.tolerance < 1.0) {
             return Err(format!("tolerance {}", self.tolerance));
@@ -739,6 +753,9 @@ impl Elb {
 impl Clb {
     fn info_name(&self) -> &'static str {
         CLB.name
+    }
+    fn check_own_configuration(&self, built: &Self) -> Result<(), String> {
+        same_setting("period and theta", &(self.period, self.theta), &(built.period, built.theta))
     }
     fn check_own(&self) -> Result<(), String> {
         let p = self.core.table.len();

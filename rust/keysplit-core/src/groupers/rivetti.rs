@@ -56,7 +56,7 @@
 //!   places the learned weights, and the table is meant for the rest of the stream.
 
 use crate::error::ConfigError;
-use crate::grouper::{Grouper, GrouperConfig, GrouperInfo};
+use crate::grouper::{Grouper, GrouperConfig, GrouperInfo, built_as, same_setting};
 use crate::hash::{HashFamily, Key, fingerprint};
 use crate::loads::{LoadVector, least_loaded_of};
 use crate::params::{ParamError, ParamReader, ParamSpec, ParamValue};
@@ -266,6 +266,13 @@ impl Grouper for DistributionAwareKeyGrouping {
 
     /// Does nothing: DKG learns once and its table never changes (module documentation).
     fn end_window(&mut self) {}
+
+    fn check_configuration(&self, built: &dyn Grouper) -> Result<(), String> {
+        let built = built_as::<Self>(built)?;
+        same_setting("hash family", &self.hashes, &built.hashes)?;
+        same_setting("bucket hash", &self.buckets, &built.buckets)?;
+        same_setting("learning_tuples", &self.learning_tuples, &built.learning_tuples)
+    }
 
     fn check_state(&self) -> Result<(), String> {
         let n = self.hashes.workers();

@@ -8,7 +8,7 @@
 //! at worker 0, as Storm's shuffle grouping does per task.
 
 use crate::error::ConfigError;
-use crate::grouper::{Grouper, GrouperConfig, GrouperInfo};
+use crate::grouper::{Grouper, GrouperConfig, GrouperInfo, built_as};
 use crate::hash::Key;
 use crate::keys::KeyBatch;
 use crate::loads::LoadVector;
@@ -75,6 +75,11 @@ impl Grouper for Shuffle {
             let worker = (start as u64 + offset as u64) % self.workers as u64;
             self.loads.add(worker as u32, rounds + u64::from((offset as usize) < partial));
         }
+    }
+
+    fn check_configuration(&self, built: &dyn Grouper) -> Result<(), String> {
+        // Shuffle's only setting is its worker count, which restore compares already.
+        built_as::<Self>(built).map(|_| ())
     }
 
     fn check_state(&self) -> Result<(), String> {

@@ -30,7 +30,7 @@
 //!   fixed, each key has one worker, as in key grouping.
 
 use crate::error::ConfigError;
-use crate::grouper::{Grouper, GrouperConfig, GrouperInfo};
+use crate::grouper::{Grouper, GrouperConfig, GrouperInfo, built_as, same_setting};
 use crate::hash::{HashFamily, Key};
 use crate::loads::LoadVector;
 use crate::params::ParamReader;
@@ -120,6 +120,12 @@ impl Grouper for UniversalHashGrouping {
         let worker = self.hashes.worker_of(self.universal_hash(key));
         self.loads.add(worker, 1);
         worker
+    }
+
+    fn check_configuration(&self, built: &dyn Grouper) -> Result<(), String> {
+        let built = built_as::<Self>(built)?;
+        same_setting("hash family", &self.hashes, &built.hashes)?;
+        same_setting("coefficients", &(self.a, self.b), &(built.a, built.b))
     }
 
     fn check_state(&self) -> Result<(), String> {
