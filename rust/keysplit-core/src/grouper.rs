@@ -183,3 +183,20 @@ pub(crate) fn restore_state<G: Grouper + DeserializeOwned + 'static>(
 ) -> Result<Box<dyn Grouper>, SnapshotError> {
     Ok(Box::new(decode_exact::<G>("state", state)?))
 }
+
+/// Test support: `state` passes [`Grouper::check_state`], and each forgery, applied to a
+/// copy of it decoded from its snapshot encoding as a restore would, is refused.
+#[cfg(test)]
+pub(crate) fn assert_forgeries_refused<G, F>(state: &G, forgeries: impl IntoIterator<Item = F>)
+where
+    G: Grouper + DeserializeOwned,
+    F: FnOnce(&mut G),
+{
+    let bytes = state.save_state().unwrap();
+    for (i, forge) in forgeries.into_iter().enumerate() {
+        let mut forged: G = decode_exact("state", &bytes).unwrap();
+        assert_eq!(forged.check_state(), Ok(()));
+        forge(&mut forged);
+        assert!(forged.check_state().is_err(), "forgery {i} passed");
+    }
+}

@@ -723,6 +723,7 @@ impl Grouper for HeadChoices {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::grouper::assert_forgeries_refused;
     use crate::streams::Zipf;
 
     /// A grouper of each head routing after a skewed stream, whose state must pass.
@@ -751,17 +752,11 @@ mod tests {
             |g| g.next_head_worker = 1,
             |g| g.settings.capacity += 1,
         ];
-        for forge in forged {
-            let mut grouper = d_choices();
-            forge(&mut grouper);
-            assert!(grouper.check_state().is_err());
-        }
-        let mut rr_head = routed(HeadRouting::RoundRobin, 7);
-        rr_head.next_head_worker = 7;
-        assert!(rr_head.check_state().is_err());
-        let mut w_choices = routed(HeadRouting::WChoices, 7);
-        w_choices.d = 3;
-        assert!(w_choices.check_state().is_err());
+        assert_forgeries_refused(&d_choices(), forged);
+        assert_forgeries_refused(&routed(HeadRouting::RoundRobin, 7), [|g: &mut HeadChoices| {
+            g.next_head_worker = 7
+        }]);
+        assert_forgeries_refused(&routed(HeadRouting::WChoices, 7), [|g: &mut HeadChoices| g.d = 3]);
     }
 
     #[test]
