@@ -151,3 +151,33 @@ def test_bad_routed_frames_are_refused_by_name() -> None:
         metrics.summarize(ROUTED, workers=0)
     with pytest.raises(TypeError, match="expected a Polars DataFrame"):
         metrics.aggregation_cost({"key": [1]})  # type: ignore[arg-type]
+
+
+def test_replication_bound_is_the_workers_the_key_shares_force() -> None:
+    # Shares 0.6, 0.2, 0.1, 0.1 over 10 workers need 6, 2, 1 and 1 workers.
+    frame = pl.DataFrame({"key": ["a"] * 6 + ["b"] * 2 + ["c", "d"]})
+    assert metrics.replication_bound(frame, workers=10) == pytest.approx(10 / 4)
+    # Over 4 workers a (0.6) needs ⌈2.4⌉ = 3; shares of exactly 1/n need 1.
+    assert metrics.replication_bound(frame.lazy(), workers=4) == pytest.approx((3 + 1 + 1 + 1) / 4)
+    assert metrics.replication_bound(ROUTED, workers=4) == pytest.approx((2 + 2 + 1) / 3)
+    assert metrics.replication_bound(frame.clear(), workers=4) == 0.0
+    with pytest.raises(ValueError, match="workers"):
+        metrics.replication_bound(frame, workers=0)
+
+
+@given(
+    counts=st.lists(st.integers(1, 40), min_size=1, max_size=12),
+    workers=st.integers(1, 9),
+)
+def test_a_perfectly_balanced_routing_replicates_at_least_the_bound(counts: list[int], workers: int) -> None:
+    """Round robin over a whole number of rounds has λ = 0, so its γ cannot be below γ*;
+    each window's bound is that of its own shares."""
+    keys = [key for key, count in enumerate(counts) for _ in range(count)]
+    keys += [len(counts)] * (-len(keys) % workers)
+    frame = pl.DataFrame({"key": keys, "worker": [i % workers for i in range(len(keys))], "window": 0})
+    summary = metrics.summarize(frame, workers=workers, window="window")
+    overall = summary.filter(pl.col("window").is_null()).row(0, named=True)
+    assert overall["load_imbalance"] == 0.0
+    assert overall["replication_bound"] == pytest.approx(metrics.replication_bound(frame, workers=workers))
+    assert overall["replication_factor"] >= overall["replication_bound"] - 1e-12
+    assert summary.get_column("replication_bound").min() >= 1.0

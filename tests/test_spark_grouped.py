@@ -16,8 +16,9 @@ import polars as pl
 import pytest
 from pyspark import cloudpickle
 
+from keysplit.metrics import replication_bound_of_counts
 from keysplit.spark import GroupedReport, apply_grouped, apply_grouped_with_report, hot_keys
-from keysplit.spark.hot_keys import offline_replication, placement
+from keysplit.spark.hot_keys import placement
 
 # The executors cannot import this test module: its functions travel by value, as a
 # notebook's would.
@@ -125,7 +126,9 @@ def test_two_pass_splits_only_the_keys_that_need_it(zipf_data, two_pass):
     assert report.split.sort("key").equals(expected)
     assert report.merge_calls.height == expected.height
     assert report.keys == counts.height and report.rows == zipf_data.height
-    assert report.replication_factor == pytest.approx(offline_replication(counts["count"], report.workers))
+    assert report.replication_factor == pytest.approx(
+        replication_bound_of_counts(counts["count"], workers=report.workers)
+    )
     assert report.offline_replication == pytest.approx(report.replication_factor)
     assert report.load_imbalance < 0.05
     assert sum(report.worker_rows) == zipf_data.height
@@ -460,9 +463,9 @@ def test_placement_gives_each_key_its_share_of_workers():
 
 
 def test_offline_replication_is_the_bound_of_the_key_shares():
-    assert offline_replication(pl.Series([60, 20, 10, 10]), 10) == pytest.approx((6 + 2 + 1 + 1) / 4)
-    assert offline_replication(pl.Series([1] * 100), 10) == 1.0
-    assert offline_replication(pl.Series([], dtype=pl.Int64), 10) == 0.0
+    assert replication_bound_of_counts(pl.Series([60, 20, 10, 10]), workers=10) == pytest.approx((6 + 2 + 1 + 1) / 4)
+    assert replication_bound_of_counts(pl.Series([1] * 100), workers=10) == 1.0
+    assert replication_bound_of_counts(pl.Series([], dtype=pl.Int64), workers=10) == 0.0
 
 
 @pytest.fixture(scope="module")

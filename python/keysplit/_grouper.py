@@ -48,6 +48,7 @@ GrouperName = Literal[
     "pstream",
     "dagreedy",
     "dalton",
+    "elastic",
 ]
 
 _SEED_LIMIT = 1 << 64

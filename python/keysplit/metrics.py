@@ -13,6 +13,8 @@ metric (column)                definition
 ``load_stddev``                ``sqrt(Σ_w (L_w − mean L)² / n)`` (Dynamic Key Grouping, Eq. 7)
 ``load_variance``              ``var(L) = Σ_w (L_w − mean L)² / n`` (ELB/CLB, Eq. 1)
 ``replication_factor``         ``γ = Σ_k |W^k| / K`` (Pd-Stream's RF, DKG's DistCost)
+``replication_bound``          ``γ* = Σ_k max(1, ⌈p_k·n⌉) / K``: the least γ of any routing with
+                               ``λ = 0``, ``p_k`` the share of key ``k`` (keysplit's own)
 ``aggregation_cost``           ``Γ = Σ_w CL_w``, ``CL_w`` = distinct keys at ``w`` (holistic, Eq. 2)
 ``cardinality_imbalance``      ``CI = max_w CL_w − mean CL`` (holistic, Eq. 6)
 ``hybrid_imbalance``           ``HI = max_w H_w − mean H`` (holistic, Eq. 7–10, ``p = 0.5``)
@@ -54,6 +56,7 @@ SUMMARY_COLUMNS = (
     "load_stddev",
     "load_variance",
     "replication_factor",
+    "replication_bound",
     "aggregation_cost",
     "cardinality_imbalance",
     "hybrid_imbalance",
@@ -163,13 +166,32 @@ def _per_window(pairs: pl.DataFrame, workers: int, p: float) -> pl.DataFrame:
         (pl.col("cardinality").max() - mean_cardinality).alias("cardinality_imbalance"),
         (hybrid.max() - hybrid.mean()).alias("hybrid_imbalance"),
     )
-    by_key = pairs.group_by("window").agg(pl.col("key").n_unique().cast(pl.UInt64).alias("keys"))
-    return by_worker.join(by_key, on="window").with_columns(
-        pl.when(pl.col("keys") > 0)
-        .then(pl.col("aggregation_cost") / pl.col("keys"))
-        .otherwise(0.0)
-        .alias("replication_factor")
+    by_key = (
+        pairs.group_by("window", "key")
+        .agg(pl.col("tuples").sum().cast(pl.Int64).alias("count"))
+        .group_by("window")
+        .agg(
+            pl.len().cast(pl.UInt64).alias("keys"),
+            _workers_needed(pl.col("count"), pl.col("count").sum(), workers).sum().alias("needed"),
+        )
     )
+    return (
+        by_worker.join(by_key, on="window")
+        .with_columns((pl.col("needed") / pl.col("keys")).alias("replication_bound"))
+        .drop("needed")
+        .with_columns(
+            pl.when(pl.col("keys") > 0)
+            .then(pl.col("aggregation_cost") / pl.col("keys"))
+            .otherwise(0.0)
+            .alias("replication_factor")
+        )
+    )
+
+
+def _workers_needed(count: pl.Expr, total: pl.Expr, workers: int) -> pl.Expr:
+    """``max(1, ⌈count·n / total⌉)``, in integers: the workers a key of ``count`` tuples
+    needs for perfect balance."""
+    return ((count * workers + total - 1) // total).clip(lower_bound=1)
 
 
 def _state_moved(previous: pl.DataFrame, current: pl.DataFrame) -> int:
@@ -408,6 +430,30 @@ def replication_factor(frame: pl.DataFrame | pl.LazyFrame, *, key: str = "key", 
     pairs = _pairs(frame, key=key, worker=worker, window=None)
     keys = pairs.get_column("key").n_unique()
     return pairs.height / keys if keys else 0.0
+
+
+def replication_bound(frame: pl.DataFrame | pl.LazyFrame, *, workers: int, key: str = "key") -> float:
+    """``γ* = Σ_k max(1, ⌈p_k·n⌉) / K``: the least replication of any routing of the stream
+    over ``workers`` workers with perfect balance (``λ = 0``), ``p_k`` the share of key ``k``.
+
+    A key with more than ``1/n`` of the tuples must be split over at least ``⌈p_k·n⌉``
+    workers, and every other key can stay on one; the bound is offline (it knows the
+    shares in advance), so an online grouper can only approach it from above.
+    """
+    lazy = _as_lazy(frame)
+    _require_columns(lazy.collect_schema(), [key])
+    counts = lazy.group_by(key).agg(pl.len().alias("count")).collect().get_column("count")
+    return replication_bound_of_counts(counts, workers=workers)
+
+
+def replication_bound_of_counts(counts: pl.Series, *, workers: int) -> float:
+    """:func:`replication_bound` of a stream given by its tuples per key."""
+    workers = _require_workers(workers)
+    if counts.len() == 0:
+        return 0.0
+    count = pl.col("count").cast(pl.Int64)
+    row = pl.DataFrame({"count": counts}).select(_workers_needed(count, count.sum(), workers).sum())
+    return to_int(row.item()) / counts.len()
 
 
 def aggregation_cost(frame: pl.DataFrame | pl.LazyFrame, *, key: str = "key", worker: str = "worker") -> int:

@@ -400,6 +400,7 @@ def _rows(run: _Run, data: Dataset, window_tuples: int | None, tuples: int) -> p
 TABLE_COLUMNS = (
     "load_imbalance",
     "replication_factor",
+    "replication_bound",
     "aggregation_cost",
     "load_stddev",
     "max_load",

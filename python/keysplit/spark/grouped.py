@@ -42,7 +42,8 @@ from keysplit import metrics
 from keysplit._grouper import Grouper, NullPolicy
 from keysplit._numbers import to_float, to_int
 from keysplit._progress import PhaseProgress
-from keysplit.spark.hot_keys import DEFAULT_CAPACITY, Placement, hot_keys, offline_replication, placement
+from keysplit.metrics import replication_bound_of_counts
+from keysplit.spark.hot_keys import DEFAULT_CAPACITY, Placement, hot_keys, placement
 from keysplit.spark.ingest import choose_path, to_spark
 from keysplit.spark.pipeline import is_spark_frame, make_grouper, run_settings
 from keysplit.spark.routing import route_on_executors
@@ -630,7 +631,7 @@ def _run(run: _GroupedRun, shown: PhaseProgress) -> tuple[DataFrame, GroupedRepo
         output_rows=output_rows,
         salting_calls=salting_calls,
         salting_merge_rows=salting_calls * output_rows / max(calls.height, 1),
-        offline_replication=offline_replication(keys["rows"], run.workers),
+        offline_replication=replication_bound_of_counts(keys["rows"], workers=run.workers),
         hot_keys=run.hot,
         seconds=run.seconds,
     )

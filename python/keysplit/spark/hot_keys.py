@@ -233,12 +233,3 @@ def placement(hot: pl.DataFrame, *, key: str, workers: int) -> Placement:
         keys.append(value)
         slices.append(sorted(worker for _, worker in chosen))
     return Placement(keys=keys, slices=slices)
-
-
-def offline_replication(counts: pl.Series, workers: int) -> float:
-    """γ* = Σ_k max(1, ⌈p_k · n⌉) / K, the least replication of perfect balance."""
-    total = int(counts.sum())
-    if not total:
-        return 0.0
-    need = (counts.cast(pl.Float64) * workers / total - 1e-9).ceil().clip(lower_bound=1)
-    return float(need.sum()) / counts.len()

@@ -32,4 +32,5 @@ groupers! {
     pstream => [INFO],
     dagreedy => [INFO],
     dalton => [INFO],
+    elastic => [INFO],
 }

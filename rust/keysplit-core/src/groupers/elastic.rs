@@ -1,0 +1,620 @@
+//! Elastic key splitting: keysplit's own grouper for the corner of the λ–γ trade-off,
+//! perfect balance at almost the replication that the key shares force.
+//!
+//! No paper's grouper reaches that corner. A key of share `p` needs at least `⌈p·n⌉`
+//! workers for perfect balance and every other key can stay on one worker, so the offline
+//! bound is `γ* = Σ_k max(1, ⌈p_k·n⌉) / K` at `λ = 0` (`keysplit.metrics.gamma_bound`).
+//! W-Choices and Pd-Stream reach `λ ≈ 0` by giving every head key many candidates; elastic
+//! gives a key only the workers its load has shown it needs.
+//!
+//! # The rule
+//!
+//! Every tuple's key is hashed once, `h = h_0(k)` (the hash of key grouping), and its
+//! *hash worker* is `h mod n`.
+//!
+//! 1. **Hot-key table** (HeavyKeeper's counting, Gong et al., "HeavyKeeper: An accurate
+//!    algorithm for finding top-k elephant flows", USENIX ATC 2018, with SpaceSaving's
+//!    bounded-memory idea, Metwally, Agrawal and El Abbadi, ICDT 2005). `table_entries`
+//!    entries `(fingerprint h, count, worker set)` in buckets of 4, the bucket chosen by the
+//!    top bits of `h`. The key's entry counts one more; a new key takes an empty entry; in a
+//!    full bucket the entry of least count (the first on ties) is decayed by one with
+//!    probability `1.08^-count`, and the new key takes it when it reaches 0. Every
+//!    `decay_tuples` tuples all counts are halved, so a count measures the recent stream: a
+//!    burst raises a key's count at once, and a cooled key fades out of the table. Nothing is
+//!    kept for the tail.
+//! 2. **Cold keys** (not in the table, or counted below `hot_count`) go to their hash
+//!    worker, as in key grouping.
+//! 3. **Hot keys** go to the least-loaded worker of their *worker set*, which starts as
+//!    `{hash worker}` (the local loads of PKG: Nasir et al., ICDE 2015). When even that
+//!    worker is above the mean load by more than `epsilon` (relative), the set grows by the
+//!    globally least-loaded worker, which takes the tuple. This is consistent hashing with
+//!    bounded loads (Mirrokni, Thorup and Zadimoghaddam, SODA 2018) applied to a key's
+//!    tuples instead of to keys: a key overflows only when its workers are full.
+//!    DKG gives a hot key a contiguous slice of the ring instead (Dalabasmaz and Can); we
+//!    tried that in a prototype, and overlapping slices made every heavy key grow over
+//!    nearly all workers (γ 1.19 against 1.03 on Zipf 2.0 at n = 128), so a set takes the
+//!    least-loaded worker wherever it is.
+//! 4. **Shrinking.** At each halving, a set larger than `2·⌈p̂·n⌉ + 1` workers, with `p̂`
+//!    the share of the last `decay_tuples` tuples that the key sent through its set,
+//!    drops the members that took fewest of those tuples (the latest added first on ties,
+//!    never the hash worker). The factor 2 leaves room for the load that other keys put on
+//!    the same workers, and for a set that grew during the period. A set that took no
+//!    tuple is dropped at once. (Estimating `p̂` from the count, which halves once per
+//!    period, kept cooled keys' sets for many periods: under drift the workers held beyond
+//!    the hash workers grew sevenfold over eight shifts of the hot keys.) A key that leaves
+//!    the table loses its set, and starts again from its hash worker if it comes back.
+//! 5. **Windows.** Loads are counted from the last `end_window()` (from the start without
+//!    one), so that each window is balanced on its own; worker sets persist across windows.
+//!
+//! # Why it approaches the bound, and what it guarantees
+//!
+//! A set grows only when all its members are above the mean, so no worker is above
+//! `(1 + ε)` times the mean by a hot key's tuple except by the staleness below, and a key
+//! takes a new worker only when its current ones are full: the sets are the water level of
+//! a greedy water-filling, which needs about `⌈p·n⌉` workers per key of share `p`. What
+//! elastic cannot balance is the tail on a worker: cold keys never move, as in key
+//! grouping, so `λ` is bounded below by the tail's own imbalance; on skewed streams the hot
+//! keys fill every other worker up to it.
+//!
+//! Guarantees: state is bounded by `table_entries` entries and at most `n` workers per
+//! entry, whatever the number of keys; every tuple of a key whose count is below
+//! `hot_count` goes to its hash worker; routing is deterministic for a seed (the decay coins
+//! come from the grouper's seeded generator).
+//!
+//! # Speed: the least-loaded member without a scan per tuple
+//!
+//! A scan of a set picks its least-loaded member, which then takes the next `⌊ε·mean/2⌋`
+//! tuples of the key (at least 1) before the next scan. So a set of `s` members costs
+//! about `s / (ε·mean/2)` comparisons per tuple, and a member overshoots by at most that
+//! budget per key that chose it. (A budget that also spanned the gap to the second
+//! least-loaded member scanned less, but let several keys that grew onto the same
+//! least-loaded worker overfill it: λ 0.016 under drift instead of 0.01.) A key with no set
+//! beyond its hash worker is checked on every tuple.
+//!
+//! # Parameters (defaults from a trial on Zipf, Pd-Stream's presets and text streams)
+//!
+//! * `epsilon = 0.005`: the relative load above the mean that makes a set grow.
+//! * `hot_count = 64`: the count from which a key uses its worker set.
+//! * `table_entries = 16384`: entries of the hot-key table, a power of two from 4 to 2^24
+//!   (16 bytes each: 256 KB).
+//! * `decay_tuples = 100000`: tuples between halvings of every count.
+//!
+//! # Choices
+//!
+//! * The decay probability `1.08^-c` is a table built by repeated multiplication by
+//!   `1 / 1.08`, so that a reference implementation reproduces it bit for bit; counts of
+//!   512 and more never decay (`1.08^-512 < 2^-53`, below the coin's resolution).
+//! * With a shared load vector the mean is re-read from the counters every `n` tuples; in
+//!   between it counts this source's tuples.
+
+use serde::{Deserialize, Serialize};
+use std::sync::OnceLock;
+
+use crate::error::ConfigError;
+use crate::grouper::{Grouper, GrouperConfig, GrouperInfo, built_as, restore_state, same_setting};
+use crate::hash::{HashFamily, Key};
+use crate::loads::{LoadScope, LoadVector, first_least};
+use crate::params::{ParamError, ParamReader, ParamSpec, ParamValue};
+use crate::rng::SplitMix64;
+
+/// The index mixed into the grouper seed for the generator of the decay coins.
+pub const RNG_INDEX: u64 = u64::from_le_bytes(*b"elastic\0");
+
+/// Entries per bucket of the hot-key table.
+pub const WAYS: usize = 4;
+
+/// Counts from which an entry never decays (see the module documentation).
+pub const DECAY_TABLE_LEN: usize = 512;
+
+/// HeavyKeeper's decay base.
+pub const DECAY_BASE: f64 = 1.08;
+
+pub const MIN_TABLE_ENTRIES: i64 = 4;
+pub const MAX_TABLE_ENTRIES: i64 = 1 << 24;
+
+pub const INFO: GrouperInfo = GrouperInfo {
+    name: "elastic",
+    title: "Elastic key splitting (hot keys grow a worker set only when its workers are full)",
+    paper: "keysplit's own grouper (2026), after HeavyKeeper (Gong et al., USENIX ATC 2018), \
+            PKG (Nasir et al., ICDE 2015) and consistent hashing with bounded loads \
+            (Mirrokni, Thorup and Zadimoghaddam, SODA 2018)",
+    params: &[
+        ParamSpec {
+            name: "epsilon",
+            default: ParamValue::Float(0.005),
+            doc: "relative load above the mean at which a hot key's worker set grows, in \
+                  (0, 1]",
+        },
+        ParamSpec {
+            name: "hot_count",
+            default: ParamValue::Int(64),
+            doc: "recent count from which a key routes by its worker set, in [1, 2^31]",
+        },
+        ParamSpec {
+            name: "table_entries",
+            default: ParamValue::Int(16384),
+            doc: "entries of the hot-key table, a power of two in [4, 2^24]",
+        },
+        ParamSpec {
+            name: "decay_tuples",
+            default: ParamValue::Int(100_000),
+            doc: "tuples between halvings of every count, in [1, 2^40]",
+        },
+    ],
+    build,
+    restore: restore_state::<Elastic>,
+};
+
+fn build(config: GrouperConfig, params: &mut ParamReader<'_>) -> Result<Box<dyn Grouper>, ConfigError> {
+    let settings = ElasticParams {
+        epsilon: params.float("epsilon")?,
+        hot_count: params.int("hot_count")?,
+        table_entries: params.int("table_entries")?,
+        decay_tuples: params.int("decay_tuples")?,
+    };
+    match Elastic::new(config.hashes, config.loads, settings) {
+        Ok(grouper) => Ok(Box::new(grouper)),
+        Err(error) => Err(params.refuse(error)),
+    }
+}
+
+/// Elastic's own parameters, as documented in the module.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ElasticParams {
+    pub epsilon: f64,
+    pub hot_count: i64,
+    pub table_entries: i64,
+    pub decay_tuples: i64,
+}
+
+impl Default for ElasticParams {
+    fn default() -> Self {
+        Self { epsilon: 0.005, hot_count: 64, table_entries: 16384, decay_tuples: 100_000 }
+    }
+}
+
+const MAX_HOT_COUNT: i64 = 1 << 31;
+const MAX_DECAY_TUPLES: i64 = 1 << 40;
+
+/// An entry's `set` when the key has no worker set beyond its hash worker.
+const NO_SET: u32 = u32::MAX;
+
+/// `1.08^-c` for `c` in `0..DECAY_TABLE_LEN`, by repeated multiplication.
+pub fn decay_probabilities() -> &'static [f64; DECAY_TABLE_LEN] {
+    static TABLE: OnceLock<[f64; DECAY_TABLE_LEN]> = OnceLock::new();
+    TABLE.get_or_init(|| {
+        let step = 1.0 / DECAY_BASE;
+        let mut table = [1.0; DECAY_TABLE_LEN];
+        for c in 1..DECAY_TABLE_LEN {
+            table[c] = table[c - 1] * step;
+        }
+        table
+    })
+}
+
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Entry {
+    fingerprint: u64,
+    /// 0 for an empty entry.
+    count: u32,
+    /// Index into `sets`, or [`NO_SET`].
+    set: u32,
+}
+
+/// A hot key's workers, the hash worker first, in the order they joined.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+struct WorkerSet {
+    members: Vec<u32>,
+    /// Tuples each member took since the last halving.
+    hits: Vec<u32>,
+    /// The member that takes the next tuples, and for how many more.
+    best: u32,
+    budget: u32,
+}
+
+#[derive(Serialize, Deserialize)]
+pub struct Elastic {
+    hashes: HashFamily,
+    loads: LoadVector,
+    epsilon: f64,
+    hot_count: u32,
+    decay_tuples: u64,
+    table: Vec<Entry>,
+    /// Worker sets by index; a free one is empty and listed in `free_sets`.
+    sets: Vec<WorkerSet>,
+    free_sets: Vec<u32>,
+    rng: SplitMix64,
+    /// Tuples routed since the last halving.
+    since_decay: u64,
+    /// The loads at the last `end_window()`.
+    window_start: Vec<u64>,
+    /// Tuples in the current window (all sources' with a shared load vector, as last read).
+    window_tuples: u64,
+}
+
+impl Elastic {
+    pub fn new(
+        hashes: HashFamily,
+        loads: LoadVector,
+        params: ElasticParams,
+    ) -> Result<Self, ParamError> {
+        let ElasticParams { epsilon, hot_count, table_entries, decay_tuples } = params;
+        if !(epsilon > 0.0 && epsilon <= 1.0) {
+            return Err(ParamError::new("epsilon", format!("must be in (0, 1], got {epsilon}")));
+        }
+        if !(1..=MAX_HOT_COUNT).contains(&hot_count) {
+            return Err(ParamError::not_in("hot_count", 1, MAX_HOT_COUNT, hot_count));
+        }
+        if !(MIN_TABLE_ENTRIES..=MAX_TABLE_ENTRIES).contains(&table_entries)
+            || !(table_entries as u64).is_power_of_two()
+        {
+            return Err(ParamError::new(
+                "table_entries",
+                format!(
+                    "must be a power of two in [{MIN_TABLE_ENTRIES}, {MAX_TABLE_ENTRIES}], got \
+                     {table_entries}"
+                ),
+            ));
+        }
+        if !(1..=MAX_DECAY_TUPLES).contains(&decay_tuples) {
+            return Err(ParamError::not_in("decay_tuples", 1, MAX_DECAY_TUPLES, decay_tuples));
+        }
+        let window_start = loads.snapshot();
+        Ok(Self {
+            hashes,
+            epsilon,
+            hot_count: hot_count as u32,
+            decay_tuples: decay_tuples as u64,
+            table: vec![Entry::default(); table_entries as usize],
+            sets: Vec::new(),
+            free_sets: Vec::new(),
+            rng: SplitMix64::for_grouper(hashes.grouper_seed(), RNG_INDEX),
+            since_decay: 0,
+            window_tuples: 0,
+            window_start,
+            loads,
+        })
+    }
+
+    /// The table index of the first entry of `h`'s bucket.
+    #[inline(always)]
+    fn bucket_of(&self, h: u64) -> usize {
+        let buckets = (self.table.len() / WAYS) as u64;
+        // The top bits of `h`: the worker comes from `h mod n`, mostly its low bits.
+        ((h >> 32).wrapping_mul(buckets) >> 32) as usize * WAYS
+    }
+
+    /// Counts one tuple of `h` in the table; the index of its entry if it has one after.
+    #[inline(always)]
+    fn count(&mut self, h: u64) -> Option<usize> {
+        let first = self.bucket_of(h);
+        let bucket = &mut self.table[first..first + WAYS];
+        if let Some(way) = bucket.iter().position(|e| e.count > 0 && e.fingerprint == h) {
+            let entry = &mut bucket[way];
+            entry.count = entry.count.saturating_add(1);
+            return Some(first + way);
+        }
+        if let Some(way) = bucket.iter().position(|e| e.count == 0) {
+            bucket[way] = Entry { fingerprint: h, count: 1, set: NO_SET };
+            return Some(first + way);
+        }
+        self.decay_weakest(first, h)
+    }
+
+    #[inline(never)]
+    fn decay_weakest(&mut self, first: usize, h: u64) -> Option<usize> {
+        let bucket = &self.table[first..first + WAYS];
+        let (way, count) =
+            first_least(bucket.iter().enumerate().map(|(way, e)| (way as u32, e.count)))
+                .expect("a bucket has entries");
+        let index = first + way as usize;
+        let probability = decay_probabilities().get(count as usize).copied().unwrap_or(0.0);
+        if self.rng.next_f64() >= probability {
+            return None;
+        }
+        self.table[index].count -= 1;
+        if self.table[index].count > 0 {
+            return None;
+        }
+        self.free_set_of(index);
+        self.table[index] = Entry { fingerprint: h, count: 1, set: NO_SET };
+        Some(index)
+    }
+
+    fn free_set_of(&mut self, index: usize) {
+        let set = std::mem::replace(&mut self.table[index].set, NO_SET);
+        if set != NO_SET {
+            self.sets[set as usize] = WorkerSet::default();
+            self.free_sets.push(set);
+        }
+    }
+
+    #[inline(always)]
+    fn window_load(&self, worker: u32) -> u64 {
+        self.loads.get(worker) - self.window_start[worker as usize]
+    }
+
+    /// The load above which a hot key's set grows.
+    #[inline(always)]
+    fn threshold(&self) -> f64 {
+        self.window_tuples as f64 * (1.0 + self.epsilon) / f64::from(self.hashes.workers())
+    }
+
+    /// Tuples a set's least-loaded member takes before the set is scanned again.
+    #[inline(always)]
+    fn slack(&self) -> u64 {
+        let slack = self.window_tuples as f64 * self.epsilon / (2.0 * f64::from(self.hashes.workers()));
+        (slack as u64).max(1)
+    }
+
+    /// The globally least-loaded worker of the window, the lowest index on ties.
+    fn least_loaded_worker(&self) -> u32 {
+        first_least((0..self.hashes.workers()).map(|w| (w, self.window_load(w))))
+            .map_or(0, |(w, _)| w)
+    }
+
+    fn route_hot(&mut self, index: usize, hash_worker: u32) -> u32 {
+        let set = self.table[index].set;
+        if set == NO_SET {
+            if self.window_load(hash_worker) as f64 <= self.threshold() {
+                return hash_worker;
+            }
+            let grown = self.least_loaded_worker();
+            let set = WorkerSet { members: vec![hash_worker, grown], hits: vec![0, 0], best: 1, budget: 0 };
+            let slot = match self.free_sets.pop() {
+                Some(slot) => {
+                    self.sets[slot as usize] = set;
+                    slot
+                }
+                None => {
+                    self.sets.push(set);
+                    (self.sets.len() - 1) as u32
+                }
+            };
+            self.table[index].set = slot;
+            return self.take(slot, 1);
+        }
+        let current = &self.sets[set as usize];
+        if current.budget > 0 {
+            let best = current.best;
+            self.sets[set as usize].budget -= 1;
+            return self.take(set, best);
+        }
+        self.rescan(set)
+    }
+
+    /// Picks the set's least-loaded member (growing the set when all are full), gives it a
+    /// budget, and routes one tuple to it.
+    fn rescan(&mut self, set: u32) -> u32 {
+        let members = &self.sets[set as usize].members;
+        let (mut best, least) =
+            first_least(members.iter().enumerate().map(|(i, &w)| (i as u32, self.window_load(w))))
+                .expect("a worker set has members");
+        if least as f64 > self.threshold() && members.len() < self.hashes.workers() as usize {
+            let grown = self.least_loaded_worker();
+            let target = &mut self.sets[set as usize];
+            target.members.push(grown);
+            target.hits.push(0);
+            best = (target.members.len() - 1) as u32;
+        }
+        let budget = self.slack().min(u64::from(u32::MAX)) as u32;
+        let target = &mut self.sets[set as usize];
+        target.best = best;
+        target.budget = budget - 1;
+        self.take(set, best)
+    }
+
+    #[inline(always)]
+    fn take(&mut self, set: u32, member: u32) -> u32 {
+        let target = &mut self.sets[set as usize];
+        target.hits[member as usize] = target.hits[member as usize].saturating_add(1);
+        target.members[member as usize]
+    }
+
+    /// Halves every count, and trims each set to what its key's recent share needs.
+    fn decay(&mut self) {
+        let n = f64::from(self.hashes.workers());
+        for index in 0..self.table.len() {
+            let Entry { count, set, .. } = self.table[index];
+            if count == 0 {
+                continue;
+            }
+            if set != NO_SET {
+                let recent: u64 = self.sets[set as usize].hits.iter().map(|&h| u64::from(h)).sum();
+                let share = recent as f64 / self.decay_tuples as f64;
+                if recent == 0 {
+                    self.free_set_of(index);
+                } else {
+                    trim(&mut self.sets[set as usize], 2 * (share * n).ceil() as usize + 1);
+                }
+            }
+            self.table[index].count = count / 2;
+            if count / 2 == 0 {
+                self.free_set_of(index);
+                self.table[index] = Entry::default();
+            }
+        }
+    }
+
+    fn refresh_window_tuples(&mut self) {
+        let total: u64 = self.loads.iter().sum();
+        let start: u64 = self.window_start.iter().sum();
+        self.window_tuples = total - start;
+    }
+
+    /// The keys' fingerprints with their counts and worker sets (hash worker first), by
+    /// table position.
+    pub fn hot_keys(&self) -> Vec<(u64, u32, Vec<u32>)> {
+        self.table
+            .iter()
+            .filter(|e| e.count > 0)
+            .map(|e| {
+                let members = match e.set {
+                    NO_SET => vec![self.hashes.worker_of(e.fingerprint)],
+                    set => self.sets[set as usize].members.clone(),
+                };
+                (e.fingerprint, e.count, members)
+            })
+            .collect()
+    }
+}
+
+/// Drops the members beyond `needed` that took fewest tuples, the latest added first on
+/// ties and never the first (the hash worker); resets the hits of the others.
+fn trim(set: &mut WorkerSet, needed: usize) {
+    if set.members.len() > needed {
+        let mut order: Vec<usize> = (1..set.members.len()).collect();
+        // Fewest hits first, then the latest added.
+        order.sort_by_key(|&i| (set.hits[i], std::cmp::Reverse(i)));
+        let mut dropped = order[..set.members.len() - needed].to_vec();
+        dropped.sort_unstable();
+        for &i in dropped.iter().rev() {
+            set.members.remove(i);
+            set.hits.remove(i);
+        }
+    }
+    set.hits.iter_mut().for_each(|h| *h = 0);
+    set.best = 0;
+    set.budget = 0;
+}
+
+impl Grouper for Elastic {
+    fn name(&self) -> &'static str {
+        INFO.name
+    }
+
+    fn route(&mut self, key: Key<'_>) -> u32 {
+        let h = self.hashes.hash(0, key);
+        let hash_worker = self.hashes.worker_of(h);
+        let worker = match self.count(h) {
+            Some(index) if self.table[index].count >= self.hot_count => {
+                self.route_hot(index, hash_worker)
+            }
+            _ => hash_worker,
+        };
+        self.loads.add(worker, 1);
+        self.window_tuples += 1;
+        self.since_decay += 1;
+        if self.since_decay == self.decay_tuples {
+            self.since_decay = 0;
+            self.decay();
+        }
+        if self.loads.scope() == LoadScope::Shared
+            && self.since_decay.is_multiple_of(u64::from(self.hashes.workers()))
+        {
+            self.refresh_window_tuples();
+        }
+        worker
+    }
+
+    fn end_window(&mut self) {
+        self.window_start = self.loads.snapshot();
+        self.window_tuples = 0;
+        for set in &mut self.sets {
+            set.budget = 0;
+        }
+    }
+
+    fn check_configuration(&self, built: &dyn Grouper) -> Result<(), String> {
+        let built = built_as::<Self>(built)?;
+        same_setting("hash family", &self.hashes, &built.hashes)?;
+        same_setting("epsilon", &self.epsilon, &built.epsilon)?;
+        same_setting("hot_count", &self.hot_count, &built.hot_count)?;
+        same_setting("table_entries", &self.table.len(), &built.table.len())?;
+        same_setting("decay_tuples", &self.decay_tuples, &built.decay_tuples)
+    }
+
+    fn check_state(&self) -> Result<(), String> {
+        let n = self.hashes.workers();
+        if self.loads.workers() != n || self.window_start.len() != n as usize {
+            return Err(format!(
+                "{} load counters and {} window starts for {n} workers",
+                self.loads.workers(),
+                self.window_start.len()
+            ));
+        }
+        let params = ElasticParams {
+            epsilon: self.epsilon,
+            hot_count: i64::from(self.hot_count),
+            table_entries: self.table.len() as i64,
+            decay_tuples: self.decay_tuples as i64,
+        };
+        if let Err(error) = Elastic::new(self.hashes, LoadVector::private(1), params) {
+            return Err(error.to_string());
+        }
+        if self.since_decay >= self.decay_tuples {
+            return Err(format!("{} tuples since the last halving", self.since_decay));
+        }
+        let loads = self.loads.snapshot();
+        if loads.iter().zip(&self.window_start).any(|(load, start)| start > load) {
+            return Err("a window start above its worker's load".to_owned());
+        }
+        let window: u64 = loads.iter().zip(&self.window_start).map(|(l, s)| l - s).sum();
+        if self.window_tuples > window {
+            return Err(format!("{} tuples in a window of {window}", self.window_tuples));
+        }
+        let mut owner = vec![false; self.sets.len()];
+        for (index, entry) in self.table.iter().enumerate() {
+            if entry.count == 0 {
+                if *entry != Entry::default() {
+                    return Err(format!("empty entry {index} with a key or a set"));
+                }
+                continue;
+            }
+            if self.bucket_of(entry.fingerprint) != index / WAYS * WAYS {
+                return Err(format!("entry {index} in another key's bucket"));
+            }
+            if entry.set == NO_SET {
+                continue;
+            }
+            let set = self.sets.get(entry.set as usize).ok_or("a set out of range")?;
+            if std::mem::replace(&mut owner[entry.set as usize], true) {
+                return Err(format!("set {} held by two entries", entry.set));
+            }
+            let members = &set.members;
+            if members.len() < 2
+                || members.len() > n as usize
+                || set.hits.len() != members.len()
+                || set.best as usize >= members.len()
+                || members[0] != self.hashes.worker_of(entry.fingerprint)
+            {
+                return Err(format!("set {} of {} members", entry.set, members.len()));
+            }
+            let mut seen = vec![false; n as usize];
+            for &worker in members {
+                if worker >= n || std::mem::replace(&mut seen[worker as usize], true) {
+                    return Err(format!("set {} holds worker {worker} twice or of {n}", entry.set));
+                }
+            }
+        }
+        let mut free = vec![false; self.sets.len()];
+        for &set in &self.free_sets {
+            let index = set as usize;
+            if index >= self.sets.len()
+                || owner[index]
+                || std::mem::replace(&mut free[index], true)
+                || self.sets[index] != WorkerSet::default()
+            {
+                return Err(format!("free set {set} in use, listed twice or out of range"));
+            }
+        }
+        if owner.iter().zip(&free).any(|(&o, &f)| o == f) {
+            return Err("a set neither held nor free".to_owned());
+        }
+        Ok(())
+    }
+
+    fn loads(&self) -> &LoadVector {
+        &self.loads
+    }
+
+    fn state_bytes(&self) -> usize {
+        std::mem::size_of::<Self>()
+            + self.table.capacity() * std::mem::size_of::<Entry>()
+            + self.sets.capacity() * std::mem::size_of::<WorkerSet>()
+            + self.sets.iter().map(|s| s.members.capacity() * 8).sum::<usize>()
+            + self.free_sets.capacity() * 4
+            + self.window_start.capacity() * 8
+            + self.loads.state_bytes()
+    }
+}
