@@ -15,6 +15,8 @@ from reference import SplitMix64, h
 
 RNG_INDEX = int.from_bytes(b"elastic\0", "little")
 WAYS = 4
+MARK_TUPLES = 16
+INFLOW = 0.9
 DECAY_TABLE_LEN = 512
 U32_MAX = (1 << 32) - 1
 
@@ -48,7 +50,7 @@ class ElasticTwin:
         workers: int,
         seed: int = 0,
         epsilon: float = 0.005,
-        hot_count: int = 64,
+        hot_count: int = 32,
         table_entries: int = 16384,
         decay_tuples: int = 100_000,
     ) -> None:
@@ -63,6 +65,12 @@ class ElasticTwin:
         self.window_start = [0] * workers
         self.window_tuples = 0
         self.since_decay = 0
+        self.growth_factor = (1.0 + epsilon) / float(workers)
+        self.slack_factor = epsilon / (2.0 * float(workers))
+        self.inflow_factor = INFLOW / float(workers)
+        # Per worker: the window's tuples and the worker's window load when a key last grew
+        # off it.
+        self.marks = [(0, 0)] * workers
 
     def bucket_of(self, x: int) -> int:
         buckets = len(self.table) // WAYS
@@ -94,13 +102,22 @@ class ElasticTwin:
         return self.loads[worker] - self.window_start[worker]
 
     def threshold(self) -> float:
-        return self.window_tuples * (1.0 + self.epsilon) / float(self.n)
+        return self.window_tuples * self.growth_factor
 
     def slack(self) -> int:
-        return max(int(self.window_tuples * self.epsilon / (2.0 * float(self.n))), 1)
+        return max(int(self.window_tuples * self.slack_factor), 1)
 
     def least_loaded_worker(self) -> int:
         return min(range(self.n), key=lambda w: (self.window_load(w), w))
+
+    def may_grow_off(self, worker: int, load: int) -> bool:
+        tuples, level = self.marks[worker]
+        elapsed = self.window_tuples - tuples
+        return elapsed >= MARK_TUPLES * self.n and (load - level) > elapsed * self.inflow_factor
+
+    def grow_off(self, worker: int, load: int) -> int:
+        self.marks[worker] = (self.window_tuples, load)
+        return self.least_loaded_worker()
 
     def take(self, entry: Entry, member: int) -> int:
         entry.hits[member] = min(entry.hits[member] + 1, U32_MAX)
@@ -109,9 +126,10 @@ class ElasticTwin:
 
     def route_hot(self, entry: Entry, hash_worker: int) -> int:
         if entry.members is None:
-            if self.window_load(hash_worker) <= self.threshold():
+            load = self.window_load(hash_worker)
+            if load <= self.threshold() or not self.may_grow_off(hash_worker, load):
                 return hash_worker
-            entry.members = [hash_worker, self.least_loaded_worker()]
+            entry.members = [hash_worker, self.grow_off(hash_worker, load)]
             entry.hits = [0, 0]
             entry.best, entry.budget = 1, 0
             return self.take(entry, 1)
@@ -120,8 +138,9 @@ class ElasticTwin:
             return self.take(entry, entry.best)
         loads = [self.window_load(w) for w in entry.members]
         best = min(range(len(loads)), key=lambda i: (loads[i], i))
-        if loads[best] > self.threshold() and len(entry.members) < self.n:
-            entry.members.append(self.least_loaded_worker())
+        full = entry.members[best]
+        if loads[best] > self.threshold() and len(entry.members) < self.n and self.may_grow_off(full, loads[best]):
+            entry.members.append(self.grow_off(full, loads[best]))
             entry.hits.append(0)
             best = len(entry.members) - 1
         entry.best = best
@@ -163,6 +182,7 @@ class ElasticTwin:
     def end_window(self) -> None:
         self.window_start = list(self.loads)
         self.window_tuples = 0
+        self.marks = [(0, 0)] * self.n
         for entry in self.table:
             entry.budget = 0
 

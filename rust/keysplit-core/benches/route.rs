@@ -53,14 +53,19 @@ fn hashes(c: &mut Criterion, keys: &Keys) {
     group.finish();
 }
 
-/// Every grouper at n = 32; `key`, `pkg` and `shuffle` also at 8 and 1024 workers.
+/// Every grouper at n = 32; `key`, `pkg` and `shuffle` also at 8 and 1024 workers,
+/// `elastic` at 128.
 fn routes(c: &mut Criterion, keys: &Keys) {
     let mut group = c.benchmark_group("route");
     group.throughput(Throughput::Elements(ROWS as u64));
     let mut out = vec![0u32; ROWS];
     for info in registry() {
-        let worker_counts: &[u64] =
-            if matches!(info.name, "key" | "pkg" | "shuffle") { &[8, 32, 1024] } else { &[32] };
+        let worker_counts: &[u64] = match info.name {
+            "key" | "pkg" | "shuffle" => &[8, 32, 1024],
+            // Its speed target is set at 128 workers.
+            "elastic" => &[32, 128],
+            _ => &[32],
+        };
         for &workers in worker_counts {
             for (layout, batch) in layouts(keys) {
                 let id = BenchmarkId::new(info.name, format!("{layout}/n={workers}"));
