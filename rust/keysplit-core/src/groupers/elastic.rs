@@ -134,7 +134,7 @@ pub const DECAY_BASE: f64 = 1.08;
 pub const MARK_TUPLES: u64 = 16;
 
 /// The share of the mean inflow above which a worker that a key grew off lets another one
-/// grow off it (see [`Elastic::may_grow_off`]).
+/// grow off it (see the module documentation, rule 3).
 pub const INFLOW: f64 = 0.9;
 
 pub const MIN_TABLE_ENTRIES: i64 = 4;
