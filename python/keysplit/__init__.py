@@ -8,6 +8,7 @@ from keysplit import datasets, metrics, simulate, sketches, tables
 from keysplit._core import MAX_WORKERS, WorkerIds, __version__, hash_key
 from keysplit._errors import ConfigError, ConfigTypeError, KeyInputError, KeysplitError, KeyTypeError, SnapshotError
 from keysplit._grouper import Grouper, GrouperInfo, GrouperName, NullPolicy, groupers
+from keysplit._recommend import Recommendation, recommend
 from keysplit._routing import route, route_batches
 from keysplit._sources import RoutedSources, route_sources
 
@@ -22,6 +23,7 @@ __all__ = [
     "KeyTypeError",
     "KeysplitError",
     "NullPolicy",
+    "Recommendation",
     "RoutedSources",
     "SnapshotError",
     "WorkerIds",
@@ -30,6 +32,7 @@ __all__ = [
     "groupers",
     "hash_key",
     "metrics",
+    "recommend",
     "route",
     "route_batches",
     "route_sources",

@@ -66,16 +66,7 @@ def _simulate(args: argparse.Namespace) -> int:
     table = simulation.terminal_table(results)
     print(f"datasets: {'; '.join(d.name for d in sets)}")
     print(f"workers: {', '.join(map(str, args.workers))}; seed: {args.seed}")
-    with pl.Config(
-        tbl_rows=-1,
-        tbl_cols=-1,
-        tbl_width_chars=200,
-        fmt_str_lengths=60,
-        tbl_hide_dataframe_shape=True,
-        tbl_hide_column_data_types=True,
-        float_precision=4,
-    ):
-        print(table)
+    _print_table(table)
     if args.output:
         simulation.write_results(results, args.output)
         print(f"{results.height} rows written to {args.output}")
@@ -88,6 +79,40 @@ def _plot(args: argparse.Namespace) -> int:
     written = plots.plot(args.results, args.out)
     for path in written:
         print(path)
+    return 0
+
+
+def _print_table(table: pl.DataFrame) -> None:
+    with pl.Config(
+        tbl_rows=-1,
+        tbl_cols=-1,
+        tbl_width_chars=200,
+        fmt_str_lengths=60,
+        tbl_hide_dataframe_shape=True,
+        tbl_hide_column_data_types=True,
+        float_precision=4,
+    ):
+        print(table)
+
+
+def _recommend(args: argparse.Namespace) -> int:
+    from keysplit._recommend import describe, recommend  # noqa: PLC0415 - keeps --help quick
+
+    found = recommend(
+        args.file,
+        workers=args.workers,
+        key=args.key,
+        candidates=args.groupers,
+        weight=args.weight,
+        seed=args.seed,
+        nulls=args.nulls,
+        progress=False if args.no_progress else None,
+    )
+    print(f"{args.file}: {found.tuples:,} tuples, {found.keys:,} keys, {found.workers} workers")
+    _print_table(found.table)
+    print(describe(found))
+    if args.chart:
+        print(f"chart written to {found.chart(args.chart)}")
     return 0
 
 
@@ -239,6 +264,30 @@ def main(argv: Sequence[str] | None = None) -> int:
     listing.add_argument("names", nargs="*", help="groupers to describe with every parameter's meaning")
     listing.add_argument("--markdown", action="store_true", help="the table of every grouper, as the README has it")
     listing.set_defaults(run=_list_groupers)
+
+    advice = commands.add_parser(
+        "recommend",
+        help="route a sample of your stream through every grouper and recommend one",
+        description="Routes the keys of FILE (Parquet, CSV, TSV: its --key column; a text file: its "
+        "words), in file order, through every grouper over --workers workers, and prints λ, γ, the "
+        "offline bound γ*, the aggregation cost Γ, ns/tuple and state bytes per grouper, the Pareto "
+        "front, and the grouper of least weight·λ̂ + (1 − weight)·Γ̂ on the front.",
+    )
+    advice.add_argument("file", help="a Parquet, CSV, TSV or text file holding a sample of the stream, in order")
+    advice.add_argument("--key", help="the key column (not for text files)")
+    advice.add_argument("--workers", type=_positive_int, required=True)
+    advice.add_argument(
+        "--weight",
+        type=float,
+        default=0.5,
+        help="weight of load imbalance against aggregation cost, in [0, 1] (default 0.5, the holistic paper's p)",
+    )
+    advice.add_argument("--groupers", type=_grouper_specs, help="candidates, as simulate's --groupers (default all)")
+    advice.add_argument("--chart", help="write the λ-vs-γ chart (front and bound) to this PNG")
+    advice.add_argument("--seed", type=int, default=0)
+    advice.add_argument("--nulls", choices=["raise", "group"], default="raise", help="null keys: refuse or group")
+    advice.add_argument("--no-progress", action="store_true", help="no progress bar")
+    advice.set_defaults(run=_recommend)
 
     reproduction.add_subcommand(commands)
 

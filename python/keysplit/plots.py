@@ -27,12 +27,13 @@ import base64
 import html
 import io
 import re
+import textwrap
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
-from keysplit._numbers import to_int
+from keysplit._numbers import to_float, to_int
 from keysplit.simulate import TABLE_COLUMNS, read_results
 
 if TYPE_CHECKING:
@@ -294,26 +295,45 @@ def pareto_figure(rows: pl.DataFrame, dataset: str, style: dict[str, dict[str, A
         coordinates = list(zip(part["replication_factor"], part["load_imbalance"], strict=True))
         front = _pareto_front(coordinates)
         ax.plot(*zip(*front, strict=True), color="grey", linestyle="--", linewidth=1)
+        title = f"{workers} workers"
+        if "replication_bound" in part.columns and part["replication_bound"].null_count() < part.height:
+            bound = to_float(part["replication_bound"].max())
+            ax.axvline(bound, color="black", linestyle=":", linewidth=1)
+            title += f", offline bound γ* = {bound:.4g}"
         names: dict[tuple[float, float], list[str]] = {point: [] for point in front}
         for grouper, point in zip(part["grouper"], coordinates, strict=True):
             if point in names:
                 names[point].append(grouper)
         fronts.append((ax, list(names.items())))
         _symlog_y(ax, "load_imbalance")
-        ax.set_title(f"{workers} workers", fontsize=9)
+        ax.set_title(title, fontsize=9)
         ax.set_xlabel("replication factor γ (workers per key)")
         ax.grid(alpha=0.3)
     for ax in flat[len(counts) :]:
         ax.remove()
     for ax in axes[:, 0]:
         ax.set_ylabel("load imbalance λ")
-    fig.suptitle(f"λ vs γ (dashed: the Pareto front, named): {dataset}", fontsize=10)
+    title = f"λ vs γ (dashed: the Pareto front, named; dotted: the offline bound γ*): {dataset}"
+    fig.suptitle(textwrap.fill(title, width=70 * columns), fontsize=10)
     _legend_outside(fig, style)
     # Labels are placed by their size on the page: the layout comes first.
     fig.canvas.draw()
     for ax, names_at in fronts:
         _label_front(ax, names_at)
     return fig
+
+
+def pareto_chart(results: pl.DataFrame, path: Path, *, title: str = "") -> Path:
+    """:func:`pareto_figure` of one dataset's whole-stream results, saved as the PNG
+    ``path``, its title extended by ``title``."""
+    frame = _results(results)
+    whole = _one_window_setting(frame.filter(pl.col("window").is_null()))
+    datasets = whole.get_column("dataset").unique(maintain_order=True).to_list()
+    if len(datasets) != 1:
+        raise ValueError(f"pareto_chart draws one dataset, got {len(datasets)}")
+    style = _style(whole.get_column("grouper").unique(maintain_order=True).to_list())
+    label = f"{datasets[0]}, {title}" if title else datasets[0]
+    return _save(pareto_figure(whole, label, style), path)
 
 
 def loads_figure(rows: pl.DataFrame, dataset: str, style: dict[str, dict[str, Any]]) -> Figure:
