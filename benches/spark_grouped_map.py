@@ -65,7 +65,7 @@ import polars as pl
 
 import keysplit
 from keysplit import spark as ks
-from keysplit.spark.hot_keys import offline_replication
+from keysplit.metrics import replication_bound_of_counts
 from spark_vs_native import (
     BENCH_CONF,
     DISTRIBUTIONS,
@@ -419,7 +419,7 @@ def main() -> None:
             "distinct_keys": counts.len(),
             "hot_key_rows": int(counts.max() or 0),
             "hot_key_share": int(counts.max() or 0) / args.rows,
-            "offline_replication": offline_replication(counts, WORKERS),
+            "offline_replication": replication_bound_of_counts(counts, workers=WORKERS),
         }
         print(
             f"{name}: {counts.len()} distinct keys, the hot key holds {described[name]['hot_key_share']:.1%}",

@@ -335,3 +335,57 @@ def test_docs_and_modules_cite_public_references_not_team_files() -> None:
         ("elb", "stateful load balancing for parallel stream processing"),
     ):
         assert title in papers[grouper] and title in " ".join(text.lower().split()), title
+
+
+def _beyond_rows(stream: str, workers: int, window: int, values: dict[str, dict[str, float]]) -> list[dict]:
+    return [
+        {
+            "experiment": "beyond",
+            "grouper": g,
+            "workers": workers,
+            "param": stream,
+            "value": float(window),
+            "metric": metric,
+            "ours": v,
+        }
+        for g, metrics_of in values.items()
+        for metric, v in metrics_of.items()
+    ]
+
+
+def test_beyond_checks_elastics_targets_against_every_grouper() -> None:
+    from keysplit.reproduction import beyond_papers
+
+    readme = {
+        "elastic": {"lambda": 0.004, "gamma": 1.01, "gamma_bound": 1.002},
+        "w_choices": {"lambda": 0.0, "gamma": 1.22, "gamma_bound": 1.002},
+        "key": {"lambda": 11.0, "gamma": 1.0, "gamma_bound": 1.002},
+    }
+    preset = {
+        "elastic": {"lambda": 0.003, "gamma": 1.09, "gamma_bound": 1.026},
+        "dagreedy": {"lambda": 0.002, "gamma": 1.08, "gamma_bound": 1.026},
+    }
+    windows = {
+        g: {"window_lambda_mean": v, "window_lambda_max": 2 * v}
+        for g, v in {"elastic": 0.01, "w_choices": 0.02, "d_choices": 0.004}.items()
+    }
+    rows = (
+        _beyond_rows(beyond_papers.README_ZIPF, 32, 0, readme)
+        + _beyond_rows("pdstream:z=2", 128, 0, preset)
+        + _beyond_rows("kjv", 128, 100_000, windows)
+    )
+    frame = pl.DataFrame(rows, schema=_ROW_SCHEMA).with_columns(paper=pl.lit(None, pl.Float64))
+    holds = {row["claim"]: row["holds"] for row in beyond_papers.claims(frame)}
+    assert holds == {
+        f"{beyond_papers.README_ZIPF} n=32: elastic's λ ≤ 0.01 and γ ≤ 1.03": True,
+        f"{beyond_papers.README_ZIPF} n=32: no grouper beats elastic on both λ and γ": True,
+        # γ − 1 = 0.09 > 2·0.026 + 0.03, and DAGreedy is better on both.
+        "pdstream:z=2 n=128: elastic's λ ≤ 0.01 and γ − 1 ≤ 2(γ* − 1) + 0.03": False,
+        "pdstream:z=2 n=128: no grouper beats elastic on both λ and γ": False,
+        "kjv, windows of 100,000: elastic's mean window λ ≤ the better of W-C's and D-C's": False,
+    }
+    markdown = beyond_papers.markdown(frame)
+    assert (
+        "##### pdstream:z=2, 128 workers" in markdown
+        and "##### kjv, 128 workers, windows of 100,000 tuples" in markdown
+    )

@@ -12,6 +12,7 @@ import polars as pl
 from keysplit import datasets, reproduction
 from keysplit import simulate as simulation
 from keysplit._grouper import Grouper, GrouperInfo, groupers
+from keysplit.spark.pipeline import DEFAULT_GROUPER
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -251,8 +252,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     job.add_argument(
         "--grouper",
-        default="pdstream",
-        help="the skew-aware grouper set against KG, optionally with parameters: flexd:delta=2.0",
+        default=DEFAULT_GROUPER,
+        help=f"the skew-aware grouper set against KG, optionally with parameters: flexd:delta=2.0 "
+        f"(default {DEFAULT_GROUPER})",
     )
     job.add_argument("--workers", type=_positive_int, default=8)
     job.add_argument("--tuples", type=int, default=10_000_000, help="words drawn (wordfreq, zipf)")

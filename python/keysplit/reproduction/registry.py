@@ -13,14 +13,14 @@ import polars as pl
 
 from keysplit._errors import did_you_mean
 from keysplit._progress import progress_display
-from keysplit.reproduction import dkg_paper, elb_clb_paper, flexd_paper, holistic_paper, pdstream_paper
+from keysplit.reproduction import beyond_papers, dkg_paper, elb_clb_paper, flexd_paper, holistic_paper, pdstream_paper
 from keysplit.reproduction.common import _CLAIM_SCHEMA, _check_scale
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Iterator, Mapping
 
 #: The papers' modules, in the order their claims are listed.
-_PAPERS = (pdstream_paper, flexd_paper, dkg_paper, holistic_paper, elb_clb_paper)
+_PAPERS = (pdstream_paper, flexd_paper, dkg_paper, holistic_paper, elb_clb_paper, beyond_papers)
 
 EXPERIMENTS: dict[str, Callable[..., pl.DataFrame]] = {
     "pdstream": pdstream_paper.pdstream,
@@ -32,6 +32,7 @@ EXPERIMENTS: dict[str, Callable[..., pl.DataFrame]] = {
     "holistic": holistic_paper.holistic,
     "holistic_memory": holistic_paper.holistic_memory,
     "elb": elb_clb_paper.elb,
+    "beyond": beyond_papers.beyond,
 }
 
 #: The ``experiment`` of an experiment's rows where it is not (only) the experiment's name.
@@ -49,6 +50,7 @@ PAPERS: dict[str, str] = {
     "holistic": "Holistic partitioning costs",
     "holistic_memory": "Holistic partitioning costs",
     "elb": "ELB/CLB",
+    "beyond": "Beyond the papers (elastic's targets)",
 }
 
 #: Every number the papers state that our simulations can measure, with its source.

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import polars as pl
 
+from keysplit.reproduction import beyond_papers
 from keysplit.reproduction.common import NEAR_ZERO, TOLERANCE
 from keysplit.reproduction.registry import EXPLAINED_CLAIMS, EXPLAINED_NUMBERS, PAPERS, claims
 
@@ -130,6 +131,9 @@ def markdown(frame: pl.DataFrame, command: str) -> str:
     for experiment in frame["experiment"].unique(maintain_order=True):
         rows = frame.filter(pl.col("experiment") == experiment)
         parts.append(f"#### `{experiment}`\n")
+        if experiment == beyond_papers.EXPERIMENT:
+            parts.append(beyond_papers.markdown(rows))
+            continue
         stated = rows.filter(pl.col("paper").is_not_null())
         if stated.height:
             table = stated.select(

@@ -48,6 +48,7 @@ from keysplit.spark.ingest import (
     to_spark,
 )
 from keysplit.spark.pipeline import (
+    DEFAULT_GROUPER,
     WINDOW_COLUMN,
     ClientStream,
     RoutedWindow,
@@ -362,7 +363,7 @@ def aggregate_with_report(
     stream: Stream | DataFrame,
     *,
     key: str = "key",
-    grouper: Grouper | str = "pdstream",
+    grouper: Grouper | str = DEFAULT_GROUPER,
     aggs: Sequence[str | Agg] = ("count",),
     workers: int = 8,
     seed: int = 0,
@@ -564,7 +565,7 @@ def aggregate(
     stream: Stream | DataFrame,
     *,
     key: str = "key",
-    grouper: Grouper | str = "pdstream",
+    grouper: Grouper | str = DEFAULT_GROUPER,
     aggs: Sequence[str | Agg] = ("count",),
     workers: int = 8,
     seed: int = 0,
@@ -598,7 +599,7 @@ def aggregate(
     grouper, workers, seed
         A :class:`keysplit.Grouper` (stateful: a client stream goes on from where it is;
         each executor source starts from its state) or a grouper name, made with
-        ``workers`` and ``seed`` (default ``"pdstream"``, 8 workers, seed 0).
+        ``workers`` and ``seed`` (default :data:`~keysplit.spark.pipeline.DEFAULT_GROUPER`, ``"elastic"``, 8 workers, seed 0).
     aggs
         Specs such as ``"count"`` (rows per key), ``"count(v)"`` (non-null ``v``),
         ``"sum(v)"``, ``"min(v)"``, ``"max(v)"``, ``"mean(v)"`` and ``"distinct(v)"``; the

@@ -25,6 +25,7 @@ import polars as pl
 
 from keysplit import datasets
 from keysplit._numbers import to_int
+from keysplit.spark.pipeline import DEFAULT_GROUPER
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
@@ -309,7 +310,7 @@ def _grouped_chart(case: dict[str, Any], path: Path) -> None:
 def run(
     *,
     dataset: str = "kjv",
-    grouper: str = "pdstream",
+    grouper: str = DEFAULT_GROUPER,
     workers: int = 8,
     seed: int = 0,
     tuples: int = 1_000_000,

@@ -23,6 +23,7 @@ import pyarrow as pa
 from keysplit._grouper import Grouper, NullPolicy
 from keysplit.spark.ingest import DEFAULT_BATCH_ROWS, IngestChoice, Stream, choose_path, require_batch_rows
 from keysplit.spark.pipeline import (
+    DEFAULT_GROUPER,
     SEQUENCE_COLUMN,
     ClientStream,
     SparkFrame,
@@ -121,7 +122,7 @@ def apply_operator(
     *,
     operator: Operator,
     key: str = "key",
-    grouper: Grouper | str = "pdstream",
+    grouper: Grouper | str = DEFAULT_GROUPER,
     workers: int = 8,
     seed: int = 0,
     session: Session | SparkSession | None = None,
