@@ -27,6 +27,7 @@ from keysplit._grouper import NullPolicy, groupers
 from keysplit._numbers import to_float
 from keysplit.datasets import DEFAULT_BATCH_ROWS
 from keysplit.datasets.files import from_file
+from keysplit.metrics import _require_weight, _require_workers
 from keysplit.simulate import Dataset, simulate
 
 if TYPE_CHECKING:
@@ -77,18 +78,6 @@ class Recommendation:
             f"λ={row['load_imbalance']:.4f}, γ={row['replication_factor']:.4f}, γ*={row['replication_bound']:.4f}, "
             f"tuples={self.tuples:,}, keys={self.keys:,})"
         )
-
-
-def _require_workers(workers: object) -> int:
-    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
-        raise ValueError(f"workers must be a positive int, got {workers!r}")
-    return workers
-
-
-def _require_weight(weight: object) -> float:
-    if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not 0.0 <= weight <= 1.0:
-        raise ValueError(f"weight must be a number in [0, 1], got {weight!r}")
-    return float(weight)
 
 
 def _key_column(frame: pl.DataFrame, key: str | None) -> pl.Series:
@@ -165,7 +154,7 @@ def rank(results: pl.DataFrame, *, weight: float = DEFAULT_WEIGHT) -> pl.DataFra
     """:data:`TABLE_COLUMNS` from whole-stream rows of one dataset and worker count, by
     increasing cost; the recommended grouper is the Pareto-front grouper of least cost (the
     first in registry order on ties)."""
-    weight = _require_weight(weight)
+    weight = _require_weight(weight, "weight")
     whole = results.filter(pl.col("window").is_null())
     if whole.select(pl.col("dataset").n_unique(), pl.col("workers").n_unique()).row(0) != (1, 1):
         raise ValueError("rank compares the groupers on one dataset and one worker count")
@@ -204,7 +193,7 @@ def recommend(
     ``progress`` shows a bar on stderr (default: when stderr is a terminal).
     """
     workers = _require_workers(workers)
-    weight = _require_weight(weight)
+    weight = _require_weight(weight, "weight")
     names = list(candidates) if candidates is not None else [info.name for info in groupers()]
     if not names:
         raise ValueError("recommend needs at least one candidate grouper")

@@ -78,9 +78,9 @@ def _require_workers(workers: object) -> int:
     return workers
 
 
-def _require_weight(p: object) -> float:
+def _require_weight(p: object, name: str = "the hybrid weight p") -> float:
     if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0.0 <= p <= 1.0:
-        raise ValueError(f"the hybrid weight p must be a number in [0, 1], got {p!r}")
+        raise ValueError(f"{name} must be a number in [0, 1], got {p!r}")
     return float(p)
 
 
