@@ -15,6 +15,7 @@ import pytest
 import keysplit
 from keysplit.spark import aggregate_with_report, reference
 from keysplit.spark.ingest import balanced_union, choose_path
+from keysplit.spark.pipeline import DEFAULT_GROUPER
 from keysplit.spark.session import Session
 
 TIMEOUT = 600.0
@@ -126,7 +127,7 @@ def test_ten_million_rows_of_a_spark_dataframe(spark, ten_million):
     one_source = keysplit.route(
         pl.read_parquet(ten_million / "*.parquet").select("key"),
         key="key",
-        grouper=keysplit.Grouper("pdstream", workers=8),
+        grouper=keysplit.Grouper(DEFAULT_GROUPER, workers=8),
     )
     assert report.load_imbalance < 0.01
     assert report.replication_factor == pytest.approx(keysplit.metrics.replication_factor(one_source), rel=0.02)
