@@ -4,7 +4,8 @@
 loopback (``master="cluster:2"``), or connects to a remote one. ``aggregate()``
 aggregates a stream per key through a grouper with partial and final phases, and
 ``apply_operator()`` runs a stateful operator per worker over its substream, in arrival
-order, then merges. A stream is a Spark DataFrame (routed on the executors, one source
+order, then merges. ``stream_aggregate()`` runs the aggregation in Structured Streaming,
+its grouper state in Spark's state store. A stream is a Spark DataFrame (routed on the executors, one source
 per partition) or a client stream (routed here and ingested by the fastest path the
 server allows). Needs ``pip install keysplit[spark]`` and Java 17.
 """
@@ -29,6 +30,7 @@ from keysplit.spark.pipeline import route
 from keysplit.spark.report import ObservationMismatch, RunReport, WindowReport
 from keysplit.spark.routing import ExecutorSetupError, check_executors, package_archive, ship_keysplit
 from keysplit.spark.session import EmbeddedServer, Session, SparkConnectError, redact, session
+from keysplit.spark.streaming import StreamAggregation, stream_aggregate
 
 __all__ = [
     "DEFAULT_BATCH_ROWS",
@@ -43,6 +45,7 @@ __all__ = [
     "Operator",
     "RunReport",
     "Session",
+    "StreamAggregation",
     "SparkConnectError",
     "WindowReport",
     "aggregate",
@@ -60,5 +63,6 @@ __all__ = [
     "session",
     "ship_keysplit",
     "sketch_error",
+    "stream_aggregate",
     "windowed_count",
 ]

@@ -118,21 +118,32 @@ def parse_aggs(aggs: Sequence[str | Agg]) -> list[Agg]:
     return parsed
 
 
+def _quoted(column: str) -> str:
+    return "`" + column.replace("`", "``") + "`"
+
+
+def partial_sql(agg: Agg, distinct: DistinctMode, lg_k: int) -> list[str]:
+    """``agg``'s partial aggregates as Spark SQL, each named ``__<name>`` (``mean`` has a
+    sum and a count): one definition for the batch plan, which makes Columns of them, and
+    the streaming sink, which gets them as text where ``foreachBatch`` runs."""
+    p = f"__{agg.name}"
+    if agg.function == "count":
+        return [f"count({1 if agg.column is None else _quoted(agg.column)}) AS {p}"]
+    assert agg.column is not None  # parse_aggs: every aggregate but count names a column
+    column = _quoted(agg.column)
+    if agg.function in ("sum", "min", "max"):
+        return [f"{agg.function}({column}) AS {p}"]
+    if agg.function == "mean":
+        return [f"sum({column}) AS {p}_sum", f"count({column}) AS {p}_n"]
+    if distinct == "exact":
+        return [f"collect_set({column}) AS {p}"]
+    return [f"hll_sketch_agg({column}, {lg_k}) AS {p}"]
+
+
 def _partials(agg: Agg, distinct: DistinctMode, lg_k: int) -> list[Any]:
     from pyspark.sql import functions as F
 
-    p = f"__{agg.name}"
-    column = agg.column
-    if agg.function == "count":
-        return [(F.count(F.lit(1)) if column is None else F.count(column)).alias(p)]
-    assert column is not None  # parse_aggs: every aggregate but count names a column
-    if agg.function in ("sum", "min", "max"):
-        return [getattr(F, agg.function)(column).alias(p)]
-    if agg.function == "mean":
-        return [F.sum(column).alias(f"{p}_sum"), F.count(column).alias(f"{p}_n")]
-    if distinct == "exact":
-        return [F.collect_set(column).alias(p)]
-    return [F.hll_sketch_agg(column, lg_k).alias(p)]
+    return [F.expr(sql) for sql in partial_sql(agg, distinct, lg_k)]
 
 
 def _merge(agg: Agg, distinct: DistinctMode, value_types: dict[str, Any]) -> Any:

@@ -1,0 +1,352 @@
+"""A routed streaming aggregation in Spark Structured Streaming, whose grouper state lives in
+Spark's state store and survives restarts.
+
+:func:`stream_aggregate` takes a streaming DataFrame (``spark.readStream...``) and starts
+one query:
+
+1. **Sources.** Each row goes to source ``pmod(xxhash64(order_by...), sources)``: the
+   stream is cut into ``sources`` upstream sources, as the papers' spouts, each a
+   deterministic function of the row.
+2. **Routing.** ``groupBy(source).transformWithStateInPandas(...)``: per micro-batch, each
+   source's rows are sorted by ``order_by``, its grouper is restored from a ``ValueState``
+   holding its :meth:`~keysplit.Grouper.snapshot` (the first batch builds it from
+   ``grouper``; every source has the same seed), the keys are routed in that order, and
+   the new snapshot is saved. The state store is checkpointed with the query (RocksDB,
+   which ``transformWithState`` needs; the session's provider is set to it).
+3. **Aggregation.** ``foreachBatch``: the batch's partial aggregates per (window, worker,
+   key) are written to ``output/partials/batch=<id>``, and its loads, λ, γ, Γ and state
+   bytes to ``output/metrics/batch=<id>``, both overwritten whole: a batch that Spark runs
+   again after a failure writes the same rows again, so nothing is counted twice.
+
+:meth:`StreamAggregation.result` merges the partials exactly into the aggregates per key
+(and window), equal to a batch ``groupBy`` over the rows read so far.
+
+Exactly once: Spark's offset and commit logs decide which rows form batch ``N``; a batch
+re-run after a restart reads the same rows and the state store's version ``N − 1``, so it
+routes them as the first run did and overwrites the same partials. Routing a source's rows
+in ``order_by`` order batch after batch is routing its whole subsequence in that order, so
+the result does not depend on how the stream was cut into micro-batches, as long as every
+batch's rows come after the previous batches' in ``order_by`` (files named in arrival
+order, Kafka offsets).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import polars as pl
+
+from keysplit._grouper import Grouper, NullPolicy
+from keysplit.spark.aggregate import DEFAULT_SKETCH_LG_K, Agg, DistinctMode, _merge, parse_aggs, partial_sql
+from keysplit.spark.pipeline import DEFAULT_GROUPER, make_grouper
+from keysplit.spark.routing import (
+    ARCHIVE_DIR,
+    SOURCE_COLUMN,
+    WORKER_COLUMN,
+    _keysplit_importer,
+    check_executors,
+    require_key_type,
+)
+from keysplit.spark.session import as_session
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+
+    from pyspark.sql import DataFrame
+    from pyspark.sql.streaming import StreamingQuery
+
+    from keysplit.spark.session import Session
+
+#: The state store provider ``transformWithState`` needs.
+STATE_STORE_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+_PROVIDER_SETTING = "spark.sql.streaming.stateStore.providerClass"
+#: The column of each routed row's source's state size, which the metrics add up.
+_STATE_BYTES = "__keysplit_state_bytes"
+_SETTINGS_FILE = "keysplit_stream.json"
+DEFAULT_SOURCES = 2
+
+
+@dataclass(frozen=True)
+class StreamAggregation:
+    """A started :func:`stream_aggregate`: its ``query`` and where its table is."""
+
+    query: StreamingQuery
+    session: Session
+    output: Path
+    key: str
+    aggs: list[Agg]
+    window: str | None
+    distinct: DistinctMode
+    value_types: dict[str, Any]
+
+    def result(self, *, output: str = "polars") -> Any:
+        """The aggregates per key (and window) over every batch written so far: a Polars
+        DataFrame (``output="polars"``, sorted by window and key) or a Spark DataFrame
+        (``"spark"``)."""
+        spark = self.session.spark
+        partials = self.output / "partials"
+        groups = [self.window, self.key] if self.window is not None else [self.key]
+        if not any(partials.glob("batch=*")):
+            raise ValueError(f"no batch of the stream has finished yet: {partials} is empty")
+        merged = (
+            spark.read.parquet(str(partials))
+            .groupBy(*groups)
+            .agg(*[_merge(agg, self.distinct, self.value_types) for agg in self.aggs])
+        )
+        if output == "spark":
+            return merged
+        if output != "polars":
+            raise ValueError(f"output must be 'polars' or 'spark', got {output!r}")
+        table = self.session.call("merging the stream's partials", merged.toArrow)
+        frame = pl.from_arrow(table)
+        assert isinstance(frame, pl.DataFrame)  # a table converts to a frame
+        return frame.sort(groups, nulls_last=False)
+
+    def metrics(self) -> pl.DataFrame:
+        """One row per finished micro-batch: its rows, the loads per worker, λ, γ (workers
+        per key within the batch), Γ (its partial rows) and the grouper state bytes summed
+        over the sources."""
+        files = sorted((self.output / "metrics").glob("batch=*/*.parquet"))
+        if not files:
+            return pl.DataFrame(schema=_METRICS_SCHEMA)
+        return pl.concat([pl.read_parquet(f) for f in files]).sort("batch")
+
+
+_METRICS_SCHEMA = pl.Schema(
+    {
+        "batch": pl.Int64(),
+        "rows": pl.Int64(),
+        "loads": pl.List(pl.Int64()),
+        "load_imbalance": pl.Float64(),
+        "replication_factor": pl.Float64(),
+        "aggregation_cost": pl.Int64(),
+        "state_bytes": pl.Int64(),
+    }
+)
+
+
+def _route_processor(
+    initial: bytes, key: str, order_by: list[str], window: str | None, nulls: NullPolicy, archive_dir: str
+) -> Any:
+    """The stateful processor that routes one source's rows per micro-batch. Built in a
+    function, so that it travels by value and an executor needs keysplit only to run it."""
+    import_keysplit = _keysplit_importer(archive_dir)
+    from pyspark.sql.streaming import StatefulProcessor
+
+    class RouteSource(StatefulProcessor):
+        def init(self, handle: Any) -> None:
+            from pyspark.sql.types import BinaryType, StringType, StructField, StructType
+
+            fields = [StructField("snapshot", BinaryType()), StructField("window", StringType())]
+            self.state = handle.getValueState("grouper", StructType(fields))
+
+        def handleInputRows(self, source: Any, rows: Any, timerValues: Any) -> Any:  # noqa: N802, N803 - PySpark's names
+            import numpy as np
+            import pandas as pd
+            import pyarrow as pa
+
+            keysplit = import_keysplit()
+            frame = pd.concat(list(rows), ignore_index=True).sort_values(order_by, kind="stable", ignore_index=True)
+            snapshot, last = self.state.get() if self.state.exists() else (initial, None)
+            grouper = keysplit.Grouper.restore(bytes(snapshot))
+            keys = pa.Array.from_pandas(frame[key])
+            if pa.types.is_floating(keys.type):
+                # An integer key column with nulls arrives as floats.
+                keys = pa.Array.from_pandas(frame[key].astype("Int64"))
+            if window is None:
+                ids = np.asarray(grouper.route(keys, nulls=nulls), dtype="int32")
+            else:
+                labels = frame[window].astype(str).to_numpy()
+                ids = np.empty(len(frame), dtype="int32")
+                start = 0
+                for end in [*(np.flatnonzero(labels[1:] != labels[:-1]) + 1).tolist(), len(frame)]:
+                    if last is not None and labels[start] != last:
+                        grouper.end_window()
+                    last = str(labels[start])
+                    ids[start:end] = np.asarray(grouper.route(keys.slice(start, end - start), nulls=nulls))
+                    start = end
+            self.state.update((grouper.snapshot(), last))
+            # The grouping key is not among the rows' columns.
+            frame[SOURCE_COLUMN] = np.int32(source[0])
+            frame[WORKER_COLUMN] = ids
+            frame[_STATE_BYTES] = np.int64(grouper.state_bytes)
+            yield frame
+
+        def close(self) -> None:
+            pass
+
+    return RouteSource()
+
+
+def _sink(output: str, key: str, window: str | None, partials: list[str], workers: int) -> Callable[[Any, int], None]:
+    """The ``foreachBatch`` function: the batch's partials and metrics, each written whole
+    (overwrite) under its batch id. Only PySpark is needed where it runs."""
+
+    def write(frame: Any, batch_id: int) -> None:
+        from pyspark.sql import functions as F
+
+        frame = frame.persist()
+        try:
+            groups = [window, WORKER_COLUMN, key] if window is not None else [WORKER_COLUMN, key]
+            cells = frame.groupBy(*groups).agg(*[F.expr(sql) for sql in partials])
+            cells.write.mode("overwrite").parquet(f"{output}/partials/batch={batch_id}")
+            loads = {row[0]: row[1] for row in frame.groupBy(WORKER_COLUMN).count().collect()}
+            states = frame.groupBy(SOURCE_COLUMN).agg(F.max(_STATE_BYTES)).collect()
+            pairs = frame.select(WORKER_COLUMN, key).distinct().count()
+            keys = frame.select(key).distinct().count()
+            per_worker = [int(loads.get(w, 0)) for w in range(workers)]
+            rows = sum(per_worker)
+            mean = rows / workers
+            figures = {
+                "batch": batch_id,
+                "rows": rows,
+                "loads": per_worker,
+                "load_imbalance": (max(per_worker) - mean) / mean if rows else 0.0,
+                "replication_factor": pairs / keys if keys else 0.0,
+                "aggregation_cost": pairs,
+                "state_bytes": int(sum(row[1] for row in states)),
+            }
+            frame.sparkSession.createDataFrame(
+                [figures],
+                "batch long, rows long, loads array<long>, load_imbalance double, replication_factor double, "
+                "aggregation_cost long, state_bytes long",
+            ).coalesce(1).write.mode("overwrite").parquet(f"{output}/metrics/batch={batch_id}")
+        finally:
+            frame.unpersist()
+
+    return write
+
+
+def _check_settings(output: Path, settings: dict[str, Any]) -> None:
+    """Writes the stream's settings next to its table, or refuses other ones there."""
+    path = output / _SETTINGS_FILE
+    if path.exists():
+        before = json.loads(path.read_text(encoding="utf-8"))
+        differing = sorted(k for k in settings.keys() | before.keys() if settings.get(k) != before.get(k))
+        if differing:
+            raise ValueError(
+                f"{output} holds another stream's table (differing: {', '.join(differing)}): "
+                "give a new output and checkpoint, or the same settings"
+            )
+        return
+    output.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(settings, indent=1, sort_keys=True), encoding="utf-8")
+
+
+def stream_aggregate(
+    stream: DataFrame,
+    *,
+    key: str = "key",
+    grouper: Grouper | str = DEFAULT_GROUPER,
+    aggs: Sequence[str | Agg] = ("count",),
+    workers: int = 8,
+    checkpoint: str | Path,
+    output: str | Path,
+    order_by: Sequence[str] | str,
+    sources: int = DEFAULT_SOURCES,
+    window: str | None = None,
+    seed: int = 0,
+    nulls: NullPolicy = "group",
+    distinct: DistinctMode = "exact",
+    trigger: dict[str, Any] | None = None,
+    session: Session | Any | None = None,
+) -> StreamAggregation:
+    """Starts a streaming aggregation of ``stream`` per ``key``, routed by ``grouper`` over
+    ``workers`` workers (module documentation), and returns it started.
+
+    ``stream`` is a streaming DataFrame of the ``session``'s Spark. ``order_by`` names the
+    columns that order the stream (unique, increasing with arrival: a sequence number, a
+    Kafka ``(partition, offset)``); ``sources`` is the number of upstream sources, each with
+    its own grouper, all with ``seed``. ``aggs`` are as :func:`keysplit.spark.aggregate`'s.
+    ``window`` names a column whose value groups the aggregates (a tumbling window's start,
+    a window id); each source's grouper ends a window when it changes. ``checkpoint`` is the
+    query's checkpoint directory (its offsets and the grouper states), ``output`` the
+    directory of its table; both on a filesystem the client and the server share.
+    ``trigger`` is ``writeStream.trigger``'s keywords (default: ``processingTime="1 second"``).
+    """
+    if session is None:
+        raise ValueError("stream_aggregate needs the session whose Spark reads the stream (session=...)")
+    spark_session, _ = as_session(session)
+    if not getattr(stream, "isStreaming", False):
+        raise ValueError(
+            "stream must be a streaming DataFrame (spark.readStream...); for a DataFrame read once "
+            "use keysplit.spark.aggregate"
+        )
+    if isinstance(sources, bool) or not isinstance(sources, int) or not 1 <= sources <= 1024:
+        raise ValueError(f"sources must be an int in [1, 1024], got {sources!r}")
+    order = [order_by] if isinstance(order_by, str) else list(order_by)
+    parsed = parse_aggs(aggs)
+    routing = make_grouper(grouper, workers, seed)
+    schema = stream.schema
+    names = [field.name for field in schema.fields]
+    require_key_type(schema, key)
+    for column in [*order, *([window] if window is not None else [])]:
+        if column not in names:
+            raise ValueError(f"column {column!r} is not in the stream; columns: {names}")
+    for reserved in (WORKER_COLUMN, SOURCE_COLUMN, _STATE_BYTES):
+        if reserved in names:
+            raise ValueError(f"the stream may not have a column {reserved!r}: the routing adds it; rename it")
+    if not order:
+        raise ValueError("order_by names the columns that order the stream; give at least one")
+    value_types = {field.name: field.dataType for field in schema.fields}
+    output_path = Path(output).resolve()
+    _check_settings(
+        output_path,
+        {
+            "key": key,
+            "grouper": routing.name,
+            "params": {k: v for k, v in sorted(routing.params.items())},
+            "workers": routing.workers,
+            "seed": routing.seed,
+            "aggs": [a.name for a in parsed],
+            "order_by": order,
+            "sources": sources,
+            "window": window,
+            "distinct": distinct,
+            "nulls": nulls,
+            "checkpoint": str(Path(checkpoint).resolve()),
+        },
+    )
+    check_executors(spark_session)
+    spark = spark_session.spark
+    if spark.conf.get(_PROVIDER_SETTING, None) != STATE_STORE_PROVIDER:
+        spark_session.call(
+            "choosing the RocksDB state store", lambda: spark.conf.set(_PROVIDER_SETTING, STATE_STORE_PROVIDER)
+        )
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import IntegerType, LongType, StructField, StructType
+
+    routed_schema = StructType(
+        [
+            *schema.fields,
+            StructField(SOURCE_COLUMN, IntegerType()),
+            StructField(WORKER_COLUMN, IntegerType()),
+            StructField(_STATE_BYTES, LongType()),
+        ]
+    )
+    processor = _route_processor(routing.snapshot(), key, order, window, nulls, ARCHIVE_DIR)
+    routed = (
+        stream.withColumn(SOURCE_COLUMN, F.pmod(F.xxhash64(*order), F.lit(sources)).cast("int"))
+        .groupBy(SOURCE_COLUMN)
+        .transformWithStateInPandas(processor, outputStructType=routed_schema, outputMode="Append", timeMode="None")
+    )
+    partials = [sql for agg in parsed for sql in partial_sql(agg, distinct, DEFAULT_SKETCH_LG_K)]
+    writer = (
+        routed.writeStream.foreachBatch(_sink(str(output_path), key, window, partials, routing.workers))
+        .option("checkpointLocation", str(Path(checkpoint).resolve()))
+        .trigger(**(trigger or {"processingTime": "1 second"}))
+    )
+    query = spark_session.call("starting the streaming query", writer.start)
+    return StreamAggregation(
+        query=query,
+        session=spark_session,
+        output=output_path,
+        key=key,
+        aggs=parsed,
+        window=window,
+        distinct=distinct,
+        value_types=value_types,
+    )
