@@ -112,6 +112,9 @@ def test_a_stream_fed_while_running_equals_groupBy_and_the_offline_routing(spark
     result = run.result()
     assert result.equals(_expected(spark, tmp_path))
     assert result["count"].sum() == data.height  # nothing lost or counted twice
+    # The table is plain Parquet, for any reader; of the running partials the two newest stay.
+    assert pl.read_parquet(tmp_path / "out" / "table" / "*.parquet").sort("key").equals(result)
+    assert len(list((tmp_path / "out" / "merged").iterdir())) <= 2
     assert _routed_cells(tmp_path).equals(_offline_cells(spark, tmp_path))
     metrics = run.metrics()
     assert metrics["rows"].sum() == data.height and metrics["batch"].is_sorted()

@@ -128,16 +128,54 @@ def partial_sql(agg: Agg, distinct: DistinctMode, lg_k: int) -> list[str]:
     the streaming sink, which gets them as text where ``foreachBatch`` runs."""
     p = f"__{agg.name}"
     if agg.function == "count":
-        return [f"count({1 if agg.column is None else _quoted(agg.column)}) AS {p}"]
+        return [f"count({1 if agg.column is None else _quoted(agg.column)}) AS {_quoted(p)}"]
     assert agg.column is not None  # parse_aggs: every aggregate but count names a column
     column = _quoted(agg.column)
     if agg.function in ("sum", "min", "max"):
-        return [f"{agg.function}({column}) AS {p}"]
+        return [f"{agg.function}({column}) AS {_quoted(p)}"]
     if agg.function == "mean":
-        return [f"sum({column}) AS {p}_sum", f"count({column}) AS {p}_n"]
+        return [f"sum({column}) AS {_quoted(p + '_sum')}", f"count({column}) AS {_quoted(p + '_n')}"]
     if distinct == "exact":
-        return [f"collect_set({column}) AS {p}"]
-    return [f"hll_sketch_agg({column}, {lg_k}) AS {p}"]
+        return [f"collect_set({column}) AS {_quoted(p)}"]
+    return [f"hll_sketch_agg({column}, {lg_k}) AS {_quoted(p)}"]
+
+
+def remerge_sql(agg: Agg, distinct: DistinctMode) -> list[str]:
+    """Partials of ``agg`` merged into partials of the same columns: a running total that
+    later partials merge into."""
+    p = f"__{agg.name}"
+    names = [p + "_sum", p + "_n"] if agg.function == "mean" else [p]
+    if agg.function in ("min", "max"):
+        how = agg.function + "({})"
+    elif agg.function == "distinct":
+        how = "array_distinct(flatten(collect_list({})))" if distinct == "exact" else "hll_union_agg({})"
+    else:
+        how = "sum({})"
+    return [f"{how.format(_quoted(name))} AS {_quoted(name)}" for name in names]
+
+
+def merge_sql(agg: Agg, distinct: DistinctMode, value_type: Any) -> str:
+    """The final value of ``agg`` from its partials, as Spark SQL: what a ``groupBy`` of the
+    unrouted rows gives, type included. ``value_type`` is the aggregated column's."""
+    from pyspark.sql.types import DecimalType, DoubleType, FloatType
+
+    p = _quoted(f"__{agg.name}")
+    name = _quoted(agg.name)
+    if agg.function == "count":
+        return f"CAST(sum({p}) AS BIGINT) AS {name}"
+    if agg.function in ("sum", "min", "max"):
+        return f"{agg.function}({p}) AS {name}"
+    if agg.function == "mean":
+        total, count = f"sum({_quoted(f'__{agg.name}_sum')})", f"sum({_quoted(f'__{agg.name}_n')})"
+        if isinstance(value_type, DecimalType):
+            return f"try_divide({total}, {count}) AS {name}"
+        if not isinstance(value_type, (DoubleType, FloatType)):
+            # Spark's avg sums integers as doubles: the same double here, below 2^53.
+            total = f"CAST({total} AS DOUBLE)"
+        return f"CASE WHEN {count} > 0 THEN {total} / {count} END AS {name}"
+    if distinct == "exact":
+        return f"CAST(size(array_distinct(flatten(collect_list({p})))) AS BIGINT) AS {name}"
+    return f"hll_sketch_estimate(hll_union_agg({p})) AS {name}"
 
 
 def _partials(agg: Agg, distinct: DistinctMode, lg_k: int) -> list[Any]:
@@ -148,29 +186,8 @@ def _partials(agg: Agg, distinct: DistinctMode, lg_k: int) -> list[Any]:
 
 def _merge(agg: Agg, distinct: DistinctMode, value_types: dict[str, Any]) -> Any:
     from pyspark.sql import functions as F
-    from pyspark.sql.types import DecimalType, DoubleType, FloatType
 
-    p = f"__{agg.name}"
-    if agg.function == "count":
-        return F.sum(p).cast("long").alias(agg.name)
-    if agg.function == "sum":
-        return F.sum(p).alias(agg.name)
-    if agg.function in ("min", "max"):
-        return getattr(F, agg.function)(p).alias(agg.name)
-    if agg.function == "mean":
-        assert agg.column is not None  # parse_aggs: every aggregate but count names a column
-        total, count = F.sum(f"{p}_sum"), F.sum(f"{p}_n")
-        if isinstance(value_types[agg.column], DecimalType):
-            mean = F.try_divide(total, count)
-        else:
-            # Spark's avg sums integers as doubles: the same double here, below 2^53.
-            if not isinstance(value_types[agg.column], (DoubleType, FloatType)):
-                total = total.cast("double")
-            mean = F.when(count > 0, total / count)
-        return mean.alias(agg.name)
-    if distinct == "exact":
-        return F.size(F.array_distinct(F.flatten(F.collect_list(p)))).cast("long").alias(agg.name)
-    return F.hll_sketch_estimate(F.hll_union_agg(p)).alias(agg.name)
+    return F.expr(merge_sql(agg, distinct, None if agg.column is None else value_types[agg.column]))
 
 
 def reference(

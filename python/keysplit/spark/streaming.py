@@ -13,13 +13,16 @@ one query:
    ``grouper``; every source has the same seed), the keys are routed in that order, and
    the new snapshot is saved. The state store is checkpointed with the query (RocksDB,
    which ``transformWithState`` needs; the session's provider is set to it).
-3. **Aggregation.** ``foreachBatch``: the batch's partial aggregates per (window, worker,
-   key) are written to ``output/partials/batch=<id>``, and its loads, λ, γ, Γ and state
-   bytes to ``output/metrics/batch=<id>``, both overwritten whole: a batch that Spark runs
-   again after a failure writes the same rows again, so nothing is counted twice.
+3. **Aggregation.** ``foreachBatch`` writes, each overwritten whole under the batch id:
+   the batch's partial aggregates per (window, worker, key) to ``output/partials``; the
+   running partials per (window, key), the previous batch's merged with this one's, to
+   ``output/merged`` (the two newest are kept); the table, finalised from them, to
+   ``output/table``; and the batch's loads, λ, γ, Γ and state bytes to ``output/metrics``.
+   A batch that Spark runs again after a failure writes the same rows again, so nothing
+   is counted twice.
 
-:meth:`StreamAggregation.result` merges the partials exactly into the aggregates per key
-(and window), equal to a batch ``groupBy`` over the rows read so far.
+``output/table`` (Parquet; :meth:`StreamAggregation.result` reads it) holds the aggregates
+per key (and window) over every finished batch, equal to a batch ``groupBy`` of their rows.
 
 Exactly once: Spark's offset and commit logs decide which rows form batch ``N``; a batch
 re-run after a restart reads the same rows and the state store's version ``N − 1``, so it
@@ -40,7 +43,15 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from keysplit._grouper import Grouper, NullPolicy
-from keysplit.spark.aggregate import DEFAULT_SKETCH_LG_K, Agg, DistinctMode, _merge, parse_aggs, partial_sql
+from keysplit.spark.aggregate import (
+    DEFAULT_SKETCH_LG_K,
+    Agg,
+    DistinctMode,
+    merge_sql,
+    parse_aggs,
+    partial_sql,
+    remerge_sql,
+)
 from keysplit.spark.pipeline import DEFAULT_GROUPER, make_grouper
 from keysplit.spark.routing import (
     ARCHIVE_DIR,
@@ -79,31 +90,23 @@ class StreamAggregation:
     key: str
     aggs: list[Agg]
     window: str | None
-    distinct: DistinctMode
-    value_types: dict[str, Any]
 
     def result(self, *, output: str = "polars") -> Any:
-        """The aggregates per key (and window) over every batch written so far: a Polars
-        DataFrame (``output="polars"``, sorted by window and key) or a Spark DataFrame
-        (``"spark"``)."""
-        spark = self.session.spark
-        partials = self.output / "partials"
-        groups = [self.window, self.key] if self.window is not None else [self.key]
-        if not any(partials.glob("batch=*")):
-            raise ValueError(f"no batch of the stream has finished yet: {partials} is empty")
-        merged = (
-            spark.read.parquet(str(partials))
-            .groupBy(*groups)
-            .agg(*[_merge(agg, self.distinct, self.value_types) for agg in self.aggs])
-        )
+        """The table: the aggregates per key (and window) over every finished batch, equal
+        to a batch ``groupBy`` of their rows. A Polars DataFrame sorted by window and key
+        (``output="polars"``), or a Spark DataFrame (``"spark"``) of ``output/table``."""
+        table = self.output / "table"
+        if not (table / "_SUCCESS").exists():
+            raise ValueError(f"no batch of the stream has finished yet: {table} holds no table")
+        frame = self.session.spark.read.parquet(str(table))
         if output == "spark":
-            return merged
+            return frame
         if output != "polars":
             raise ValueError(f"output must be 'polars' or 'spark', got {output!r}")
-        table = self.session.call("merging the stream's partials", merged.toArrow)
-        frame = pl.from_arrow(table)
-        assert isinstance(frame, pl.DataFrame)  # a table converts to a frame
-        return frame.sort(groups, nulls_last=False)
+        fetched = pl.from_arrow(self.session.call("reading the stream's table", frame.toArrow))
+        assert isinstance(fetched, pl.DataFrame)  # a table converts to a frame
+        groups = [self.window, self.key] if self.window is not None else [self.key]
+        return fetched.sort(groups, nulls_last=False)
 
     def metrics(self) -> pl.DataFrame:
         """One row per finished micro-batch: its rows, the loads per worker, λ, γ (workers
@@ -181,18 +184,46 @@ def _route_processor(
     return RouteSource()
 
 
-def _sink(output: str, key: str, window: str | None, partials: list[str], workers: int) -> Callable[[Any, int], None]:
-    """The ``foreachBatch`` function: the batch's partials and metrics, each written whole
-    (overwrite) under its batch id. Only PySpark is needed where it runs."""
+def _sink(
+    output: str, key: str, window: str | None, sql: dict[str, list[str]], workers: int
+) -> Callable[[Any, int], None]:
+    """The ``foreachBatch`` function. It writes, each whole (overwrite) and named by the
+    batch id: the batch's partials per (window, worker, key); the running partials per
+    (window, key), the previous batch's merged with this one's; the table, finalised from
+    them; and the batch's metrics. Only PySpark is needed where it runs: the aggregates come
+    as SQL (``sql``: ``partial``, ``remerge`` and ``final`` expressions)."""
 
     def write(frame: Any, batch_id: int) -> None:
+        import os
+        import re
+        import shutil
+
         from pyspark.sql import functions as F
 
+        spark = frame.sparkSession
         frame = frame.persist()
         try:
-            groups = [window, WORKER_COLUMN, key] if window is not None else [WORKER_COLUMN, key]
-            cells = frame.groupBy(*groups).agg(*[F.expr(sql) for sql in partials])
+            by_key = [window, key] if window is not None else [key]
+            cells = frame.groupBy(WORKER_COLUMN, *by_key).agg(*[F.expr(e) for e in sql["partial"]])
             cells.write.mode("overwrite").parquet(f"{output}/partials/batch={batch_id}")
+            # The running partials: the last earlier batch's (a re-run of this batch finds
+            # the same one) merged with this batch's.
+            merged_dir = f"{output}/merged"
+            earlier = sorted(
+                int(match[1])
+                for name in (os.listdir(merged_dir) if os.path.isdir(merged_dir) else [])
+                if (match := re.fullmatch(r"batch=(\d+)", name)) and int(match[1]) < batch_id
+            )
+            running = spark.read.parquet(f"{output}/partials/batch={batch_id}").drop(WORKER_COLUMN)
+            if earlier:
+                running = running.unionByName(spark.read.parquet(f"{merged_dir}/batch={earlier[-1]}"))
+            running.groupBy(*by_key).agg(*[F.expr(e) for e in sql["remerge"]]).write.mode("overwrite").parquet(
+                f"{merged_dir}/batch={batch_id}"
+            )
+            final = spark.read.parquet(f"{merged_dir}/batch={batch_id}").groupBy(*by_key)
+            final.agg(*[F.expr(e) for e in sql["final"]]).write.mode("overwrite").parquet(f"{output}/table")
+            for old in earlier[:-1]:
+                shutil.rmtree(f"{merged_dir}/batch={old}", ignore_errors=True)
             loads = {row[0]: row[1] for row in frame.groupBy(WORKER_COLUMN).count().collect()}
             states = frame.groupBy(SOURCE_COLUMN).agg(F.max(_STATE_BYTES)).collect()
             pairs = frame.select(WORKER_COLUMN, key).distinct().count()
@@ -333,9 +364,13 @@ def stream_aggregate(
         .groupBy(SOURCE_COLUMN)
         .transformWithStateInPandas(processor, outputStructType=routed_schema, outputMode="Append", timeMode="None")
     )
-    partials = [sql for agg in parsed for sql in partial_sql(agg, distinct, DEFAULT_SKETCH_LG_K)]
+    sql = {
+        "partial": [e for agg in parsed for e in partial_sql(agg, distinct, DEFAULT_SKETCH_LG_K)],
+        "remerge": [e for agg in parsed for e in remerge_sql(agg, distinct)],
+        "final": [merge_sql(agg, distinct, None if agg.column is None else value_types[agg.column]) for agg in parsed],
+    }
     writer = (
-        routed.writeStream.foreachBatch(_sink(str(output_path), key, window, partials, routing.workers))
+        routed.writeStream.foreachBatch(_sink(str(output_path), key, window, sql, routing.workers))
         .option("checkpointLocation", str(Path(checkpoint).resolve()))
         .trigger(**(trigger or {"processingTime": "1 second"}))
     )
@@ -347,6 +382,4 @@ def stream_aggregate(
         key=key,
         aggs=parsed,
         window=window,
-        distinct=distinct,
-        value_types=value_types,
     )
