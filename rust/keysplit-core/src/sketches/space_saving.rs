@@ -404,11 +404,21 @@ impl SketchSnapshot for SpaceSaving {
         let broken = |what: &str| Err(format!("broken {what} list"));
         let (mut bucket, mut lower, mut seen_buckets, mut seen_slots, mut sum) =
             (self.smallest, NIL, 0usize, 0usize, 0u64);
+        // Every bucket is on exactly one of the two lists: one on both would be handed out
+        // again while in use, and the lists would then loop.
+        let mut listed = vec![false; buckets];
+        let mut list = |bucket: u32| match listed.get_mut(bucket as usize) {
+            Some(seen) if !*seen => {
+                *seen = true;
+                true
+            }
+            _ => false,
+        };
         let mut previous_count = None;
         while bucket != NIL {
             seen_buckets += 1;
             let Some(b) = self.buckets.get(bucket as usize) else { return broken("bucket") };
-            if seen_buckets > buckets || b.lower != lower || b.first == NIL {
+            if seen_buckets > buckets || b.lower != lower || b.first == NIL || !list(bucket) {
                 return broken("bucket");
             }
             if previous_count.is_some_and(|c| c >= b.count) {
@@ -440,7 +450,7 @@ impl SketchSnapshot for SpaceSaving {
         while free != NIL {
             seen_buckets += 1;
             let Some(b) = self.buckets.get(free as usize) else { return broken("free bucket") };
-            if seen_buckets > buckets {
+            if seen_buckets > buckets || !list(free) {
                 return broken("free bucket");
             }
             free = b.higher;
@@ -614,6 +624,22 @@ mod tests {
             sketch.insert_weighted(rng.next_u64() % 1_000, 1 + rng.next_u64() % 4);
         }
         assert_eq!(sketch.state_bytes(), bytes);
+    }
+
+    /// A live bucket on the free list passed a count of the lists' lengths while the bucket
+    /// it replaced was lost; the next new bucket then took the live one and the bucket list
+    /// looped forever (found by the `snapshot` fuzz target).
+    #[test]
+    fn a_live_bucket_on_the_free_list_is_refused() {
+        let mut sketch = SpaceSaving::new(2).unwrap();
+        for item in [1, 1, 2, 2] {
+            sketch.insert(item);
+        }
+        assert_eq!(sketch.validate(), Ok(()));
+        assert!(sketch.free_buckets != NIL && sketch.smallest == sketch.largest);
+        let mut forged = sketch.clone();
+        forged.free_buckets = forged.smallest;
+        assert_eq!(forged.validate(), Err("broken free bucket list".to_owned()));
     }
 
     proptest! {
