@@ -193,3 +193,28 @@ fn drifting_hot_keys_do_not_pile_up_replication() {
     let later = held[4..].iter().max().unwrap();
     assert!(2 * later <= 3 * settled, "workers held beyond the hash workers: {held:?}");
 }
+
+/// Two sources on one shared load vector read each other's tuples late, so a source's
+/// mean can lag: its sets must stay valid (no worker twice) and the global loads balanced.
+#[test]
+fn sources_sharing_their_loads_keep_valid_sets() {
+    let shared = LoadVector::shared(16);
+    let source = || {
+        let loads = shared.share().expect("a shared vector shares");
+        Elastic::new(HashFamily::new(0, 16), loads, ElasticParams::default()).unwrap()
+    };
+    let (mut a, mut b) = (source(), source());
+    for chunk in zipf(1_000, 1.6, 200_000, 3).chunks(997) {
+        for &key in chunk {
+            a.route(Key::Int(key));
+        }
+        a.loads().publish();
+        for &key in chunk {
+            b.route(Key::Int(key));
+        }
+        b.loads().publish();
+    }
+    assert_eq!(a.check_state(), Ok(()));
+    assert_eq!(b.check_state(), Ok(()));
+    assert!(imbalance(&shared.snapshot()) <= 0.05, "λ = {}", imbalance(&shared.snapshot()));
+}

@@ -540,6 +540,10 @@ impl Router {
                 return hash_worker;
             }
             let grown = self.grow_off(loads, hash_worker, load);
+            if grown == hash_worker {
+                // Only with a shared load vector, whose mean this source reads late.
+                return hash_worker;
+            }
             let set = WorkerSet {
                 members: vec![Member::new(hash_worker), Member::new(grown)],
                 best: 1,
@@ -581,8 +585,12 @@ impl Router {
         {
             let grown = self.grow_off(loads, full, least);
             let target = &mut self.sets[set as usize];
-            target.members.push(Member::new(grown));
-            best = (target.members.len() - 1) as u32;
+            // A member is never the least loaded of all unless a shared load vector's mean
+            // is read late: then the set stays as it is.
+            if target.members.iter().all(|m| m.worker != grown) {
+                target.members.push(Member::new(grown));
+                best = (target.members.len() - 1) as u32;
+            }
         }
         let budget = self.slack().min(u64::from(u32::MAX)) as u32;
         let target = &mut self.sets[set as usize];
