@@ -84,7 +84,7 @@ CARGO_FUZZ_VERSION := 0.13.2
 fuzz-smoke:
 	command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz --locked --version $(CARGO_FUZZ_VERSION)
 	cd fuzz && for target in $(FUZZ_TARGETS); do \
-		cargo fuzz run --sanitizer none $$target -- -max_total_time=$(FUZZ_SECONDS) -max_len=4096 || exit 1; \
+		cargo fuzz run --sanitizer none $$target -- -max_total_time=$(FUZZ_SECONDS) -max_len=4096 -timeout=30 || exit 1; \
 	done
 
 # Throughput against Polars and NumPy, call overhead and copies, multi-source speed-up;
