@@ -76,12 +76,6 @@ def _expected(spark, base: Path) -> pl.DataFrame:
     return pl.from_arrow(reference(frame, key="key", aggs=AGGS).toArrow()).sort("key")
 
 
-def _routed_cells(base: Path) -> pl.DataFrame:
-    """Tuples per (worker, key) that the query routed, from its partials."""
-    partials = pl.read_parquet(base / "out" / "partials" / "**" / "*.parquet", hive_partitioning=True)
-    return partials.group_by(WORKER_COLUMN, "key").agg(pl.col("__count").sum()).sort(WORKER_COLUMN, "key")
-
-
 def _offline_cells(spark, base: Path) -> pl.DataFrame:
     """The same, routing each source's keys in ``seq`` order with one grouper per source,
     the sources assigned by Spark's own ``pmod(xxhash64(seq), sources)``."""
@@ -96,7 +90,7 @@ def _offline_cells(spark, base: Path) -> pl.DataFrame:
         grouper = keysplit.Grouper("elastic", workers=WORKERS, seed=0)
         cells.append(part.select("key", **{WORKER_COLUMN: pl.Series(grouper.route(part["key"])).cast(pl.Int32)}))
         assert source in range(SOURCES)
-    counted = pl.concat(cells).group_by(WORKER_COLUMN, "key").agg(pl.len().cast(pl.Int64).alias("__count"))
+    counted = pl.concat(cells).group_by(WORKER_COLUMN, "key").agg(pl.len().cast(pl.Int64).alias("tuples"))
     return counted.sort(WORKER_COLUMN, "key")
 
 
@@ -115,7 +109,7 @@ def test_a_stream_fed_while_running_equals_groupBy_and_the_offline_routing(spark
     # The table is plain Parquet, for any reader; of the running partials the two newest stay.
     assert pl.read_parquet(tmp_path / "out" / "table" / "*.parquet").sort("key").equals(result)
     assert len(list((tmp_path / "out" / "merged").iterdir())) <= 2
-    assert _routed_cells(tmp_path).equals(_offline_cells(spark, tmp_path))
+    assert run.routing().equals(_offline_cells(spark, tmp_path))
     metrics = run.metrics()
     assert metrics["rows"].sum() == data.height and metrics["batch"].is_sorted()
     assert all(len(loads) == WORKERS for loads in metrics["loads"])
@@ -151,7 +145,7 @@ def test_a_killed_server_restarted_from_the_checkpoint_routes_and_counts_as_if_u
     result = resumed.result()
     assert result.equals(_expected(spark, tmp_path))
     assert result["count"].sum() == data.height
-    assert _routed_cells(tmp_path).equals(_offline_cells(spark, tmp_path))
+    assert resumed.routing().equals(_offline_cells(spark, tmp_path))
     assert resumed.metrics()["rows"].sum() == data.height
 
 
@@ -206,9 +200,11 @@ def test_windows_group_the_table_and_end_each_sources_window(spark, tmp_path):
         .option("maxFilesPerTrigger", 1)
         .parquet(str(tmp_path / "in"))
     )
+    # No count among the aggregates: routing() counts the tuples itself.
+    aggs = ["sum(value)", "distinct(value)"]
     run = stream_aggregate(
         stream,
-        aggs=AGGS,
+        aggs=aggs,
         workers=WORKERS,
         sources=SOURCES,
         order_by="seq",
@@ -223,7 +219,7 @@ def test_windows_group_the_table_and_end_each_sources_window(spark, tmp_path):
     finally:
         run.query.stop()
     frame = spark.spark.read.parquet(str(tmp_path / "in"))
-    expected = pl.from_arrow(reference(frame, key="key", aggs=AGGS, window="pane").toArrow()).sort("pane", "key")
+    expected = pl.from_arrow(reference(frame, key="key", aggs=aggs, window="pane").toArrow()).sort("pane", "key")
     assert run.result().equals(expected)
 
     from pyspark.sql import functions as F
@@ -239,6 +235,6 @@ def test_windows_group_the_table_and_end_each_sources_window(spark, tmp_path):
             if i:
                 grouper.end_window()
             ids.append(pl.Series(grouper.route(pane["key"])))
-        cells.append(part.select("key", **{WORKER_COLUMN: pl.concat(ids).cast(pl.Int32)}))
-    offline = pl.concat(cells).group_by(WORKER_COLUMN, "key").agg(pl.len().cast(pl.Int64).alias("__count"))
-    assert _routed_cells(tmp_path).equals(offline.sort(WORKER_COLUMN, "key"))
+        cells.append(part.select("pane", "key", **{WORKER_COLUMN: pl.concat(ids).cast(pl.Int32)}))
+    offline = pl.concat(cells).group_by("pane", WORKER_COLUMN, "key").agg(pl.len().cast(pl.Int64).alias("tuples"))
+    assert run.routing().equals(offline.sort("pane", WORKER_COLUMN, "key"))

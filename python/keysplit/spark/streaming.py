@@ -76,6 +76,8 @@ STATE_STORE_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBSt
 _PROVIDER_SETTING = "spark.sql.streaming.stateStore.providerClass"
 #: The column of each routed row's source's state size, which the metrics add up.
 _STATE_BYTES = "__keysplit_state_bytes"
+#: The tuples of each (window, worker, key) in the partials, whatever the aggregates.
+_TUPLES = "__keysplit_tuples"
 _SETTINGS_FILE = "keysplit_stream.json"
 DEFAULT_SOURCES = 2
 
@@ -107,6 +109,17 @@ class StreamAggregation:
         assert isinstance(fetched, pl.DataFrame)  # a table converts to a frame
         groups = [self.window, self.key] if self.window is not None else [self.key]
         return fetched.sort(groups, nulls_last=False)
+
+    def routing(self) -> pl.DataFrame:
+        """The tuples routed to each (window,) worker and key over every finished batch,
+        sorted: what an uninterrupted run of the same stream routes, however the stream was
+        cut into micro-batches or restarted."""
+        partials = self.output / "partials"
+        if not any(partials.glob("batch=*/*.parquet")):
+            raise ValueError(f"no batch of the stream has finished yet: {partials} is empty")
+        cells = pl.read_parquet(partials / "**" / "*.parquet", hive_partitioning=True)
+        groups = [*([self.window] if self.window is not None else []), WORKER_COLUMN, self.key]
+        return cells.group_by(groups).agg(pl.col(_TUPLES).sum().alias("tuples")).sort(groups)
 
     def metrics(self) -> pl.DataFrame:
         """One row per finished micro-batch: its rows, the loads per worker, λ, γ (workers
@@ -204,7 +217,9 @@ def _sink(
         frame = frame.persist()
         try:
             by_key = [window, key] if window is not None else [key]
-            cells = frame.groupBy(WORKER_COLUMN, *by_key).agg(*[F.expr(e) for e in sql["partial"]])
+            cells = frame.groupBy(WORKER_COLUMN, *by_key).agg(
+                F.count(F.lit(1)).alias(_TUPLES), *[F.expr(e) for e in sql["partial"]]
+            )
             cells.write.mode("overwrite").parquet(f"{output}/partials/batch={batch_id}")
             # The running partials: the last earlier batch's (a re-run of this batch finds
             # the same one) merged with this batch's.
@@ -214,7 +229,7 @@ def _sink(
                 for name in (os.listdir(merged_dir) if os.path.isdir(merged_dir) else [])
                 if (match := re.fullmatch(r"batch=(\d+)", name)) and int(match[1]) < batch_id
             )
-            running = spark.read.parquet(f"{output}/partials/batch={batch_id}").drop(WORKER_COLUMN)
+            running = spark.read.parquet(f"{output}/partials/batch={batch_id}").drop(WORKER_COLUMN, _TUPLES)
             if earlier:
                 running = running.unionByName(spark.read.parquet(f"{merged_dir}/batch={earlier[-1]}"))
             running.groupBy(*by_key).agg(*[F.expr(e) for e in sql["remerge"]]).write.mode("overwrite").parquet(
@@ -317,7 +332,7 @@ def stream_aggregate(
     for column in [*order, *([window] if window is not None else [])]:
         if column not in names:
             raise ValueError(f"column {column!r} is not in the stream; columns: {names}")
-    for reserved in (WORKER_COLUMN, SOURCE_COLUMN, _STATE_BYTES):
+    for reserved in (WORKER_COLUMN, SOURCE_COLUMN, _STATE_BYTES, _TUPLES):
         if reserved in names:
             raise ValueError(f"the stream may not have a column {reserved!r}: the routing adds it; rename it")
     if not order:
