@@ -358,7 +358,8 @@ def stream_aggregate(
     )
     check_executors(spark_session)
     spark = spark_session.spark
-    if spark.conf.get(_PROVIDER_SETTING, None) != STATE_STORE_PROVIDER:
+    provider = spark_session.call("reading the state store", lambda: spark.conf.get(_PROVIDER_SETTING, None))
+    if provider != STATE_STORE_PROVIDER:
         spark_session.call(
             "choosing the RocksDB state store", lambda: spark.conf.set(_PROVIDER_SETTING, STATE_STORE_PROVIDER)
         )

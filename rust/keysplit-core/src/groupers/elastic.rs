@@ -201,6 +201,35 @@ impl Default for ElasticParams {
     }
 }
 
+impl ElasticParams {
+    /// Each parameter in its range; what [`Elastic::new`] and a restored state's check
+    /// require.
+    pub fn check(&self) -> Result<(), ParamError> {
+        let ElasticParams { epsilon, hot_count, table_entries, decay_tuples } = *self;
+        if !(epsilon > 0.0 && epsilon <= 1.0) {
+            return Err(ParamError::new("epsilon", format!("must be in (0, 1], got {epsilon}")));
+        }
+        if !(1..=MAX_HOT_COUNT).contains(&hot_count) {
+            return Err(ParamError::not_in("hot_count", 1, MAX_HOT_COUNT, hot_count));
+        }
+        if !(MIN_TABLE_ENTRIES..=MAX_TABLE_ENTRIES).contains(&table_entries)
+            || !(table_entries as u64).is_power_of_two()
+        {
+            return Err(ParamError::new(
+                "table_entries",
+                format!(
+                    "must be a power of two in [{MIN_TABLE_ENTRIES}, {MAX_TABLE_ENTRIES}], got \
+                     {table_entries}"
+                ),
+            ));
+        }
+        if !(1..=MAX_DECAY_TUPLES).contains(&decay_tuples) {
+            return Err(ParamError::not_in("decay_tuples", 1, MAX_DECAY_TUPLES, decay_tuples));
+        }
+        Ok(())
+    }
+}
+
 const MAX_HOT_COUNT: i64 = 1 << 31;
 const MAX_DECAY_TUPLES: i64 = 1 << 40;
 
@@ -342,27 +371,8 @@ impl Elastic {
         loads: LoadVector,
         params: ElasticParams,
     ) -> Result<Self, ParamError> {
+        params.check()?;
         let ElasticParams { epsilon, hot_count, table_entries, decay_tuples } = params;
-        if !(epsilon > 0.0 && epsilon <= 1.0) {
-            return Err(ParamError::new("epsilon", format!("must be in (0, 1], got {epsilon}")));
-        }
-        if !(1..=MAX_HOT_COUNT).contains(&hot_count) {
-            return Err(ParamError::not_in("hot_count", 1, MAX_HOT_COUNT, hot_count));
-        }
-        if !(MIN_TABLE_ENTRIES..=MAX_TABLE_ENTRIES).contains(&table_entries)
-            || !(table_entries as u64).is_power_of_two()
-        {
-            return Err(ParamError::new(
-                "table_entries",
-                format!(
-                    "must be a power of two in [{MIN_TABLE_ENTRIES}, {MAX_TABLE_ENTRIES}], got \
-                     {table_entries}"
-                ),
-            ));
-        }
-        if !(1..=MAX_DECAY_TUPLES).contains(&decay_tuples) {
-            return Err(ParamError::not_in("decay_tuples", 1, MAX_DECAY_TUPLES, decay_tuples));
-        }
         let window_start = loads.snapshot();
         let (growth_factor, slack_factor, inflow_factor) = factors(epsilon, hashes.workers());
         let router = Router {
@@ -768,9 +778,7 @@ impl Grouper for Elastic {
             table_entries: self.router.table.len() as i64,
             decay_tuples: self.router.decay_tuples as i64,
         };
-        if let Err(error) = Elastic::new(self.router.hashes, LoadVector::private(1), params) {
-            return Err(error.to_string());
-        }
+        params.check().map_err(|error| error.to_string())?;
         if (self.router.growth_factor, self.router.slack_factor, self.router.inflow_factor) != factors(self.router.epsilon, n) {
             return Err("threshold factors that are not epsilon's".to_owned());
         }
