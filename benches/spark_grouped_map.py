@@ -7,8 +7,12 @@ same files as ``benches/spark_vs_native.py``), and one grouped map per key, four
 - ``applyInPandas``: Spark's own plan, ``frame.groupBy("key").applyInPandas(f, schema)``;
 - ``salted-32``: the hand recipe, a salt ``int(rand(7) * 32)`` on every row,
   ``groupBy(key, salt).applyInPandas(f)``, then ``groupBy(key).applyInPandas(merge)``;
+- ``runner``: ``apply_grouped(frame, ..., workers=32, capacity=0)``: nothing split, every key
+  whole on its hash worker as in ``applyInPandas``, but through keysplit's group runner:
+  what the runner alone gains;
 - ``two-pass``: ``keysplit.spark.apply_grouped(frame, ..., workers=32)``, the default:
-  hot keys found in a first pass, each over ``⌈share·32⌉`` workers, merged only there;
+  hot keys found in a pass inside the plan, each over ``⌈share·32⌉`` workers, merged only
+  there: what splitting adds on top of the runner;
 - an online grouper (``--online``, default ``pstream``):
   ``apply_grouped(..., grouper=<name>, workers=32)``, routing each partition as it comes.
 
@@ -37,12 +41,13 @@ the makespan on 8, 32 and 128 slots, the sum over the plan's stages (which run o
 another) of each stage's LPT list schedule of its measured task times. On a 2-core machine
 this is what more cores would see if each task took the time it took here.
 
-Order per (setup, distribution, function): ``applyInPandas``, then each other plan,
-then ``applyInPandas`` again; each plan's ratios are against the mean of the two. One
-untimed ``apply_grouped_with_report`` per keysplit plan and distribution records the
-split keys, λ, γ, γ* and the rows shuffled to the merge.
+Order per (setup, distribution, key count, function): ``applyInPandas``, then each other
+plan, then ``applyInPandas`` again; each plan's ratios are against the mean of the two. The
+``top3`` run of each keysplit plan passes a ``keysplit.spark.Report``, which records its
+split keys, λ, γ, γ* and the rows shuffled to the merge (observed while the plan runs).
+``--keys`` takes several key counts (default 10^4 and 10^5 distinct keys drawn from).
 
-    python benches/spark_grouped_map.py --rows 400000 --setups local     # a quick look
+    python benches/spark_grouped_map.py --rows 400000 --setups local --keys 10000     # a quick look
     python benches/spark_grouped_map.py                                  # 10^7 rows, both setups
 
 Writes ``benches/results/spark_grouped_map.json`` (every figure, the machine, the table).
@@ -66,6 +71,7 @@ import polars as pl
 import keysplit
 from keysplit import spark as ks
 from keysplit.metrics import replication_bound_of_counts
+from keysplit.spark.hot_keys import DEFAULT_CAPACITY
 from spark_vs_native import (
     BENCH_CONF,
     DISTRIBUTIONS,
@@ -167,7 +173,7 @@ class Plans:
         self.handle = handle
         self.online = online
 
-    def build(self, plan: str, frame: Any, function: str) -> Any:
+    def build(self, plan: str, frame: Any, function: str, report: ks.Report[Any] | None = None) -> Any:
         from pyspark.sql import functions as F
 
         f, merge = FUNCTIONS[function]
@@ -177,16 +183,17 @@ class Plans:
         if plan == f"salted-{SALTS}":
             salted = frame.withColumn("salt", (F.rand(7) * SALTS).cast("int"))
             return salted.groupBy("key", "salt").applyInPandas(f, schema).groupBy("key").applyInPandas(merge, schema)
-        grouper = None if plan == "two-pass" else self.online
         return ks.apply_grouped(
             frame,
             key="key",
             function=f,
             merge=merge,
             schema=schema,
-            grouper=grouper,
+            grouper=None if plan in ("two-pass", "runner") else self.online,
+            capacity=0 if plan == "runner" else DEFAULT_CAPACITY,
             workers=WORKERS,
             session=self.handle,
+            report=report,
         )
 
 
@@ -214,8 +221,11 @@ def timed(
 ) -> tuple[dict[str, Any], pl.DataFrame]:
     gc.collect()
     first = status.next_execution()
+    observed: ks.Report[ks.GroupedReport] | None = None
+    if plan not in ("applyInPandas", f"salted-{SALTS}") and function == "top3":
+        observed = ks.Report()
     started = time.perf_counter()
-    result = plans.build(plan, frame, function)
+    result = plans.build(plan, frame, function, observed)
     table = pl.from_arrow(handle.call(f"{plan} {function}", result.toArrow))
     wall = time.perf_counter() - started
     del result
@@ -227,21 +237,11 @@ def timed(
         "largest_call": int(table["n"].max() or 0),
         **stage_summary(stages),
         "stages": stages,
+        "report": None if observed is None else report_figures(observed.get),
     }, table
 
 
-def report_figures(handle: ks.Session, frame: Any, plan: str, online: str) -> dict[str, Any]:
-    grouper = None if plan == "two-pass" else online
-    _, report = ks.apply_grouped_with_report(
-        frame,
-        key="key",
-        function=top3,
-        merge=top3_merge,
-        schema=SCHEMAS["top3"],
-        grouper=grouper,
-        workers=WORKERS,
-        session=handle,
-    )
+def report_figures(report: ks.GroupedReport) -> dict[str, Any]:
     return {
         "split_keys": report.split.height,
         "most_workers_of_a_key": int(report.split["workers"].max() or 1),
@@ -270,6 +270,7 @@ def row_cells(row: dict[str, Any]) -> list[str]:
     return [
         row["setup"],
         row["distribution"],
+        f"{row['keys']:,}",
         row["function"],
         row["plan"],
         f"{row['wall_s']:.1f}",
@@ -285,7 +286,8 @@ def row_cells(row: dict[str, Any]) -> list[str]:
 def markdown_table(rows: list[dict[str, Any]]) -> str:
     header = [
         "setup",
-        "keys",
+        "distribution",
+        "keys drawn from",
         "function",
         "plan",
         "wall s",
@@ -298,14 +300,18 @@ def markdown_table(rows: list[dict[str, Any]]) -> str:
     ]
     lines = [
         "| " + " | ".join(header) + " |",
-        "|" + "|".join(["---"] * 4 + ["--:"] * 2 + ["---", "--:", "---", "---", "--:"]) + "|",
+        "|" + "|".join(["---", "---", "--:", "---", "---"] + ["--:"] * 2 + ["---", "--:", "---", "---", "--:"]) + "|",
     ]
     lines += ["| " + " | ".join(row_cells(row)) + " |" for row in rows]
     return "\n".join(lines)
 
 
 def run_setup(
-    setup: str, args: argparse.Namespace, data: dict[str, Path], exact: dict[str, pl.DataFrame], report: Report
+    setup: str,
+    args: argparse.Namespace,
+    data: dict[tuple[str, int], Path],
+    exact: dict[tuple[str, int], pl.DataFrame],
+    report: Report,
 ) -> None:
     started = time.perf_counter()
     conf = {
@@ -323,7 +329,6 @@ def run_setup(
         assert handle.server is not None and handle.server.ui_port is not None
         status = SparkStatus(handle.server.ui_port)
         plans = Plans(handle, args.online)
-        keysplit_plans = ["two-pass", args.online]
         order = [p for p in args.plans if p != "applyInPandas"]
         # Warm-up, untimed: the JVM, the executors' Python workers, keysplit's import.
         warm = time.perf_counter()
@@ -331,16 +336,13 @@ def run_setup(
         for plan in ["applyInPandas", *order]:
             handle.call("warm-up", plans.build(plan, small, "top3").toArrow)
         info["warmup_s"] = time.perf_counter() - warm
-        for name, directory in data.items():
+        for (name, keys), directory in data.items():
             frame = handle.spark.read.parquet(str(directory))
-            figures = {
-                plan: report_figures(handle, frame, plan, args.online) for plan in keysplit_plans if plan in order
-            }
             for function in args.functions:
-                label = f"{setup} {name} {function}"
+                label = f"{setup} {name} {keys:,} keys {function}"
                 native_runs = []
                 measured: dict[str, dict[str, Any]] = {}
-                expected: pl.DataFrame | None = exact.get(name) if function == "top3" else None
+                expected: pl.DataFrame | None = exact.get((name, keys)) if function == "top3" else None
                 for plan in ["applyInPandas", *order, "applyInPandas"]:
                     run, table = timed(status, handle, plans, plan, frame, function)
                     if expected is None:
@@ -352,11 +354,13 @@ def run_setup(
                     else:
                         measured[plan] = run
                 native = min(native_runs, key=lambda r: r["wall_s"])
+                native["report"] = None
                 native_wall = statistics.mean(r["wall_s"] for r in native_runs)
                 for plan, run in [("applyInPandas", native), *measured.items()]:
                     row = {
                         "setup": setup,
                         "distribution": name,
+                        "keys": keys,
                         "function": function,
                         "plan": plan,
                         **run,
@@ -370,7 +374,6 @@ def run_setup(
                             for n in SLOTS
                         },
                         "largest_call_smaller_by": native["largest_call"] / max(run["largest_call"], 1),
-                        "report": figures.get(plan),
                         "load_average": os.getloadavg(),
                         "equal": True,
                     }
@@ -380,7 +383,10 @@ def run_setup(
                         [
                             r
                             for r in report.document["results"]
-                            if r["setup"] == setup and r["distribution"] == name and r["function"] == function
+                            if r["setup"] == setup
+                            and r["distribution"] == name
+                            and r["keys"] == keys
+                            and r["function"] == function
                         ]
                     ),
                     flush=True,
@@ -391,12 +397,17 @@ def run_setup(
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=lambda t: int(float(t)), default=10_000_000)
-    parser.add_argument("--keys", type=lambda t: int(float(t)), default=10_000, help="distinct keys drawn from")
+    parser.add_argument(
+        "--keys",
+        type=lambda t: [int(float(k)) for k in t.split(",")],
+        default=[10_000, 100_000],
+        help="distinct keys drawn from, comma-separated: one dataset per count",
+    )
     parser.add_argument("--files", type=int, default=8, help="Parquet files, one input partition each")
     parser.add_argument("--distributions", type=names(DISTRIBUTIONS), default=list(DISTRIBUTIONS))
     parser.add_argument("--functions", type=names(FUNCTIONS), default=list(FUNCTIONS))
     parser.add_argument("--online", choices=[g.name for g in keysplit.groupers()], default="pstream")
-    all_plans = ["applyInPandas", f"salted-{SALTS}", "two-pass", "online"]
+    all_plans = ["applyInPandas", f"salted-{SALTS}", "runner", "two-pass", "online"]
     parser.add_argument("--plans", type=names(all_plans), default=all_plans)
     parser.add_argument("--setups", type=names(SETUPS), default=list(SETUPS))
     parser.add_argument("--seed", type=int, default=1)
@@ -408,23 +419,28 @@ def main() -> None:
     started = time.perf_counter()
     meta = machine()
     args.data_dir.mkdir(parents=True, exist_ok=True)
-    data, exact, described = {}, {}, {}
+    data: dict[tuple[str, int], Path] = {}
+    exact: dict[tuple[str, int], pl.DataFrame] = {}
+    described: dict[str, dict[str, Any]] = {}
     for name in args.distributions:
-        data[name] = dataset(args.data_dir, name, rows=args.rows, keys=args.keys, files=args.files, seed=args.seed)
-        exact[name] = polars_top3(data[name])
-        counts = pl.scan_parquet(data[name] / "*.parquet").group_by("key").len().collect()["len"]
-        described[name] = {
-            "zipf_exponent": DISTRIBUTIONS[name],
-            "directory": str(data[name]),
-            "distinct_keys": counts.len(),
-            "hot_key_rows": int(counts.max() or 0),
-            "hot_key_share": int(counts.max() or 0) / args.rows,
-            "offline_replication": replication_bound_of_counts(counts, workers=WORKERS),
-        }
-        print(
-            f"{name}: {counts.len()} distinct keys, the hot key holds {described[name]['hot_key_share']:.1%}",
-            flush=True,
-        )
+        for keys in args.keys:
+            data[name, keys] = dataset(args.data_dir, name, rows=args.rows, keys=keys, files=args.files, seed=args.seed)
+            exact[name, keys] = polars_top3(data[name, keys])
+            counts = pl.scan_parquet(data[name, keys] / "*.parquet").group_by("key").len().collect()["len"]
+            described[f"{name}, {keys} keys"] = {
+                "zipf_exponent": DISTRIBUTIONS[name],
+                "keys_drawn_from": keys,
+                "directory": str(data[name, keys]),
+                "distinct_keys": counts.len(),
+                "hot_key_rows": int(counts.max() or 0),
+                "hot_key_share": int(counts.max() or 0) / args.rows,
+                "offline_replication": replication_bound_of_counts(counts, workers=WORKERS),
+            }
+            print(
+                f"{name}, {keys:,} keys: {counts.len()} distinct keys, the hot key holds "
+                f"{int(counts.max() or 0) / args.rows:.1%}",
+                flush=True,
+            )
     settings = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}
     report = Report(
         args.output,

@@ -19,7 +19,9 @@ def spark():
 
     # Local destinations for copyFromLocalToFs (a static setting), so that the upload
     # ingestion path can be tested on this server.
-    with session(query_timeout=180.0, **{"spark.sql.artifact.copyFromLocalToFs.allowDestLocal": "true"}) as handle:
+    with session(
+        query_timeout=180.0, ui=True, **{"spark.sql.artifact.copyFromLocalToFs.allowDestLocal": "true"}
+    ) as handle:
         yield handle
     # Closing left no process of the server's group behind.
     assert live_group_members(handle.server.pid) == []

@@ -123,7 +123,7 @@ def test_one_worker_up_to_the_maximum_route_every_tuple(name: str, workers: int)
 @pytest.mark.parametrize("name", GROUPER_NAMES)
 @pytest.mark.parametrize("workers", [0, -1, keysplit.MAX_WORKERS + 1, 1 << 64])
 def test_worker_counts_out_of_range_are_refused(name: str, workers: int) -> None:
-    with pytest.raises(ValueError, match=r"workers must be in \[1, 1048576\]"):
+    with pytest.raises(ValueError, match=r"workers must be an int in \[1, 1,048,576\]"):
         keysplit.Grouper(name, workers=workers)
 
 

@@ -128,7 +128,7 @@ def test_run_checks_its_grouper_before_starting_spark() -> None:
         bad_parameter.returncode == 2 and 'parameter "delta" of grouper "flexd" must be float' in bad_parameter.stderr
     )
     zero = subprocess.run([*keysplit_command(), "run", "--workers", "0"], capture_output=True, text=True, timeout=60)
-    assert zero.returncode == 2 and "must be a positive int" in zero.stderr
+    assert zero.returncode == 2 and "workers must be an int in [1, 1,048,576], got 0" in zero.stderr
 
 
 def test_simulate_writes_json_refuses_an_unknown_suffix_and_can_group_nulls(tmp_path: Path) -> None:

@@ -10,6 +10,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
+import keysplit
 from keysplit import _core, datasets
 
 
@@ -39,7 +40,7 @@ def test_zipf_frequencies_follow_the_law() -> None:
         ({"keys": 0}, r"keys must be in \[1, "),
         ({"z": -1.0}, "z must be finite and at least 0"),
         ({"tuples": -5}, "tuples must be a non-negative int"),
-        ({"batch_rows": 0}, "batch_rows must be positive"),
+        ({"batch_rows": 0}, "batch_rows must be a positive int, got 0"),
     ],
 )
 def test_bad_parameters_raise(kwargs: dict, message: str) -> None:
@@ -103,7 +104,7 @@ def test_bursts_fit_any_stream_and_refuse_bad_input() -> None:
     assert set(pl.concat(datasets.with_bursts([words], [burst]))["key"]) == {"amen"}
     with pytest.raises(TypeError, match="does not fit"):
         list(datasets.with_bursts([words], [datasets.Burst(key=1, start=0, length=10, share=0.5)]))
-    with pytest.raises(ValueError, match="share must be in"):
+    with pytest.raises(ValueError, match=r"share must be a number in \[0, 1\]"):
         datasets.Burst(key=1, start=0, length=10, share=1.5)
     with pytest.raises(ValueError, match="bursts overlap"):
         list(datasets.with_bursts([words], [burst, datasets.Burst(key="x", start=500, length=10, share=0.5)]))
@@ -245,6 +246,46 @@ def test_from_file_errors_name_the_problem(tmp_path: Path) -> None:
     (tmp_path / "t.bin").write_bytes(b"x")
     with pytest.raises(ValueError, match="cannot tell the format"):
         datasets.from_file(tmp_path / "t.bin")
+
+
+@pytest.mark.parametrize(
+    ("make_error", "kind", "builtin", "message"),
+    [
+        (lambda: list(datasets.zipf(keys=10, tuples=-5, z=1.0)), keysplit.ConfigError, ValueError, "tuples"),
+        (lambda: list(datasets.zipf(keys=10, tuples=1.5, z=1.0)), keysplit.ConfigError, ValueError, "tuples"),
+        (lambda: list(datasets.zipf(keys=0, tuples=1, z=1.0)), keysplit.ConfigError, ValueError, "keys"),
+        (lambda: datasets.Burst(key=1.5, start=0, length=1, share=0.5), keysplit.ConfigTypeError, TypeError, "key"),
+        (lambda: datasets.Burst(key=1, start=0, length=1, share=2), keysplit.ConfigError, ValueError, "share"),
+        (lambda: next(datasets.dkg_country_skew(1.5, tuples=10)), keysplit.ConfigError, ValueError, "skewness"),
+        (lambda: next(datasets.elb_substreams("normal")), keysplit.ConfigError, ValueError, "distribution"),
+        (lambda: datasets.nycflights(key="pilot"), keysplit.ConfigError, ValueError, "key must be one of"),
+        (lambda: datasets.tpch_table("part"), keysplit.ConfigError, ValueError, "table must be"),
+        (lambda: datasets.kjv(program="/nonexistent/bible"), datasets.MissingSourceError, RuntimeError, "bible"),
+        (lambda: datasets.from_file("/nonexistent/keys.csv"), datasets.MissingFileError, FileNotFoundError, "keys"),
+    ],
+)
+def test_errors_are_keysplit_errors_and_still_the_builtin_they_were(make_error, kind, builtin, message) -> None:
+    with pytest.raises(kind, match=message) as caught:
+        make_error()
+    assert isinstance(caught.value, keysplit.KeysplitError) and isinstance(caught.value, builtin)
+
+
+def test_file_errors_say_which_kind_of_problem(tmp_path: Path) -> None:
+    pl.DataFrame({"user": ["a"], "score": [1.5]}).write_parquet(tmp_path / "t.parquet")
+    (tmp_path / "t.bin").write_bytes(b"x")
+    with pytest.raises(datasets.MissingFileError) as caught:
+        datasets.from_file(tmp_path / "missing.csv", key="user")
+    assert isinstance(caught.value, datasets.MissingSourceError)
+    with pytest.raises(keysplit.KeyInputError):
+        datasets.from_file(tmp_path / "t.parquet", key="nope")
+    with pytest.raises(keysplit.KeyInputError):
+        datasets.from_file(tmp_path / "t.parquet")
+    with pytest.raises(keysplit.KeyTypeError):
+        datasets.from_file(tmp_path / "t.parquet", key="score")
+    with pytest.raises(keysplit.ConfigError):
+        datasets.from_file(tmp_path / "t.bin")
+    with pytest.raises(keysplit.ConfigError):
+        datasets.from_file(tmp_path / "t.parquet", key="user", batch_rows=0)
 
 
 def test_missing_sources_say_how_to_get_them() -> None:

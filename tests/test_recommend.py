@@ -93,22 +93,47 @@ def test_a_file_sample_is_read_in_file_order(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    ("sample", "kwargs", "error", "message"),
+    ("sample", "kwargs", "error", "builtin", "message"),
     [
-        (SAMPLE, {"workers": 0}, ValueError, "workers must be a positive int"),
-        (SAMPLE, {"workers": 8, "weight": 1.5}, ValueError, r"weight must be a number in \[0, 1\]"),
-        (SAMPLE.to_frame("a").with_columns(b=1), {"workers": 8}, ValueError, "name the key column with key="),
-        (SAMPLE.to_frame("a"), {"workers": 8, "key": "user"}, ValueError, "no column 'user'"),
-        (pl.Series("key", [], dtype=pl.UInt64), {"workers": 8}, ValueError, "dataset 'sample' is empty"),
-        ({"a": 1}, {"workers": 8}, TypeError, "recommend takes a Polars"),
-        (SAMPLE, {"workers": 8, "candidates": []}, ValueError, "at least one candidate"),
-        (SAMPLE, {"workers": 8, "candidates": ["nope"]}, ValueError, "nope"),
-        ("/nonexistent/sample.parquet", {"workers": 8, "key": "k"}, FileNotFoundError, "sample.parquet"),
+        (SAMPLE, {"workers": 0}, keysplit.ConfigError, ValueError, r"workers must be an int in \[1, 1,048,576\]"),
+        (SAMPLE, {"workers": "8"}, keysplit.ConfigTypeError, TypeError, r"workers must be an int in \[1, "),
+        (
+            SAMPLE,
+            {"workers": 8, "weight": 1.5},
+            keysplit.ConfigError,
+            ValueError,
+            r"weight must be a number in \[0, 1\]",
+        ),
+        (SAMPLE, {"workers": 8, "batch_rows": 0}, keysplit.ConfigError, ValueError, "batch_rows must be a positive"),
+        (SAMPLE.to_frame("a").with_columns(b=1), {"workers": 8}, keysplit.KeyInputError, ValueError, "key="),
+        (SAMPLE.to_frame("a"), {"workers": 8, "key": "user"}, keysplit.KeyInputError, ValueError, "no column 'user'"),
+        (SAMPLE.to_frame("a").lazy(), {"workers": 8, "key": "user"}, keysplit.KeyInputError, ValueError, "'user'"),
+        (pl.Series("key", [], dtype=pl.UInt64), {"workers": 8}, keysplit.KeyInputError, ValueError, "is empty"),
+        (pl.Series("key", ["a", None]), {"workers": 8}, keysplit.KeyInputError, ValueError, "null"),
+        ({"a": 1}, {"workers": 8}, keysplit.KeyTypeError, TypeError, "recommend takes a Polars"),
+        (SAMPLE, {"workers": 8, "candidates": []}, keysplit.ConfigError, ValueError, "at least one candidate"),
+        (SAMPLE, {"workers": 8, "candidates": ["nope"]}, keysplit.ConfigError, ValueError, "nope"),
+        (SAMPLE, {"workers": 8, "candidates": ["pkg:d"]}, keysplit.ConfigError, ValueError, "param=value"),
+        (
+            "/nonexistent/sample.parquet",
+            {"workers": 8, "key": "k"},
+            keysplit.datasets.MissingFileError,
+            FileNotFoundError,
+            "sample.parquet",
+        ),
     ],
 )
-def test_bad_input_is_refused_by_name(sample: object, kwargs: dict, error: type, message: str) -> None:
-    with pytest.raises(error, match=message):
+def test_bad_input_is_refused_by_name(sample: object, kwargs: dict, error: type, builtin: type, message: str) -> None:
+    with pytest.raises(error, match=message) as caught:
         keysplit.recommend(sample, progress=False, **kwargs)
+    # Every refusal is a KeysplitError, and still the builtin it was before these classes.
+    assert isinstance(caught.value, keysplit.KeysplitError) and isinstance(caught.value, builtin)
+
+
+def test_rank_refuses_results_of_several_worker_counts(found: keysplit.Recommendation) -> None:
+    twice = pl.concat([found.results, found.results.with_columns(workers=pl.lit(64, pl.UInt32))])
+    with pytest.raises(keysplit.ConfigError, match="one dataset and one worker count"):
+        rank(twice)
 
 
 def test_the_chart_shows_the_front_and_the_bound(found: keysplit.Recommendation, tmp_path: Path) -> None:

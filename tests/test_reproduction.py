@@ -21,7 +21,7 @@ import keysplit
 from keysplit import reproduction
 from keysplit.cli import main
 from keysplit.reproduction.cli import _read_rows
-from keysplit.reproduction.common import _ROW_SCHEMA, _with_differences
+from keysplit.reproduction.common import ROW_SCHEMA, with_differences
 from test_cli import keysplit_command
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "reproduction.md"
@@ -101,8 +101,8 @@ def dkg_rows(dkg_stddev_per_skew: float = 2.0, paper: dict[tuple[str, str], floa
             ("dkg", "distcost", 2.0 + s),
         )
     ]
-    schema = {**_ROW_SCHEMA, "paper": pl.Float64}
-    return _with_differences(pl.DataFrame(rows, schema=schema, orient="row"))
+    schema = {**ROW_SCHEMA, "paper": pl.Float64}
+    return with_differences(pl.DataFrame(rows, schema=schema, orient="row"))
 
 
 def test_claims_reports_broken_orderings() -> None:
@@ -192,8 +192,8 @@ def _documented_run() -> tuple[pl.DataFrame, pl.DataFrame]:
             )
         elif len(cells) == 4 and cells[3] in ("True", "False"):
             claims.append((*cells[:3], cells[3] == "True"))
-    schema = {**_ROW_SCHEMA, "paper": pl.Float64}
-    frame = _with_differences(pl.DataFrame(numbers, schema=schema, orient="row"))
+    schema = {**ROW_SCHEMA, "paper": pl.Float64}
+    frame = with_differences(pl.DataFrame(numbers, schema=schema, orient="row"))
     checked = pl.DataFrame(claims, schema=["experiment", "claim", "source", "holds"], orient="row")
     return frame, checked
 
@@ -385,7 +385,7 @@ def test_beyond_checks_elastics_targets_against_every_grouper() -> None:
         + _beyond_rows("pdstream:z=2", 128, 0, preset)
         + _beyond_rows("kjv", 128, 100_000, windows)
     )
-    frame = pl.DataFrame(rows, schema=_ROW_SCHEMA).with_columns(paper=pl.lit(None, pl.Float64))
+    frame = pl.DataFrame(rows, schema=ROW_SCHEMA).with_columns(paper=pl.lit(None, pl.Float64))
     holds = {row["claim"]: row["holds"] for row in beyond_papers.claims(frame)}
     assert holds == {
         f"{beyond_papers.README_ZIPF} n=32: elastic's λ ≤ 0.01 and γ ≤ 1.03": True,

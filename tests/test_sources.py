@@ -65,7 +65,7 @@ def test_params_and_nulls_apply_to_every_source() -> None:
     ("args", "kwargs", "error", "message"),
     [
         (("nope", 4, []), {}, ValueError, "unknown grouper"),
-        (("pkg", 0, []), {}, ValueError, r"workers must be in \["),
+        (("pkg", 0, []), {}, ValueError, r"workers must be an int in \["),
         (("pkg", 4, "ab"), {}, TypeError, "sources must be a list"),
         (("pkg", 4, [[1.5]]), {}, TypeError, "source 0: .*key at index 0"),
         (("pkg", 4, []), {"threads": 0}, ValueError, "threads must be at least 1"),

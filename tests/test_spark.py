@@ -13,13 +13,12 @@ from keysplit import metrics
 from keysplit.spark import (
     ObservationMismatch,
     aggregate,
-    aggregate_with_report,
-    apply_operator,
     reference,
     sketch_error,
     windowed_count,
 )
 from keysplit.spark.ingest import to_arrow
+from reports import aggregated, operated
 
 TIMEOUT = 180.0
 AGGS = ["count", "count(value)", "sum(value)", "min(value)", "max(value)", "mean(value)", "distinct(user)"]
@@ -54,7 +53,7 @@ def zipf_reference(spark, zipf_stream) -> pl.DataFrame:
 
 @pytest.mark.parametrize("name", [info.name for info in keysplit.groupers()])
 def test_every_grouper_equals_groupby(spark, zipf_stream, zipf_reference, name):
-    result, report = aggregate_with_report(
+    result, report = aggregated(
         zipf_stream,
         key="key",
         grouper=keysplit.Grouper(name, workers=6, seed=3),
@@ -106,7 +105,7 @@ def test_string_keys_nulls_and_count_windows(spark):
     )
     aggs = ["count", "sum(value)", "mean(value)", "max(value)"]
     expected = _reference(spark, data, key="word", aggs=aggs, window="window")
-    result, report = aggregate_with_report(
+    result, report = aggregated(
         data.drop("window"),
         key="word",
         grouper="w_choices",
@@ -154,7 +153,7 @@ def test_operator_mode_windowed_word_count(spark, zipf_stream):
         .agg(F.count(F.lit(1)).alias("count"))
     )
     expected = pl.from_arrow(spark.call("reference", expected_frame.toArrow, timeout=TIMEOUT)).sort("window", "key")
-    result, report = apply_operator(
+    result, report = operated(
         data,
         operator=windowed_count(1_000),
         grouper="pdstream",
@@ -377,3 +376,44 @@ def test_keysplit_run_refuses_a_dataset_before_starting_spark(tmp_path):
         [*keysplit_command(), "run", "--dataset", "kvj"], capture_output=True, text=True, timeout=60
     )
     assert unknown.returncode == 2 and "kvj" in unknown.stderr
+
+
+def test_every_verb_picks_its_session_by_one_rule(spark, zipf_stream):
+    """An explicit session; else a Spark DataFrame's own; else a client stream is refused
+    with an error that names keysplit.spark.session()."""
+    from keysplit import ConfigError
+    from keysplit.spark import apply_grouped, apply_operator, hot_keys, route
+
+    frame = spark.spark.createDataFrame(to_arrow(zipf_stream))
+    client_verbs = {
+        "aggregate": lambda data, **kw: aggregate(data, aggs=["count"], output="polars", **kw),
+        "apply_operator": lambda data, **kw: apply_operator(data, operator=windowed_count(1_000), **kw),
+        "apply_grouped": lambda data, **kw: apply_grouped(
+            data, function=lambda pdf: pdf.head(1), merge=lambda pdf: pdf.head(1), schema="key long", **kw
+        ),
+    }
+    for name, verb in client_verbs.items():
+        with pytest.raises(ConfigError, match=r"needs session=.*keysplit\.spark\.session\(\)"):
+            verb(zipf_stream)
+        # The same verb on a Spark DataFrame, with no session: the DataFrame's own.
+        result = verb(frame)
+        assert result is not None, name
+    assert route(frame, key="key").count() == zipf_stream.height
+    assert hot_keys(frame, key="key", workers=4)["rows"][0] == zipf_stream.height
+    with pytest.raises(TypeError, match="session must be"):
+        aggregate(frame, session="sc://localhost")
+
+
+def test_a_report_is_filled_by_the_verb_that_runs_now(spark, zipf_stream, zipf_reference):
+    """aggregate runs when called: its Report is filled when it returns, with the same
+    figures the deprecated aggregate_with_report gives, which warns."""
+    from keysplit.spark import Report, RunReport, aggregate_with_report
+
+    report: Report[RunReport] = Report()
+    result = aggregate(zipf_stream, aggs=AGGS, distinct="exact", session=spark, output="polars", report=report)
+    assert result.equals(zipf_reference)
+    assert report.get.rows == zipf_stream.height and report.get.disagreements() == []
+    with pytest.warns(DeprecationWarning, match="report=keysplit.spark.Report"):
+        twin, old = aggregate_with_report(zipf_stream, aggs=AGGS, distinct="exact", session=spark, output="polars")
+    assert twin.equals(result)
+    assert old.spark_loads == report.get.spark_loads and old.spark_partial_rows == report.get.spark_partial_rows

@@ -9,6 +9,7 @@ start one, leaves no process or directory behind.
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import sys
 import time
@@ -16,9 +17,12 @@ from pathlib import Path
 
 import pytest
 
+import keysplit
 from conftest import live_group_members
 from keysplit.spark import SparkConnectError, session
-from keysplit.spark.cluster import StandaloneCluster
+from keysplit.spark.cluster import StandaloneCluster, cluster_workers
+from keysplit.spark.session import Session
+from reports import aggregated
 
 TIMEOUT = 180.0
 _LISTEN = "0A"  # TCP_LISTEN in /proc/net/tcp
@@ -206,11 +210,57 @@ def test_a_malformed_cluster_master_fails_before_starting_anything(master, monke
 
     monkeypatch.setattr("subprocess.Popen", refuse)
     started = time.monotonic()
-    with pytest.raises(ValueError, match="'cluster:N' with N workers from 1 to 16"):
+    with pytest.raises(keysplit.ConfigError, match="'cluster:N' with N workers from 1 to 16") as caught:
         session(master=master)
+    assert isinstance(caught.value, ValueError)
     assert time.monotonic() - started < 5
-    with pytest.raises(ValueError, match="1 to 16 workers"):
+    with pytest.raises(keysplit.ConfigError, match="1 to 16 workers"):
         StandaloneCluster(0)
+    with pytest.raises(keysplit.ConfigTypeError, match="workers must be an int, got str") as wrong:
+        StandaloneCluster("2")
+    assert isinstance(wrong.value, TypeError)
+
+
+def test_a_master_that_is_not_a_str_is_a_config_type_error(monkeypatch):
+    monkeypatch.setattr("subprocess.Popen", lambda *_args, **_kwargs: pytest.fail("started a process"))
+    with pytest.raises(keysplit.ConfigTypeError, match="master must be a str") as caught:
+        session(master=2)
+    assert isinstance(caught.value, TypeError)
+    assert cluster_workers("local[2]") is None and cluster_workers("spark://host:7077") is None
+    assert cluster_workers("cluster:3") == 3
+
+
+def test_a_dead_worker_is_named_with_its_exit_code_and_its_logs_errors(spark_cluster):
+    # A cluster of its own, whose worker is stopped; an action on a session that drives it
+    # then fails with the worker's exit and the cause its log gives.
+    cluster = StandaloneCluster(1, startup_timeout=TIMEOUT)
+    try:
+        [worker] = cluster.worker_pids
+        assert cluster.exit_report() is None
+        os.kill(worker, signal.SIGTERM)
+        deadline = time.monotonic() + 30
+        while cluster.running and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not cluster.running
+        handle = Session(
+            spark_cluster.spark, url=spark_cluster.url, server=spark_cluster.server, query_timeout=30.0, cluster=cluster
+        )
+
+        def lost_executors():
+            raise RuntimeError("the query lost its executors")
+
+        with pytest.raises(SparkConnectError) as caught:
+            handle.call("count", lost_executors)
+        message = str(caught.value)
+        print(message)
+        assert message.startswith(f"Spark count failed on the standalone cluster at {cluster.master_url}: ")
+        assert f"the standalone cluster's worker 0 (pid {worker}) exited with code 143 (SIGTERM)" in message
+        assert "RECEIVED SIGNAL TERM" in message  # the cause, from the worker's log
+        assert "the standalone cluster's master" not in message  # it still runs
+        assert cluster.exit_report() in message
+    finally:
+        cluster.stop()
+    assert live_group_members(cluster.pid) == []
 
 
 def test_aggregate_on_the_cluster_equals_groupby(spark_cluster, tmp_path):
@@ -219,7 +269,7 @@ def test_aggregate_on_the_cluster_equals_groupby(spark_cluster, tmp_path):
     import numpy as np
     import polars as pl
 
-    from keysplit.spark import aggregate_with_report, reference
+    from keysplit.spark import reference
 
     rng = np.random.default_rng(3)
     rows = 400_000
@@ -234,12 +284,12 @@ def test_aggregate_on_the_cluster_equals_groupby(spark_cluster, tmp_path):
         spark_cluster.call("reference", reference(frame, key="key", aggs=aggs).toArrow, timeout=TIMEOUT)
     )
     want = want.sort("key")
-    on_executors, report = aggregate_with_report(
+    on_executors, report = aggregated(
         frame, aggs=aggs, grouper="pdstream", workers=8, session=spark_cluster, output="polars", timeout=TIMEOUT
     )
     assert on_executors.equals(want)
     assert report.routed_on == "executors" and report.sources >= 2 and sum(report.spark_loads) == rows
-    from_client, report = aggregate_with_report(
+    from_client, report = aggregated(
         data, aggs=aggs, grouper="pdstream", workers=8, session=spark_cluster, output="polars", timeout=TIMEOUT
     )
     assert from_client.equals(want)

@@ -11,7 +11,8 @@ import pytest
 
 import keysplit
 from conftest import live_group_members
-from keysplit.spark import SparkConnectError, aggregate, aggregate_with_report, session
+from keysplit.spark import SparkConnectError, aggregate, session
+from reports import aggregated
 
 TIMEOUT = 180.0
 AGGS = ["count", "sum(value)", "mean(value)", "distinct(value)"]
@@ -88,7 +89,7 @@ def test_killed_server_then_resume_equals_the_uninterrupted_run(spark, tmp_path)
     manifest = json.loads((tmp_path / "manifest.json").read_text())
     assert [w["window"] for w in manifest["windows"]] == [0, 1]
 
-    resumed, report = aggregate_with_report(data, session=spark, checkpoint=tmp_path, **options)
+    resumed, report = aggregated(data, session=spark, checkpoint=tmp_path, **options)
     assert [w.resumed for w in report.windows] == [True, True, False, False]
     assert resumed.equals(uninterrupted)
     assert resumed["count"].sum() == data.height  # no tuple lost or counted twice
@@ -123,7 +124,7 @@ def test_interrupted_client_then_resume_equals_the_uninterrupted_run(spark, tmp_
     manifest = json.loads((tmp_path / "manifest.json").read_text())
     assert [w["window"] for w in manifest["windows"]] == [0, 1, 2]
 
-    resumed, report = aggregate_with_report(data, session=spark, checkpoint=tmp_path, **options)
+    resumed, report = aggregated(data, session=spark, checkpoint=tmp_path, **options)
     assert [w.resumed for w in report.windows] == [True, True, True, False]
     assert resumed.equals(uninterrupted)
     assert resumed["count"].sum() == data.height

@@ -18,8 +18,6 @@ from keysplit import metrics
 from keysplit.spark import (
     ExecutorSetupError,
     aggregate,
-    aggregate_with_report,
-    apply_operator,
     check_executors,
     reference,
     route,
@@ -27,6 +25,7 @@ from keysplit.spark import (
     windowed_count,
 )
 from keysplit.spark.session import Session
+from reports import aggregated, operated
 
 TIMEOUT = 180.0
 AGGS = ["count", "count(value)", "sum(value)", "min(value)", "max(value)", "mean(value)", "distinct(user)"]
@@ -76,7 +75,7 @@ def expected(spark, frame) -> pl.DataFrame:
 
 @pytest.mark.parametrize("name", [info.name for info in keysplit.groupers()])
 def test_every_grouper_on_the_executors_equals_groupby(spark, frame, partitions, expected, name):
-    result, report = aggregate_with_report(
+    result, report = aggregated(
         frame,
         key="key",
         grouper=keysplit.Grouper(name, workers=6, seed=3),
@@ -123,7 +122,7 @@ def test_a_shuffled_frame_is_refused_unless_ordered(spark, frame):
 
     numbered = frame.withColumn("row", F.monotonically_increasing_id()).repartition(4, "user")
     runs = [
-        aggregate_with_report(
+        aggregated(
             numbered,
             key="key",
             aggs=["count", "sum(value)"],
@@ -147,7 +146,7 @@ def test_window_column_on_the_executors(spark, frame):
     want = pl.from_arrow(
         spark.call("reference", reference(frame, key="key", aggs=aggs, window="day").toArrow, timeout=TIMEOUT)
     ).sort("day", "key", nulls_last=False)
-    result, report = aggregate_with_report(
+    result, report = aggregated(
         frame,
         key="key",
         aggs=aggs,
@@ -172,7 +171,7 @@ def test_operator_mode_on_the_executors(spark, frame):
         .agg(F.count(F.lit(1)).alias("count"))
     )
     want = pl.from_arrow(spark.call("reference", plan.toArrow, timeout=TIMEOUT)).sort("window", "key", nulls_last=False)
-    result, report = apply_operator(
+    result, report = operated(
         frame.select("key", "value"),
         operator=windowed_count(700),
         grouper="pdstream",
@@ -251,7 +250,7 @@ def test_null_keys_and_an_empty_frame(spark, frame):
     assert result.equals(want) and result["key"].null_count() == 1
     with pytest.raises(Exception, match=r"null"):
         aggregate(holed, key="key", aggs=["count"], nulls="raise", session=spark, output="polars", timeout=TIMEOUT)
-    empty, report = aggregate_with_report(
+    empty, report = aggregated(
         frame.filter(F.col("key") < 0), aggs=["count", "sum(value)"], session=spark, output="polars", timeout=TIMEOUT
     )
     assert empty.height == 0 and empty.columns == ["key", "count", "sum_value"]
@@ -265,9 +264,7 @@ def test_uint64_keys_from_parquet_route_as_the_client_routes_them(spark, tmp_pat
     data = data.with_columns(pl.when(pl.int_range(data.height) % 97 == 0).then(2**64 - 1).otherwise("key").alias("key"))
     data.write_parquet(tmp_path / "keys.parquet")
     frame = spark.spark.read.parquet(str(tmp_path))
-    result, report = aggregate_with_report(
-        frame, grouper="pkg", workers=4, session=spark, output="polars", timeout=TIMEOUT
-    )
+    result, report = aggregated(frame, grouper="pkg", workers=4, session=spark, output="polars", timeout=TIMEOUT)
     routed = keysplit.route(data, key="key", grouper=keysplit.Grouper("pkg", workers=4))
     assert report.source_loads == [metrics.worker_loads(routed, workers=4).to_list()]
     counts = data.group_by("key").len().sort("key")

@@ -13,10 +13,12 @@ import polars as pl
 import pytest
 
 import keysplit
-from keysplit.spark import aggregate_with_report, reference
-from keysplit.spark.ingest import balanced_union, choose_path
-from keysplit.spark.pipeline import DEFAULT_GROUPER
+from keysplit import ConfigError
+from keysplit.spark import reference
+from keysplit.spark.ingest import IngestOptions, balanced_union, choose_path
+from keysplit.spark.options import DEFAULT_GROUPER
 from keysplit.spark.session import Session
+from reports import aggregated
 
 TIMEOUT = 600.0
 AGGS = ["count", "sum(value)", "max(value)"]
@@ -38,7 +40,7 @@ def _expected(spark, frame) -> pl.DataFrame:
 def test_hundreds_of_batches_in_one_window_through_arrow(spark):
     # A chain of ~60 unions overflows the plan's depth limit; the tree of unions does not.
     data = _zipf(36_000, keys=2_000)
-    result, report = aggregate_with_report(
+    result, report = aggregated(
         data,
         grouper="pkg",
         aggs=AGGS,
@@ -55,7 +57,7 @@ def test_hundreds_of_batches_in_one_window_through_arrow(spark):
 def test_upload_copies_files_to_the_servers_filesystem(spark, tmp_path):
     data = _zipf(300_000, keys=5_000)
     server_dir = tmp_path / "server"
-    result, report = aggregate_with_report(
+    result, report = aggregated(
         data,
         grouper="w_choices",
         aggs=AGGS,
@@ -75,12 +77,14 @@ def test_upload_copies_files_to_the_servers_filesystem(spark, tmp_path):
 def test_auto_probes_a_server_it_did_not_start(spark, tmp_path):
     given = Session(spark.spark, url=spark.url, server=None, query_timeout=TIMEOUT)
     # This server runs on this machine, so it reads the client's files: the fast path.
-    assert choose_path(given, "auto") == "files"
-    assert choose_path(given, "arrow") == "arrow"
-    with pytest.raises(ValueError, match="needs upload_dir"):
-        choose_path(given, "upload")
-    with pytest.raises(ValueError, match="ingest must be"):
-        choose_path(given, "carrier-pigeon")
+    assert choose_path(given, IngestOptions()) == "files"
+    assert choose_path(given, IngestOptions("arrow")) == "arrow"
+    with pytest.raises(ConfigError, match="needs upload_dir"):
+        IngestOptions("upload")
+    with pytest.raises(ConfigError, match="ingest must be"):
+        IngestOptions("carrier-pigeon")  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="batch_rows must be"):
+        IngestOptions(batch_rows=0)
 
 
 def test_the_union_tree_stays_shallow():
@@ -106,7 +110,7 @@ def ten_million(tmp_path_factory) -> Path:
 
 def test_ten_million_rows_from_the_client_with_default_settings(spark, ten_million):
     frame = spark.spark.read.parquet(str(ten_million))
-    result, report = aggregate_with_report(
+    result, report = aggregated(
         pl.scan_parquet(ten_million / "*.parquet"),
         aggs=AGGS,
         session=spark,
@@ -120,7 +124,7 @@ def test_ten_million_rows_from_the_client_with_default_settings(spark, ten_milli
 
 def test_ten_million_rows_of_a_spark_dataframe(spark, ten_million):
     frame = spark.spark.read.parquet(str(ten_million))
-    result, report = aggregate_with_report(frame, aggs=AGGS, session=spark, output="polars", timeout=TIMEOUT)
+    result, report = aggregated(frame, aggs=AGGS, session=spark, output="polars", timeout=TIMEOUT)
     assert report.routed_on == "executors" and sum(report.spark_loads) == 10_000_000
     assert result.equals(_expected(spark, frame))
     # Every source routes with the same seed: their loads are balanced as one source's would be.

@@ -158,7 +158,7 @@ def test_a_killed_server_restarted_from_the_checkpoint_routes_and_counts_as_if_u
         ({"key": "value2"}, ValueError, "key column 'value2' is not in the DataFrame"),
         ({"aggs": ["median(value)"]}, ValueError, "unknown aggregate 'median'"),
         ({"grouper": "nope"}, ValueError, "nope"),
-        ({"session": None}, ValueError, "needs the session"),
+        ({"session": "sc://nowhere"}, TypeError, "session must be a keysplit.spark.Session"),
     ],
 )
 def test_bad_arguments_are_refused_before_the_query_starts(spark, tmp_path, change, error, message):

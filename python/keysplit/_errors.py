@@ -1,8 +1,8 @@
 """keysplit's exceptions, and what their messages share.
 
 Every error keysplit raises on purpose is a :class:`KeysplitError`, and also the built-in
-``ValueError`` or ``TypeError`` it was before these classes existed, so code that catches
-those goes on working:
+exception it was before these classes existed (``ValueError``, ``TypeError``,
+``RuntimeError``, ``FileNotFoundError``), so code that catches those goes on working:
 
 - :class:`ConfigError` (``ValueError``): a grouper, sketch or call configured out of
   range: an unknown grouper, a parameter, worker count or seed out of range;
@@ -11,7 +11,11 @@ those goes on working:
   under ``nulls="raise"``, an integer beyond 64 bits, a missing key column;
 - :class:`KeyTypeError` (``TypeError``): keys of a type keysplit does not route, such
   as floats, or a single key where a column is expected;
-- :class:`SnapshotError` (``ValueError``): snapshot bytes that cannot be restored.
+- :class:`SnapshotError` (``ValueError``): snapshot bytes that cannot be restored;
+- :class:`MissingSourceError` (``RuntimeError``): a dataset's source (a package, a program
+  or a file) that is not installed or could not be made; the message says how to get it.
+  :class:`MissingFileError`, a data file that is not there, is one and a
+  ``FileNotFoundError`` too. :mod:`keysplit.datasets` exports both.
 
 The Rust bindings raise these same classes (``pyo3::import_exception!``).
 """
@@ -51,6 +55,15 @@ class SnapshotError(KeysplitError, ValueError):
     """Snapshot bytes that cannot be restored: truncated, corrupt, of another format
     version or of another kind of object, or a state that fails its checks. The message
     says which."""
+
+
+class MissingSourceError(KeysplitError, RuntimeError):
+    """A dataset's source (a package, a program or a file) is not installed, or could not
+    be made; the message says how to get it."""
+
+
+class MissingFileError(MissingSourceError, FileNotFoundError):
+    """A data file that is not there."""
 
 
 def did_you_mean(name: str, known: Sequence[str]) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import functools
 import sys
 
@@ -13,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeAlias, TypeGuard
 import polars as pl
 
 from keysplit import _core
+from keysplit._checks import require_seed, require_workers
 from keysplit._errors import ConfigError, ConfigTypeError, did_you_mean
 
 if TYPE_CHECKING:
@@ -50,8 +52,6 @@ GrouperName = Literal[
     "dalton",
     "elastic",
 ]
-
-_SEED_LIMIT = 1 << 64
 
 
 @dataclass(frozen=True, repr=False)
@@ -100,12 +100,6 @@ def groupers() -> list[GrouperInfo]:
     ]
 
 
-def _require_int(name: str, value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ConfigTypeError(f"{name} must be an int, got {type(value).__name__}")
-    return value
-
-
 @functools.cache
 def _grouper_names() -> tuple[str, ...]:
     return tuple(info.name for info in groupers())
@@ -127,16 +121,40 @@ def require_grouper_name(name: object) -> GrouperName:
     return name
 
 
-def _check_config(name: object, workers: object, seed: object) -> None:
+def check_grouper_config(name: object, workers: object, seed: object) -> None:
     """The checks every grouper construction makes before the core sees its arguments."""
     require_grouper_name(name)
-    if not 1 <= _require_int("workers", workers) <= _core.MAX_WORKERS:
-        raise ConfigError(f"workers must be in [1, {_core.MAX_WORKERS}], got {workers}")
-    if not 0 <= _require_int("seed", seed) < _SEED_LIMIT:
-        raise ConfigError(f"seed must be in [0, 2**64), got {seed}")
+    require_workers(workers)
+    require_seed(seed)
 
 
-def _importable_keys(keys: Any) -> Any:
+def parse_spec(spec: str) -> tuple[str, dict[str, ParamValue]]:
+    """Splits a spec of the command line's form, ``"name:a=1,b=x"``, into
+    ``("name", {"a": 1, "b": "x"})``: a grouper's (:meth:`Grouper.from_spec`) or a dataset's
+    (:func:`keysplit.simulate.dataset`).
+
+    Values are read as Python literals (ints, floats, ``True``/``False``) and otherwise kept
+    as strings, so ``path=/data/x.csv`` needs no quotes.
+    """
+    name, _, rest = spec.strip().partition(":")
+    if not name:
+        raise ConfigError(f"empty name in spec {spec!r}")
+    params: dict[str, ParamValue] = {}
+    for item in filter(None, (part.strip() for part in rest.split(","))):
+        param, equals, text = item.partition("=")
+        if not equals or not param.strip():
+            raise ConfigError(f"expected param=value in spec {spec!r}, got {item!r}")
+        try:
+            value = ast.literal_eval(text.strip())
+        except (ValueError, SyntaxError):
+            value = text.strip()
+        if not isinstance(value, (bool, int, float, str)):
+            value = text.strip()
+        params[param.strip()] = value
+    return name.strip(), params
+
+
+def importable_keys(keys: Any) -> Any:
     """Keys in a form the core imports as they are.
 
     A pandas Series goes through Polars (and Arrow). Strided or byte-swapped NumPy arrays
@@ -151,7 +169,7 @@ def _importable_keys(keys: Any) -> Any:
     if pandas is not None and isinstance(keys, pandas.Series):
         # Through Arrow, without a copy where Arrow allows: object strings, string[pyarrow],
         # categoricals and nullable integers all become Arrow arrays the core reads.
-        return _importable_keys(pl.from_pandas(keys))
+        return importable_keys(pl.from_pandas(keys))
     numpy = sys.modules.get("numpy")
     if numpy is None or not isinstance(keys, numpy.ndarray):
         return keys
@@ -193,7 +211,7 @@ class Grouper:
     __slots__ = ("_core",)
 
     def __init__(self, name: GrouperName, workers: int, seed: int = 0, **params: ParamValue) -> None:
-        _check_config(name, workers, seed)
+        check_grouper_config(name, workers, seed)
         self._core = _core.GrouperCore(name, workers, seed, params)
 
     @classmethod
@@ -201,8 +219,6 @@ class Grouper:
         """A grouper from a spec of the command line's form: ``"pkg"``,
         ``"flexd:delta=2.0,threshold=0.1"`` (values are parsed as ints, floats, booleans or
         strings, then checked against the grouper's parameters)."""
-        from keysplit.simulate import parse_spec
-
         if not isinstance(spec, str):
             raise ConfigTypeError(f"spec must be a str, got {type(spec).__name__}")
         name, params = parse_spec(spec)
@@ -222,7 +238,7 @@ class Grouper:
         The result is a :class:`WorkerIds` (uint32) that ``pl.Series``, ``pa.array`` and
         ``np.asarray`` take without copying.
         """
-        return self._core.route(_importable_keys(keys), nulls)
+        return self._core.route(importable_keys(keys), nulls)
 
     def snapshot(self) -> bytes:
         """The grouper's configuration and whole routing state, as bytes.

@@ -23,11 +23,12 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
+from keysplit._checks import require_count, require_fraction, require_workers
+from keysplit._errors import ConfigError, KeyInputError, KeyTypeError
 from keysplit._grouper import NullPolicy, groupers
 from keysplit._numbers import to_float
 from keysplit.datasets import DEFAULT_BATCH_ROWS
 from keysplit.datasets.files import from_file
-from keysplit.metrics import _require_weight, _require_workers
 from keysplit.simulate import Dataset, simulate
 
 if TYPE_CHECKING:
@@ -80,14 +81,19 @@ class Recommendation:
         )
 
 
-def _key_column(frame: pl.DataFrame, key: str | None) -> pl.Series:
+def _key_name(columns: list[str], key: str | None) -> str:
+    """The sample's key column among ``columns``: ``key``, or the only column."""
     if key is None:
-        if frame.width != 1:
-            raise ValueError(f"the sample has {frame.width} columns {frame.columns}: name the key column with key=")
-        return frame.to_series(0)
-    if key not in frame.columns:
-        raise ValueError(f"the sample has no column {key!r}; its columns: {frame.columns}")
-    return frame.get_column(key)
+        if len(columns) != 1:
+            raise KeyInputError(f"the sample has {len(columns)} columns {columns}: name the key column with key=")
+        return columns[0]
+    if key not in columns:
+        raise KeyInputError(f"the sample has no column {key!r}; its columns: {columns}")
+    return key
+
+
+def _key_column(frame: pl.DataFrame, key: str | None) -> pl.Series:
+    return frame.get_column(_key_name(frame.columns, key))
 
 
 def _sample_keys(sample: Any, key: str | None) -> pl.Series:
@@ -95,7 +101,7 @@ def _sample_keys(sample: Any, key: str | None) -> pl.Series:
     if isinstance(sample, pl.Series):
         return sample
     if isinstance(sample, pl.LazyFrame):
-        return _key_column(sample.select(key).collect() if key is not None else sample.collect(), key)
+        return sample.select(_key_name(sample.collect_schema().names(), key)).collect().to_series()
     if isinstance(sample, pl.DataFrame):
         return _key_column(sample, key)
     module = type(sample).__module__.partition(".")[0]
@@ -108,7 +114,7 @@ def _sample_keys(sample: Any, key: str | None) -> pl.Series:
         return converted if isinstance(converted, pl.Series) else _key_column(converted, key)
     if isinstance(sample, (list, tuple)) or module == "numpy":
         return pl.Series("key", sample)
-    raise TypeError(
+    raise KeyTypeError(
         f"recommend takes a Polars/pandas/Arrow column or frame, a list or a file path, not {type(sample).__name__}"
     )
 
@@ -154,10 +160,10 @@ def rank(results: pl.DataFrame, *, weight: float = DEFAULT_WEIGHT) -> pl.DataFra
     """:data:`TABLE_COLUMNS` from whole-stream rows of one dataset and worker count, by
     increasing cost; the recommended grouper is the Pareto-front grouper of least cost (the
     first in registry order on ties)."""
-    weight = _require_weight(weight, "weight")
+    weight = require_fraction(weight, "weight")
     whole = results.filter(pl.col("window").is_null())
     if whole.select(pl.col("dataset").n_unique(), pl.col("workers").n_unique()).row(0) != (1, 1):
-        raise ValueError("rank compares the groupers on one dataset and one worker count")
+        raise ConfigError("rank compares the groupers on one dataset and one worker count")
     table = (
         whole.select(TABLE_COLUMNS[:7])
         .with_columns(_pareto(whole))
@@ -192,11 +198,12 @@ def recommend(
     drift are part of what decides. ``weight`` sets the cost model (module documentation);
     ``progress`` shows a bar on stderr (default: when stderr is a terminal).
     """
-    workers = _require_workers(workers)
-    weight = _require_weight(weight, "weight")
+    workers = require_workers(workers)
+    weight = require_fraction(weight, "weight")
+    require_count(batch_rows, "batch_rows", minimum=1)
     names = list(candidates) if candidates is not None else [info.name for info in groupers()]
     if not names:
-        raise ValueError("recommend needs at least one candidate grouper")
+        raise ConfigError("recommend needs at least one candidate grouper")
     data = _dataset(sample, key, batch_rows)
     results = simulate(groupers=names, workers=[workers], datasets=[data], seed=seed, progress=progress, nulls=nulls)
     table = rank(results, weight=weight)

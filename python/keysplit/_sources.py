@@ -7,8 +7,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from keysplit import _core
+from keysplit._checks import require_int
 from keysplit._errors import ConfigError, ConfigTypeError, KeyTypeError
-from keysplit._grouper import GrouperName, NullPolicy, ParamValue, _check_config, _importable_keys, _require_int
+from keysplit._grouper import GrouperName, NullPolicy, ParamValue, check_grouper_config, importable_keys
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -73,15 +74,15 @@ def route_sources(
 
     Every source is checked for nulls (``nulls="raise"``) before any is routed.
     """
-    _check_config(name, workers, seed)
+    check_grouper_config(name, workers, seed)
     if not isinstance(shared_loads, bool):
         raise ConfigTypeError(f"shared_loads must be a bool, got {type(shared_loads).__name__}")
     if threads is None:
         threads = _default_threads()
-    elif _require_int("threads", threads) < 1:
+    elif require_int(threads, "threads") < 1:
         raise ConfigError(f"threads must be at least 1, got {threads}")
     if isinstance(sources, (str, bytes)) or not isinstance(sources, (list, tuple)):
         raise KeyTypeError(f"sources must be a list of key columns, got {type(sources).__name__}")
-    columns = [_importable_keys(keys) for keys in sources]
+    columns = [importable_keys(keys) for keys in sources]
     ids, loads, state_bytes = _core.route_sources(name, workers, columns, seed, params, shared_loads, nulls, threads)
     return RoutedSources(ids=ids, loads=loads, state_bytes=state_bytes, shared_loads=shared_loads)

@@ -11,8 +11,10 @@ import polars as pl
 
 from keysplit import datasets, reproduction
 from keysplit import simulate as simulation
-from keysplit._grouper import Grouper, GrouperInfo, groupers
-from keysplit.spark.pipeline import DEFAULT_GROUPER
+from keysplit._checks import require_workers
+from keysplit._errors import ConfigError
+from keysplit._grouper import Grouper, GrouperInfo, groupers, parse_spec
+from keysplit.spark.options import DEFAULT_GROUPER
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -51,7 +53,7 @@ def _simulate(args: argparse.Namespace) -> int:
     specs = args.datasets or ["zipf"]
     sets: list[simulation.Dataset] = []
     for spec in specs:
-        kind, params = simulation.parse_spec(spec)
+        kind, params = parse_spec(spec)
         # Synthetic streams without their own z are run at every --z, for trends over skew.
         zs = args.z if kind in {"zipf", "drift", "bursts"} and "z" not in params else [args.z[0]]
         sets.extend(simulation.dataset(spec, seed=args.seed, keys=args.keys, tuples=args.tuples, z=z) for z in zs)
@@ -117,11 +119,12 @@ def _recommend(args: argparse.Namespace) -> int:
     return 0
 
 
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive int, got {value}")
-    return value
+def _worker_count(text: str) -> int:
+    """A worker count of the command line, checked as the API checks it."""
+    try:
+        return require_workers(int(text))
+    except ConfigError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
 
 
 def _output_path(text: str) -> str:
@@ -202,7 +205,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="comma-separated grouper names (or all), each optionally with parameters: "
         "pkg,flexd:delta=2.0,threshold=0.1 (default shuffle,key,pkg)",
     )
-    simulate.add_argument("--workers", type=_comma_list(int), default=[8], help="worker counts, e.g. 8,16,32")
+    simulate.add_argument("--workers", type=_comma_list(_worker_count), default=[8], help="worker counts, e.g. 8,16,32")
     simulate.add_argument(
         "--datasets",
         nargs="+",
@@ -256,7 +259,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         help=f"the skew-aware grouper set against KG, optionally with parameters: flexd:delta=2.0 "
         f"(default {DEFAULT_GROUPER})",
     )
-    job.add_argument("--workers", type=_positive_int, default=8)
+    job.add_argument("--workers", type=_worker_count, default=8)
     job.add_argument("--tuples", type=int, default=10_000_000, help="words drawn (wordfreq, zipf)")
     job.add_argument("--seed", type=int, default=0)
     job.add_argument("--report-dir", default="results/run", help="where run.html and run.png go")
@@ -277,7 +280,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     advice.add_argument("file", help="a Parquet, CSV, TSV or text file holding a sample of the stream, in order")
     advice.add_argument("--key", help="the key column (not for text files)")
-    advice.add_argument("--workers", type=_positive_int, required=True)
+    advice.add_argument("--workers", type=_worker_count, required=True)
     advice.add_argument(
         "--weight",
         type=float,

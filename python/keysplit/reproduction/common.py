@@ -1,6 +1,6 @@
 """What every paper's module shares: the row schema, building the rows of an experiment
-and joining the paper numbers to them, the differences and their thresholds, and the
-helpers the claims are checked with."""
+and joining the paper numbers to them, the differences and their thresholds, the
+helpers the claims are checked with, and the Markdown tables of ``docs/reproduction.md``."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 import polars as pl
 
+from keysplit._errors import ConfigError
 from keysplit._grouper import Grouper
 
 if TYPE_CHECKING:
@@ -25,14 +26,14 @@ _KEY_SCHEMA = {
 
 _KEYS = list(_KEY_SCHEMA)
 #: The columns an experiment measures, before the differences to the papers.
-_ROW_SCHEMA = {**_KEY_SCHEMA, "ours": pl.Float64}
+ROW_SCHEMA = {**_KEY_SCHEMA, "ours": pl.Float64}
 
 #: One number a paper states: (experiment, grouper, workers, param, value, metric, paper,
 #: source), ``source`` the section, table or figure it comes from.
 PaperNumber = tuple[str, str, int, str, float, str, float, str]
 
 #: The columns of :func:`keysplit.reproduction.claims`.
-_CLAIM_SCHEMA = {"experiment": pl.String, "claim": pl.String, "source": pl.String, "holds": pl.Boolean}
+CLAIM_SCHEMA = {"experiment": pl.String, "claim": pl.String, "source": pl.String, "holds": pl.Boolean}
 
 #: Paper numbers smaller than this in magnitude get no relative difference (``rel_diff``
 #: null, ``diff %`` "–"). Every metric compared is in a unit (λ, γ, percent, MB, tuples²)
@@ -45,27 +46,29 @@ NEAR_ZERO = 1e-3
 TOLERANCE = 0.15
 
 
-def _paper_numbers(numbers: list[PaperNumber]) -> pl.DataFrame:
+def paper_numbers_frame(numbers: list[PaperNumber]) -> pl.DataFrame:
     """A paper's stated numbers as a frame: the key columns, ``paper`` and ``source``."""
     return pl.DataFrame(numbers, schema={**_KEY_SCHEMA, "paper": pl.Float64, "source": pl.String}, orient="row")
 
 
-def _check_scale(scale: float) -> float:
+def require_scale(scale: object) -> float:
+    """``scale`` as a float if it is a number in (0, 1]: the factor an experiment shrinks its
+    streams by. :class:`~keysplit.ConfigError` otherwise, whatever its type."""
     if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not 0 < scale <= 1:
-        raise ValueError(f"scale must be in (0, 1], got {scale!r}")
+        raise ConfigError(f"scale must be in (0, 1], got {scale!r}")
     return float(scale)
 
 
-def _route(grouper: Grouper, batches: Iterable[pl.DataFrame]) -> pl.DataFrame:
+def routed_frame(grouper: Grouper, batches: Iterable[pl.DataFrame]) -> pl.DataFrame:
     """Route every batch, in order, and return the batches with a ``worker`` column."""
     routed = [b.with_columns(pl.Series(grouper.route(b.get_column("key"))).alias("worker")) for b in batches]
     return pl.concat(routed) if routed else pl.DataFrame({"key": [], "worker": []})
 
 
-def _row(
+def measured_row(
     experiment: str, grouper: str, workers: int, param: str, value: float, metric: str, ours: float
 ) -> dict[str, object]:
-    """One measured value, with the columns of :data:`_ROW_SCHEMA`."""
+    """One measured value, with the columns of :data:`ROW_SCHEMA`."""
     return {
         "experiment": experiment,
         "grouper": grouper,
@@ -77,7 +80,7 @@ def _row(
     }
 
 
-def _with_differences(frame: pl.DataFrame) -> pl.DataFrame:
+def with_differences(frame: pl.DataFrame) -> pl.DataFrame:
     """``frame`` with ``rel_diff`` and ``abs_diff`` (re)computed from ``ours`` and ``paper``."""
     difference = pl.col("ours") - pl.col("paper")
     return frame.with_columns(
@@ -86,24 +89,24 @@ def _with_differences(frame: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def _attach_paper(rows: list[dict[str, object]], paper_numbers: pl.DataFrame) -> pl.DataFrame:
-    """An experiment's rows (:func:`_row`) as a frame, with the number ``paper_numbers``
+def experiment_frame(rows: list[dict[str, object]], paper_numbers: pl.DataFrame) -> pl.DataFrame:
+    """An experiment's rows (:func:`measured_row`) as a frame, with the number ``paper_numbers``
     states for each (``paper``, null where it states none) and the differences."""
-    frame = pl.DataFrame(rows, schema=_ROW_SCHEMA)
-    return _with_differences(frame.join(paper_numbers.drop("source"), on=_KEYS, how="left"))
+    frame = pl.DataFrame(rows, schema=ROW_SCHEMA)
+    return with_differences(frame.join(paper_numbers.drop("source"), on=_KEYS, how="left"))
 
 
-def _rows_where(frame: pl.DataFrame, **where: object) -> pl.DataFrame:
+def rows_where(frame: pl.DataFrame, **where: object) -> pl.DataFrame:
     """The rows of ``frame`` whose columns equal the values ``where`` gives."""
     return frame.filter(*[pl.col(k) == v for k, v in where.items()])
 
 
-def _our_value(frame: pl.DataFrame, **where: object) -> float:
+def our_value(frame: pl.DataFrame, **where: object) -> float:
     """``ours`` of the one row of ``frame`` that ``where`` selects."""
-    return float(_rows_where(frame, **where)["ours"].item())
+    return float(rows_where(frame, **where)["ours"].item())
 
 
-class _Claims:
+class Claims:
     """The claims of one experiment checked so far, as rows of
     :func:`keysplit.reproduction.claims`, in the order they were checked."""
 
@@ -114,3 +117,22 @@ class _Claims:
     def check(self, text: str, source: str, holds: bool) -> None:
         """Record the claim ``text``, stated in ``source``, and whether it ``holds``."""
         self.rows.append({"experiment": self.experiment, "claim": text, "source": source, "holds": bool(holds)})
+
+
+def cell_text(value: object) -> str:
+    """``value`` as a Markdown table cell: "–" for None, a float to 4 significant digits
+    (3 below 0.001 or from a million), anything else as ``str`` writes it."""
+    if value is None:
+        return "–"
+    if isinstance(value, float):
+        if value != 0 and (abs(value) < 1e-3 or abs(value) >= 1e6):
+            return f"{value:.3g}"
+        return f"{value:.4g}"
+    return str(value)
+
+
+def markdown_table(frame: pl.DataFrame) -> str:
+    """``frame`` as a Markdown table, its cells as :func:`cell_text` writes them."""
+    lines = ["| " + " | ".join(frame.columns) + " |", "|" + "---|" * frame.width]
+    lines += ["| " + " | ".join(cell_text(v) for v in row) + " |" for row in frame.iter_rows()]
+    return "\n".join(lines)

@@ -16,15 +16,15 @@ from keysplit import datasets, metrics
 from keysplit._grouper import Grouper, GrouperName
 from keysplit._numbers import to_float
 from keysplit.reproduction.common import (
+    Claims,
     PaperNumber,
-    _attach_paper,
-    _check_scale,
-    _Claims,
-    _our_value,
-    _paper_numbers,
-    _route,
-    _row,
-    _rows_where,
+    experiment_frame,
+    measured_row,
+    our_value,
+    paper_numbers_frame,
+    require_scale,
+    routed_frame,
+    rows_where,
 )
 
 if TYPE_CHECKING:
@@ -44,7 +44,7 @@ _STATED: list[PaperNumber] = [
 ]
 
 #: The numbers DKG states that our simulations can measure, with their sources.
-PAPER_NUMBERS = _paper_numbers(_STATED)
+PAPER_NUMBERS = paper_numbers_frame(_STATED)
 
 DKG_GROUPERS: tuple[GrouperName, ...] = ("shuffle", "key", "pkg", "dkg")
 DKG_SKEWS = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.68, 0.7, 0.8, 0.9, 1.0)
@@ -63,28 +63,28 @@ def dkg(scale: float = 1.0, *, workers: int = 10, seed: int = 0) -> pl.DataFrame
     10^6·``scale`` tuples per stream (the paper's are 10^7; both metrics are shares, so the
     count barely matters for 204 keys).
     """
-    tuples = round(1_000_000 * _check_scale(scale))
+    tuples = round(1_000_000 * require_scale(scale))
     rows = []
     for skew in DKG_SKEWS:
         keys = list(datasets.dkg_country_skew(skew, tuples=tuples, seed=seed))
         for name in DKG_GROUPERS:
-            frame = _route(Grouper(name, workers=workers, seed=seed), keys)
+            frame = routed_frame(Grouper(name, workers=workers, seed=seed), keys)
             loads = metrics.worker_loads(frame, workers=workers)
-            rows.append(_row("dkg", name, workers, "skew", skew, "stddev", _stddev_percent(loads)))
-            rows.append(_row("dkg", name, workers, "skew", skew, "distcost", metrics.replication_factor(frame)))
-    return _attach_paper(rows, PAPER_NUMBERS)
+            rows.append(measured_row("dkg", name, workers, "skew", skew, "stddev", _stddev_percent(loads)))
+            rows.append(measured_row("dkg", name, workers, "skew", skew, "distcost", metrics.replication_factor(frame)))
+    return experiment_frame(rows, PAPER_NUMBERS)
 
 
 def claims(frame: pl.DataFrame) -> list[dict[str, object]]:
     """DKG's orderings and trends in words (Sections 4.5 and 5.4, Fig. 11), checked on the
     ``dkg`` rows of ``frame``; none when it has none."""
-    measured = _rows_where(frame, experiment="dkg")
-    checked = _Claims("dkg")
+    measured = rows_where(frame, experiment="dkg")
+    checked = Claims("dkg")
     if measured.is_empty():
         return checked.rows
     for skew in sorted(set(measured["value"].to_list())):
-        stddevs = {g: _our_value(measured, grouper=g, value=skew, metric="stddev") for g in DKG_GROUPERS}
-        distcosts = {g: _our_value(measured, grouper=g, value=skew, metric="distcost") for g in DKG_GROUPERS}
+        stddevs = {g: our_value(measured, grouper=g, value=skew, metric="stddev") for g in DKG_GROUPERS}
+        distcosts = {g: our_value(measured, grouper=g, value=skew, metric="distcost") for g in DKG_GROUPERS}
         checked.check(
             f"skew={skew}: SG has the lowest StdDev and the highest DistCost",
             "DKG 4.5, 5.4",
@@ -97,13 +97,13 @@ def claims(frame: pl.DataFrame) -> list[dict[str, object]]:
                 "DKG 5.4, Fig. 11b",
                 stddevs["dkg"] < stddevs["pkg"],
             )
-    pkg_stddev_by_skew = _rows_where(measured, grouper="pkg", metric="stddev").sort("value")["ours"]
+    pkg_stddev_by_skew = rows_where(measured, grouper="pkg", metric="stddev").sort("value")["ours"]
     checked.check(
         "PKG's StdDev grows with the skewness",
         "DKG 5.4, Fig. 11b",
         bool((pkg_stddev_by_skew.diff().drop_nulls() >= 0).all()),
     )
-    dkg_distcost_by_skew = _rows_where(measured, grouper="dkg", metric="distcost").sort("value")["ours"]
+    dkg_distcost_by_skew = rows_where(measured, grouper="dkg", metric="distcost").sort("value")["ours"]
     checked.check(
         "DKG's DistCost peaks at 100% skewness",
         "DKG 5.4, Fig. 11c",

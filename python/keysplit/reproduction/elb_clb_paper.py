@@ -16,15 +16,15 @@ from keysplit import datasets, metrics
 from keysplit._grouper import Grouper, GrouperName
 from keysplit._numbers import to_float
 from keysplit.reproduction.common import (
+    Claims,
     PaperNumber,
-    _attach_paper,
-    _check_scale,
-    _Claims,
-    _our_value,
-    _paper_numbers,
-    _route,
-    _row,
-    _rows_where,
+    experiment_frame,
+    measured_row,
+    our_value,
+    paper_numbers_frame,
+    require_scale,
+    routed_frame,
+    rows_where,
 )
 
 if TYPE_CHECKING:
@@ -47,7 +47,7 @@ _STATED: list[PaperNumber] = [
 ]
 
 #: The numbers the ELB/CLB paper states that our simulations can measure, with their sources.
-PAPER_NUMBERS = _paper_numbers(_STATED)
+PAPER_NUMBERS = paper_numbers_frame(_STATED)
 
 ELB_GROUPERS: tuple[GrouperName, ...] = ("elb", "clb", "pkg", "uhlb")
 
@@ -72,36 +72,38 @@ def elb(scale: float = 1.0, *, workers: int = 10, seed: int = 0) -> pl.DataFrame
     Windows have 600 000·``scale`` tuples. ``cv2`` is var(L)/mean(L)², free of the
     window size. ELB and CLB get 100 substreams and the windows of the stream.
     """
-    window_tuples = max(1, round(600_000 * _check_scale(scale)))
+    window_tuples = max(1, round(600_000 * require_scale(scale)))
     rows = []
     for code, distribution in ((0.0, "gaussian"), (1.0, "zipf")):
         keys = list(datasets.elb_substreams(distribution, window_tuples=window_tuples, seed=seed))
         for name in ELB_GROUPERS:
             params = {"substreams": 100, "window_tuples": window_tuples} if name in ("elb", "clb") else {}
-            frame = _route(Grouper(name, workers=workers, seed=seed, **params), keys)
+            frame = routed_frame(Grouper(name, workers=workers, seed=seed, **params), keys)
             summary = metrics.summarize(frame, workers=workers, window="window")
             per_window = summary.filter(pl.col("window").is_not_null())
             var = per_window["load_variance"]
             mean_load = per_window["tuples"].cast(pl.Float64) / workers
-            rows.append(_row("elb", name, workers, "stream", code, "mean_var", to_float(var.mean())))
-            rows.append(_row("elb", name, workers, "stream", code, "sd_var", to_float(var.std(ddof=0))))
-            rows.append(_row("elb", name, workers, "stream", code, "cv2", to_float((var / mean_load**2).mean())))
+            rows.append(measured_row("elb", name, workers, "stream", code, "mean_var", to_float(var.mean())))
+            rows.append(measured_row("elb", name, workers, "stream", code, "sd_var", to_float(var.std(ddof=0))))
+            rows.append(
+                measured_row("elb", name, workers, "stream", code, "cv2", to_float((var / mean_load**2).mean()))
+            )
             if name in ("elb", "clb"):
                 moved, amortized = _moved_state(per_window)
-                rows.append(_row("elb", name, workers, "stream", code, "moved_pct", moved))
-                rows.append(_row("elb", name, workers, "stream", code, "moved_amortized_pct", amortized))
-    return _attach_paper(rows, PAPER_NUMBERS)
+                rows.append(measured_row("elb", name, workers, "stream", code, "moved_pct", moved))
+                rows.append(measured_row("elb", name, workers, "stream", code, "moved_amortized_pct", amortized))
+    return experiment_frame(rows, PAPER_NUMBERS)
 
 
 def claims(frame: pl.DataFrame) -> list[dict[str, object]]:
     """The ELB/CLB paper's orderings in words (Section 5.1, Figs. 2-4), checked on the
     ``elb`` rows of ``frame``; none when it has none."""
-    measured = _rows_where(frame, experiment="elb")
-    checked = _Claims("elb")
+    measured = rows_where(frame, experiment="elb")
+    checked = Claims("elb")
     if measured.is_empty():
         return checked.rows
     for code, label in ((0.0, "Gaussian"), (1.0, "Zipf")):
-        mean_variances = {g: _our_value(measured, grouper=g, value=code, metric="mean_var") for g in ELB_GROUPERS}
+        mean_variances = {g: our_value(measured, grouper=g, value=code, metric="mean_var") for g in ELB_GROUPERS}
         checked.check(
             f"{label}: ELB's mean var(L) below CLB's",
             "ELB/CLB 5.1, Fig. 3",
@@ -114,15 +116,15 @@ def claims(frame: pl.DataFrame) -> list[dict[str, object]]:
                 mean_variances[g] * 10 <= mean_variances["clb"],
             )
         amortized_moves = {
-            g: _our_value(measured, grouper=g, value=code, metric="moved_amortized_pct") for g in ("elb", "clb")
+            g: our_value(measured, grouper=g, value=code, metric="moved_amortized_pct") for g in ("elb", "clb")
         }
         checked.check(
             f"{label}: CLB moves less state than ELB, amortized over the windows",
             "ELB/CLB 5.1, Fig. 4 (Twitter stream)",
             amortized_moves["clb"] < amortized_moves["elb"],
         )
-    gaussian = _our_value(measured, grouper="clb", value=0.0, metric="mean_var")
-    zipf = _our_value(measured, grouper="clb", value=1.0, metric="mean_var")
+    gaussian = our_value(measured, grouper="clb", value=0.0, metric="mean_var")
+    zipf = our_value(measured, grouper="clb", value=1.0, metric="mean_var")
     checked.check(
         "CLB: mean var(L) about equal on Gaussian and Zipf (within 15%)",
         "ELB/CLB 5.1, Fig. 2",

@@ -14,21 +14,21 @@ import polars as pl
 from keysplit import datasets, metrics
 from keysplit._grouper import Grouper, GrouperName
 from keysplit.reproduction.common import (
-    _attach_paper,
-    _check_scale,
-    _Claims,
-    _our_value,
-    _paper_numbers,
-    _route,
-    _row,
-    _rows_where,
+    Claims,
+    experiment_frame,
+    measured_row,
+    our_value,
+    paper_numbers_frame,
+    require_scale,
+    routed_frame,
+    rows_where,
 )
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
 
 #: FlexD's text states no number of its figures.
-PAPER_NUMBERS = _paper_numbers([])
+PAPER_NUMBERS = paper_numbers_frame([])
 
 FLEXD_GROUPERS: tuple[GrouperName, ...] = ("key", "dkg_rivetti", "pstream", "dalton", "flexd")
 FLEXD_Z = (1.0, 1.5, 2.0, 2.5, 3.0)
@@ -43,7 +43,7 @@ def flexd(scale: float = 1.0, *, workers: Iterable[int] = (8, 32), seed: int = 0
     the first 10% of the stream (the paper's "initial stage" of Fig. 9);
     ``gamma_after_learning`` is γ over the tuples after DKG's 100 000-tuple learning phase.
     """
-    tuples = round(1_000_000 * _check_scale(scale))
+    tuples = round(1_000_000 * require_scale(scale))
     # dkg_rivetti routes its first 100 000 tuples (its learning phase) by hash.
     learned = min(tuples, 100_000)
     rows = []
@@ -51,14 +51,14 @@ def flexd(scale: float = 1.0, *, workers: Iterable[int] = (8, 32), seed: int = 0
         keys = list(datasets.zipf(keys=100_000, tuples=tuples, z=z, seed=seed, batch_rows=max(1, tuples // 10)))
         for p in workers:
             for name in FLEXD_GROUPERS:
-                frame = _route(Grouper(name, workers=p, seed=seed), keys)
+                frame = routed_frame(Grouper(name, workers=p, seed=seed), keys)
                 loads = metrics.worker_loads(frame, workers=p)
                 start = metrics.worker_loads(frame.head(max(1, tuples // 10)), workers=p)
-                rows.append(_row("flexd", name, p, "z", z, "lambda", metrics.load_imbalance(loads)))
-                rows.append(_row("flexd", name, p, "z", z, "lambda_start", metrics.load_imbalance(start)))
-                rows.append(_row("flexd", name, p, "z", z, "gamma", metrics.replication_factor(frame)))
+                rows.append(measured_row("flexd", name, p, "z", z, "lambda", metrics.load_imbalance(loads)))
+                rows.append(measured_row("flexd", name, p, "z", z, "lambda_start", metrics.load_imbalance(start)))
+                rows.append(measured_row("flexd", name, p, "z", z, "gamma", metrics.replication_factor(frame)))
                 rows.append(
-                    _row(
+                    measured_row(
                         "flexd",
                         name,
                         p,
@@ -71,25 +71,29 @@ def flexd(scale: float = 1.0, *, workers: Iterable[int] = (8, 32), seed: int = 0
     keys = list(datasets.zipf(keys=100_000, tuples=tuples, z=1.5, seed=seed))
     for p in workers:
         for delta in (1.1, 1.25, 1.5, 2.0, 3.0, 5.0):
-            frame = _route(Grouper("flexd", workers=p, seed=seed, delta=delta), keys)
+            frame = routed_frame(Grouper("flexd", workers=p, seed=seed, delta=delta), keys)
             loads = metrics.worker_loads(frame, workers=p)
-            rows.append(_row("flexd_delta", "flexd", p, "delta", delta, "lambda", metrics.load_imbalance(loads)))
-            rows.append(_row("flexd_delta", "flexd", p, "delta", delta, "gamma", metrics.replication_factor(frame)))
-    return _attach_paper(rows, PAPER_NUMBERS)
+            rows.append(
+                measured_row("flexd_delta", "flexd", p, "delta", delta, "lambda", metrics.load_imbalance(loads))
+            )
+            rows.append(
+                measured_row("flexd_delta", "flexd", p, "delta", delta, "gamma", metrics.replication_factor(frame))
+            )
+    return experiment_frame(rows, PAPER_NUMBERS)
 
 
 def claims(frame: pl.DataFrame) -> list[dict[str, object]]:
     """FlexD's orderings and trends in words (Section 6.2, Figs. 9 and 14; Section 6,
     Fig. 7), checked on the ``flexd`` and ``flexd_delta`` rows of ``frame``; none when it
     has no ``flexd`` rows."""
-    measured = _rows_where(frame, experiment="flexd")
-    checked = _Claims("flexd")
+    measured = rows_where(frame, experiment="flexd")
+    checked = Claims("flexd")
     if measured.is_empty():
         return checked.rows
     rivals: tuple[tuple[GrouperName, str], ...] = (("pstream", "PStream"), ("dalton", "Dalton"))
     for p in sorted(set(measured["workers"].to_list())):
         for z in sorted(set(measured["value"].to_list())):
-            lambdas = {g: _our_value(measured, grouper=g, workers=p, value=z, metric="lambda") for g in FLEXD_GROUPERS}
+            lambdas = {g: our_value(measured, grouper=g, workers=p, value=z, metric="lambda") for g in FLEXD_GROUPERS}
             checked.check(
                 f"n={p} z={z}: FlexD's λ below Hash's and DKG's",
                 "FlexD 6.2, Fig. 9",
@@ -100,16 +104,16 @@ def claims(frame: pl.DataFrame) -> list[dict[str, object]]:
                     f"n={p} z={z}: FlexD's λ at most {label}'s", "FlexD 6.2, Fig. 9", lambdas["flexd"] <= lambdas[rival]
                 )
         for rival, label in rivals:
-            initial = _our_value(measured, grouper=rival, workers=p, value=3.0, metric="lambda_start")
-            overall = _our_value(measured, grouper=rival, workers=p, value=3.0, metric="lambda")
+            initial = our_value(measured, grouper=rival, workers=p, value=3.0, metric="lambda_start")
+            overall = our_value(measured, grouper=rival, workers=p, value=3.0, metric="lambda")
             checked.check(
                 f"n={p} z=3.0: {label}'s λ higher in the initial stage than overall",
                 "FlexD 6.2, Fig. 9",
                 initial > overall,
             )
-        gammas = {g: _our_value(measured, grouper=g, workers=p, value=3.0, metric="gamma") for g in FLEXD_GROUPERS}
+        gammas = {g: our_value(measured, grouper=g, workers=p, value=3.0, metric="gamma") for g in FLEXD_GROUPERS}
         gammas_after_learning = {
-            g: _our_value(measured, grouper=g, workers=p, value=3.0, metric="gamma_after_learning")
+            g: our_value(measured, grouper=g, workers=p, value=3.0, metric="gamma_after_learning")
             for g in FLEXD_GROUPERS
         }
         checked.check(
@@ -120,10 +124,10 @@ def claims(frame: pl.DataFrame) -> list[dict[str, object]]:
         checked.check(
             f"n={p} z=3.0: PStream's γ above FlexD's", "FlexD 6.2, Fig. 14", gammas["pstream"] > gammas["flexd"]
         )
-    delta_sweep = _rows_where(frame, experiment="flexd_delta")
+    delta_sweep = rows_where(frame, experiment="flexd_delta")
     for p in sorted(set(delta_sweep["workers"].to_list())):
-        lambda_by_delta = _rows_where(delta_sweep, workers=p, metric="lambda").sort("value")["ours"]
-        gamma_by_delta = _rows_where(delta_sweep, workers=p, metric="gamma").sort("value")["ours"]
+        lambda_by_delta = rows_where(delta_sweep, workers=p, metric="lambda").sort("value")["ours"]
+        gamma_by_delta = rows_where(delta_sweep, workers=p, metric="gamma").sort("value")["ours"]
         checked.check(
             f"n={p}: smaller δ, smaller λ (λ non-decreasing in δ, to 0.01)",
             "FlexD 6, Fig. 7",

@@ -16,15 +16,15 @@ import polars as pl
 from keysplit import datasets, metrics
 from keysplit._grouper import Grouper, GrouperName, require_grouper_name
 from keysplit.reproduction.common import (
+    Claims,
     PaperNumber,
-    _attach_paper,
-    _check_scale,
-    _Claims,
-    _our_value,
-    _paper_numbers,
-    _route,
-    _row,
-    _rows_where,
+    experiment_frame,
+    measured_row,
+    our_value,
+    paper_numbers_frame,
+    require_scale,
+    routed_frame,
+    rows_where,
 )
 
 if TYPE_CHECKING:
@@ -46,7 +46,7 @@ _STATED: list[PaperNumber] = [
 ]
 
 #: The numbers the holistic paper states that our simulations can measure, with their sources.
-PAPER_NUMBERS = _paper_numbers(_STATED)
+PAPER_NUMBERS = paper_numbers_frame(_STATED)
 
 HOLISTIC_GROUPERS = ("shuffle", "key", "pkg", "pk5", "cm", "am", "cam", "lm", "cm_hll", "am_hll", "cam_hll", "lm_hll")
 #: The holistic paper's groupers that are a registry grouper with parameters.
@@ -61,7 +61,7 @@ def holistic(scale: float = 1.0, *, workers: Iterable[int] = (8, 16, 32), seed: 
     stream, as the paper's TPC-H runs have none (Table 3: "N/A"). ``param`` is
     ``query`` with value 1 or 3.
     """
-    s = _check_scale(scale)
+    s = require_scale(scale)
     streams = {
         1.0: list(datasets.tpch_q1_keys(tuples=round(5_916_591 * s), seed=seed)),
         3.0: list(datasets.tpch_q3_keys(groups=round(110_000 * s), seed=seed)),
@@ -72,21 +72,23 @@ def holistic(scale: float = 1.0, *, workers: Iterable[int] = (8, 16, 32), seed: 
             fld_imbalance = None
             for name in HOLISTIC_GROUPERS:
                 registry_name, params = HOLISTIC_VARIANTS.get(name, (name, {}))
-                frame = _route(Grouper(require_grouper_name(registry_name), workers=p, seed=seed, **params), keys)
+                frame = routed_frame(Grouper(require_grouper_name(registry_name), workers=p, seed=seed, **params), keys)
                 loads = metrics.worker_loads(frame, workers=p)
                 imbalance = metrics.absolute_imbalance(loads)
                 if name == "key":
                     fld_imbalance = imbalance
-                rows.append(_row("holistic", name, p, "query", query, "imbalance", imbalance))
+                rows.append(measured_row("holistic", name, p, "query", query, "imbalance", imbalance))
                 if fld_imbalance:
                     rows.append(
-                        _row("holistic", name, p, "query", query, "imbalance_vs_fld", imbalance / fld_imbalance)
+                        measured_row("holistic", name, p, "query", query, "imbalance_vs_fld", imbalance / fld_imbalance)
                     )
                 rows.append(
-                    _row("holistic", name, p, "query", query, "aggregation_cost", metrics.aggregation_cost(frame))
+                    measured_row(
+                        "holistic", name, p, "query", query, "aggregation_cost", metrics.aggregation_cost(frame)
+                    )
                 )
-                rows.append(_row("holistic", name, p, "query", query, "keys", frame["key"].n_unique()))
-    return _attach_paper(rows, PAPER_NUMBERS)
+                rows.append(measured_row("holistic", name, p, "query", query, "keys", frame["key"].n_unique()))
+    return experiment_frame(rows, PAPER_NUMBERS)
 
 
 def holistic_memory(scale: float = 1.0, *, workers: Iterable[int] = (8, 16, 32)) -> pl.DataFrame:
@@ -96,7 +98,7 @@ def holistic_memory(scale: float = 1.0, *, workers: Iterable[int] = (8, 16, 32))
     We route 8.1M·``scale`` keys and scale the naive structures' bytes by ``1/scale`` (the
     HLL versions do not grow with keys). ``state_bytes`` counts the whole grouper.
     """
-    s = _check_scale(scale)
+    s = require_scale(scale)
     groups = round(8_100_000 * s)
     rows = []
     batch = 1 << 20
@@ -108,21 +110,23 @@ def holistic_memory(scale: float = 1.0, *, workers: Iterable[int] = (8, 16, 32))
                 grouper.route(ids.repeat_by(2).explode())
             factor = 1.0 if name.endswith("_hll") else 1.0 / s
             rows.append(
-                _row("holistic_memory", name, p, "groups", 8.1e6, "state_mb", grouper.state_bytes * factor / 1e6)
+                measured_row(
+                    "holistic_memory", name, p, "groups", 8.1e6, "state_mb", grouper.state_bytes * factor / 1e6
+                )
             )
-    return _attach_paper(rows, PAPER_NUMBERS)
+    return experiment_frame(rows, PAPER_NUMBERS)
 
 
 def claims(frame: pl.DataFrame) -> list[dict[str, object]]:
     """The holistic paper's orderings in words (Sections 2.3 and 6.1, Fig. 7), checked on
     the ``holistic`` rows of ``frame``; none when it has none."""
-    measured = _rows_where(frame, experiment="holistic")
-    checked = _Claims("holistic")
+    measured = rows_where(frame, experiment="holistic")
+    checked = Claims("holistic")
     if measured.is_empty():
         return checked.rows
     for p in sorted(set(measured["workers"].to_list())):
         q1_imbalances = {
-            g: _our_value(measured, grouper=g, workers=p, value=1.0, metric="imbalance") for g in HOLISTIC_GROUPERS
+            g: our_value(measured, grouper=g, workers=p, value=1.0, metric="imbalance") for g in HOLISTIC_GROUPERS
         }
         checked.check(
             f"Q1, {p} workers: SH's imbalance at most 1 tuple", "Holistic 6.1.1", q1_imbalances["shuffle"] <= 1.0
@@ -141,10 +145,10 @@ def claims(frame: pl.DataFrame) -> list[dict[str, object]]:
         )
         for query in (1.0, 3.0):
             costs = {
-                g: _our_value(measured, grouper=g, workers=p, value=query, metric="aggregation_cost")
+                g: our_value(measured, grouper=g, workers=p, value=query, metric="aggregation_cost")
                 for g in HOLISTIC_GROUPERS
             }
-            keys = _our_value(measured, grouper="key", workers=p, value=query, metric="keys")
+            keys = our_value(measured, grouper="key", workers=p, value=query, metric="keys")
             checked.check(
                 f"Q{int(query)}, {p} workers: FLD, AM and cAM have Γ = K (1-choice)",
                 "Holistic 2.3, 6.1",
@@ -156,7 +160,7 @@ def claims(frame: pl.DataFrame) -> list[dict[str, object]]:
                 costs["shuffle"] == max(costs.values()),
             )
         q3_vs_fld = {
-            g: _our_value(measured, grouper=g, workers=p, value=3.0, metric="imbalance_vs_fld")
+            g: our_value(measured, grouper=g, workers=p, value=3.0, metric="imbalance_vs_fld")
             for g in ("am", "cam", "am_hll")
         }
         checked.check(
@@ -170,7 +174,7 @@ def claims(frame: pl.DataFrame) -> list[dict[str, object]]:
             q3_vs_fld["am_hll"] > q3_vs_fld["am"],
         )
     for g in ("key", "am", "cam"):
-        imbalance_by_workers = _rows_where(measured, grouper=g, value=1.0, metric="imbalance").sort("workers")["ours"]
+        imbalance_by_workers = rows_where(measured, grouper=g, value=1.0, metric="imbalance").sort("workers")["ours"]
         checked.check(
             f"Q1: {g}'s imbalance does not fall as workers grow (1-choice)",
             "Holistic 6.1.1",

@@ -19,15 +19,15 @@ from keysplit import datasets, metrics
 from keysplit._grouper import Grouper, GrouperName
 from keysplit._numbers import to_float
 from keysplit.reproduction.common import (
+    Claims,
     PaperNumber,
-    _attach_paper,
-    _check_scale,
-    _Claims,
-    _our_value,
-    _paper_numbers,
-    _route,
-    _row,
-    _rows_where,
+    experiment_frame,
+    measured_row,
+    our_value,
+    paper_numbers_frame,
+    require_scale,
+    routed_frame,
+    rows_where,
 )
 
 if TYPE_CHECKING:
@@ -78,7 +78,7 @@ _STATED: list[PaperNumber] = [
 ]
 
 #: The numbers Pd-Stream states that our simulations can measure, with their sources.
-PAPER_NUMBERS = _paper_numbers(_STATED)
+PAPER_NUMBERS = paper_numbers_frame(_STATED)
 
 PDSTREAM_GROUPERS: tuple[GrouperName, ...] = ("pkg", "w_choices", "dagreedy", "pdstream")
 PDSTREAM_Z = (1.0, 1.2, 1.4, 1.6, 1.8, 2.0)
@@ -97,17 +97,17 @@ def pdstream(
 
     10^7·``scale`` tuples over 10^7 keys per z, one source, every grouper with defaults.
     """
-    tuples = round(10_000_000 * _check_scale(scale))
+    tuples = round(10_000_000 * require_scale(scale))
     rows = []
     for z in zs:
         keys = [b for b in datasets.pdstream_zipf(z, tuples=tuples, seed=seed)]
         for p in workers:
             for name in groupers:
-                frame = _route(Grouper(name, workers=p, seed=seed), keys)
+                frame = routed_frame(Grouper(name, workers=p, seed=seed), keys)
                 loads = metrics.worker_loads(frame, workers=p)
-                rows.append(_row("pdstream", name, p, "z", z, "lambda", metrics.load_imbalance(loads)))
-                rows.append(_row("pdstream", name, p, "z", z, "gamma", metrics.replication_factor(frame)))
-    return _attach_paper(rows, PAPER_NUMBERS)
+                rows.append(measured_row("pdstream", name, p, "z", z, "lambda", metrics.load_imbalance(loads)))
+                rows.append(measured_row("pdstream", name, p, "z", z, "gamma", metrics.replication_factor(frame)))
+    return experiment_frame(rows, PAPER_NUMBERS)
 
 
 def pdstream_wchoices_theta(scale: float = 1.0, *, seed: int = 0) -> pl.DataFrame:
@@ -117,17 +117,21 @@ def pdstream_wchoices_theta(scale: float = 1.0, *, seed: int = 0) -> pl.DataFram
     Pd-Stream's 7.97 needs far more split keys than θ = 1/(5n) makes; this sweep shows the
     θ at which our W-C meets it, and what that θ gives at the other point.
     """
-    tuples = round(10_000_000 * _check_scale(scale))
+    tuples = round(10_000_000 * require_scale(scale))
     rows = []
     for z, p, thetas in ((2.0, 128, (1 / 640, 1e-3, 1e-4, 3e-5, 1e-5, 3e-6)), (1.0, 16, (1 / 80, 1e-5))):
         keys = list(datasets.pdstream_zipf(z, tuples=tuples, seed=seed))
         for theta in thetas:
-            frame = _route(Grouper("w_choices", workers=p, seed=seed, theta=theta), keys)
+            frame = routed_frame(Grouper("w_choices", workers=p, seed=seed, theta=theta), keys)
             loads = metrics.worker_loads(frame, workers=p)
             name = f"w_choices z={z}"
-            rows.append(_row("pdstream_wc_theta", name, p, "theta", theta, "lambda", metrics.load_imbalance(loads)))
-            rows.append(_row("pdstream_wc_theta", name, p, "theta", theta, "gamma", metrics.replication_factor(frame)))
-    return _attach_paper(rows, PAPER_NUMBERS)
+            rows.append(
+                measured_row("pdstream_wc_theta", name, p, "theta", theta, "lambda", metrics.load_imbalance(loads))
+            )
+            rows.append(
+                measured_row("pdstream_wc_theta", name, p, "theta", theta, "gamma", metrics.replication_factor(frame))
+            )
+    return experiment_frame(rows, PAPER_NUMBERS)
 
 
 def pdstream_pkg_seeds(scale: float = 1.0, *, seeds: Iterable[int] = range(10)) -> pl.DataFrame:
@@ -136,15 +140,17 @@ def pdstream_pkg_seeds(scale: float = 1.0, *, seeds: Iterable[int] = range(10)) 
     At p = 16 the top keys' two candidates often share workers, so λ depends on the hash
     functions; this shows the spread behind the paper's single 3.85.
     """
-    tuples = round(10_000_000 * _check_scale(scale))
+    tuples = round(10_000_000 * require_scale(scale))
     keys = list(datasets.pdstream_zipf(1.6, tuples=tuples, seed=0))
     rows = []
     for seed in seeds:
         grouper = Grouper("pkg", workers=16, seed=seed)
-        frame = _route(grouper, keys)
+        frame = routed_frame(grouper, keys)
         loads = metrics.worker_loads(frame, workers=16)
-        rows.append(_row("pdstream_pkg_seeds", "pkg", 16, "seed", seed, "lambda", metrics.load_imbalance(loads)))
-    return _attach_paper(rows, PAPER_NUMBERS)
+        rows.append(
+            measured_row("pdstream_pkg_seeds", "pkg", 16, "seed", seed, "lambda", metrics.load_imbalance(loads))
+        )
+    return experiment_frame(rows, PAPER_NUMBERS)
 
 
 def pdstream_dagreedy_params(scale: float = 1.0, *, seed: int = 0) -> pl.DataFrame:
@@ -153,30 +159,32 @@ def pdstream_dagreedy_params(scale: float = 1.0, *, seed: int = 0) -> pl.DataFra
     Neither Pd-Stream nor FlexD, whose texts describe DAGreedy, states them; ``grouper``
     names the parameters.
     """
-    tuples = round(10_000_000 * _check_scale(scale))
+    tuples = round(10_000_000 * require_scale(scale))
     rows = []
     for z in (1.0, 1.4, 2.0):
         keys = list(datasets.pdstream_zipf(z, tuples=tuples, seed=seed))
         for interval in (10_000, 100_000, 1_000_000):
             for panes in (1, 10):
                 grouper = Grouper("dagreedy", workers=128, seed=seed, interval_tuples=interval, window_panes=panes)
-                frame = _route(grouper, keys)
+                frame = routed_frame(grouper, keys)
                 loads = metrics.worker_loads(frame, workers=128)
                 name = f"dagreedy interval={interval} panes={panes}"
                 rows.append(
-                    _row("pdstream_dagreedy_params", name, 128, "z", z, "lambda", metrics.load_imbalance(loads))
+                    measured_row("pdstream_dagreedy_params", name, 128, "z", z, "lambda", metrics.load_imbalance(loads))
                 )
                 rows.append(
-                    _row("pdstream_dagreedy_params", name, 128, "z", z, "gamma", metrics.replication_factor(frame))
+                    measured_row(
+                        "pdstream_dagreedy_params", name, 128, "z", z, "gamma", metrics.replication_factor(frame)
+                    )
                 )
-    return _attach_paper(rows, PAPER_NUMBERS)
+    return experiment_frame(rows, PAPER_NUMBERS)
 
 
 def claims(frame: pl.DataFrame) -> list[dict[str, object]]:
     """Pd-Stream's orderings and trends in words (Sections VI-D and VI-E), checked on the
     ``pdstream`` rows of ``frame``; none when it has none."""
-    measured = _rows_where(frame, experiment="pdstream")
-    checked = _Claims("pdstream")
+    measured = rows_where(frame, experiment="pdstream")
+    checked = Claims("pdstream")
     if measured.is_empty():
         return checked.rows
     worker_counts = sorted(set(measured["workers"].to_list()))
@@ -184,7 +192,7 @@ def claims(frame: pl.DataFrame) -> list[dict[str, object]]:
     for p in worker_counts:
         for z in zs:
             lambdas = {
-                g: _our_value(measured, grouper=g, workers=p, value=z, metric="lambda") for g in PDSTREAM_GROUPERS
+                g: our_value(measured, grouper=g, workers=p, value=z, metric="lambda") for g in PDSTREAM_GROUPERS
             }
             checked.check(
                 f"p={p} z={z}: λ of W-C and Pd-Stream below DAGreedy's",
@@ -203,14 +211,14 @@ def claims(frame: pl.DataFrame) -> list[dict[str, object]]:
                 "Pd-Stream VI-D",
                 max(lambdas["w_choices"], lambdas["pdstream"]) < order,
             )
-    dagreedy_lambdas = _rows_where(measured, grouper="dagreedy", metric="lambda")["ours"]
+    dagreedy_lambdas = rows_where(measured, grouper="dagreedy", metric="lambda")["ours"]
     checked.check(
         "DAGreedy's λ stays within 0.1 to 1.0",
         "Pd-Stream VI-D",
         bool(((dagreedy_lambdas >= 0.1) & (dagreedy_lambdas <= 1.0)).all()),
     )
     for p in worker_counts:
-        dagreedy_lambda_by_z = _rows_where(measured, grouper="dagreedy", metric="lambda", workers=p).sort("value")[
+        dagreedy_lambda_by_z = rows_where(measured, grouper="dagreedy", metric="lambda", workers=p).sort("value")[
             "ours"
         ]
         checked.check(
@@ -218,26 +226,26 @@ def claims(frame: pl.DataFrame) -> list[dict[str, object]]:
             "Pd-Stream VI-D",
             dagreedy_lambda_by_z[0] > dagreedy_lambda_by_z[-1],
         )
-        pdstream_gamma_by_z = _rows_where(measured, grouper="pdstream", metric="gamma", workers=p).sort("value")["ours"]
+        pdstream_gamma_by_z = rows_where(measured, grouper="pdstream", metric="gamma", workers=p).sort("value")["ours"]
         checked.check(
             f"p={p}: Pd-Stream's γ stays below 2.0 and grows with z",
             "Pd-Stream VI-E",
             bool((pdstream_gamma_by_z < 2).all()) and pdstream_gamma_by_z[-1] > pdstream_gamma_by_z[0],
         )
         for z in zs:
-            gammas = {g: _our_value(measured, grouper=g, workers=p, value=z, metric="gamma") for g in PDSTREAM_GROUPERS}
+            gammas = {g: our_value(measured, grouper=g, workers=p, value=z, metric="gamma") for g in PDSTREAM_GROUPERS}
             checked.check(
                 f"p={p} z={z}: DAGreedy's γ below PKG's", "Pd-Stream VI-E", gammas["dagreedy"] < gammas["pkg"]
             )
             checked.check(
                 f"p={p} z={z}: Pd-Stream's γ below W-C's", "Pd-Stream VI-E", gammas["pdstream"] < gammas["w_choices"]
             )
-    wchoices_gammas = _rows_where(measured, grouper="w_choices", metric="gamma")
+    wchoices_gammas = rows_where(measured, grouper="w_choices", metric="gamma")
     checked.check(
         "W-C's γ grows with z and p (largest at z=2.0, p=128)",
         "Pd-Stream VI-E",
         to_float(wchoices_gammas["ours"].max())
-        == _our_value(wchoices_gammas, workers=max(worker_counts), value=max(zs)),
+        == our_value(wchoices_gammas, workers=max(worker_counts), value=max(zs)),
     )
     return checked.rows
 

@@ -14,7 +14,7 @@ import polars as pl
 from keysplit._errors import did_you_mean
 from keysplit._progress import progress_display
 from keysplit.reproduction import beyond_papers, dkg_paper, elb_clb_paper, flexd_paper, holistic_paper, pdstream_paper
-from keysplit.reproduction.common import _CLAIM_SCHEMA, _check_scale
+from keysplit.reproduction.common import CLAIM_SCHEMA, require_scale
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -71,7 +71,7 @@ def claims(frame: pl.DataFrame) -> pl.DataFrame:
     concatenated experiment frames). One row per claim whose data is present:
     ``experiment, claim, source, holds``."""
     checked = [row for paper in _PAPERS for row in paper.claims(frame)] if frame.height else []
-    return pl.DataFrame(checked, schema=_CLAIM_SCHEMA)
+    return pl.DataFrame(checked, schema=CLAIM_SCHEMA)
 
 
 def experiment_names(names: Iterable[str]) -> list[str]:
@@ -104,7 +104,7 @@ def run(names: Iterable[str], scale: float = 1.0, *, progress: bool | None = Fal
     always, if rich is installed).
     """
     selected = experiment_names(names)
-    _check_scale(scale)
+    require_scale(scale)
     return _run(selected, scale, progress)
 
 

@@ -1,13 +1,18 @@
-"""keysplit on Spark Connect: streams routed by a keysplit grouper, partials, an exact merge.
+"""keysplit on Spark Connect: hot keys split, partial results merged exactly.
 
 ``session()`` starts an embedded local Spark Connect server, a standalone cluster on
-loopback (``master="cluster:2"``), or connects to a remote one. ``aggregate()``
-aggregates a stream per key through a grouper with partial and final phases, and
-``apply_operator()`` runs a stateful operator per worker over its substream, in arrival
-order, then merges. ``stream_aggregate()`` runs the aggregation in Structured Streaming,
-its grouper state in Spark's state store. A stream is a Spark DataFrame (routed on the executors, one source
-per partition) or a client stream (routed here and ingested by the fastest path the
-server allows). Needs ``pip install keysplit[spark]`` and Java 17.
+loopback (``master="cluster:2"``), or connects to a remote one. ``skewed(df)`` is the
+front shaped like PySpark's own API: ``skewed(df).groupBy("k").applyInPandas(f, schema,
+merge=m)`` is ``apply_grouped()``, a lazy grouped map with the hot keys split, and
+``.agg(...)`` is ``aggregate()``, a per-key aggregation through a grouper with partial and
+final phases. ``apply_operator()`` runs a stateful operator per worker over its substream,
+in arrival order, then merges; ``stream_aggregate()`` runs the aggregation in Structured
+Streaming, its grouper state in Spark's state store; ``route()`` routes a DataFrame
+lazily; ``hot_keys()`` finds the heavy hitters. Every verb picks its session by one rule
+(:mod:`keysplit.spark.intake`) and reports through a :class:`Report` passed as
+``report=``. A stream is a Spark DataFrame (routed on the executors, one source per
+partition) or a client stream (routed here and ingested by the fastest path the server
+allows). Needs ``pip install keysplit[spark]`` and Java 17.
 """
 
 from __future__ import annotations
@@ -22,13 +27,13 @@ from keysplit.spark.aggregate import (
     reference,
     sketch_error,
 )
+from keysplit.spark.frame import SkewedFrame, SkewedGroupedData, skewed
 from keysplit.spark.grouped import GroupedReport, apply_grouped, apply_grouped_with_report
 from keysplit.spark.hot_keys import hot_keys
-from keysplit.spark.ingest import DEFAULT_BATCH_ROWS, INGEST_PATHS
+from keysplit.spark.ingest import DEFAULT_BATCH_ROWS, INGEST_PATHS, IngestOptions
 from keysplit.spark.operator import Operator, apply_operator, windowed_count
-from keysplit.spark.pipeline import route
-from keysplit.spark.report import ObservationMismatch, RunReport, WindowReport
-from keysplit.spark.routing import ExecutorSetupError, check_executors, package_archive, ship_keysplit
+from keysplit.spark.report import ObservationMismatch, Report, ReportPendingError, RunReport, WindowReport
+from keysplit.spark.routing import ExecutorSetupError, check_executors, package_archive, route, ship_keysplit
 from keysplit.spark.session import EmbeddedServer, Session, SparkConnectError, redact, session
 from keysplit.spark.streaming import StreamAggregation, stream_aggregate
 
@@ -38,13 +43,18 @@ __all__ = [
     "FUNCTIONS",
     "INGEST_PATHS",
     "Agg",
-    "GroupedReport",
     "EmbeddedServer",
     "ExecutorSetupError",
+    "GroupedReport",
+    "IngestOptions",
     "ObservationMismatch",
     "Operator",
+    "Report",
+    "ReportPendingError",
     "RunReport",
     "Session",
+    "SkewedFrame",
+    "SkewedGroupedData",
     "StreamAggregation",
     "SparkConnectError",
     "WindowReport",
@@ -62,6 +72,7 @@ __all__ = [
     "route",
     "session",
     "ship_keysplit",
+    "skewed",
     "sketch_error",
     "stream_aggregate",
     "windowed_count",

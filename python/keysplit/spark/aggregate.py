@@ -24,9 +24,9 @@ killed, say) resumes after its last finished window when re-run with the same ar
 
 from __future__ import annotations
 
-import contextlib
 import re
 import time
+import warnings
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -34,32 +34,23 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from keysplit._errors import ConfigError
 from keysplit._grouper import Grouper, NullPolicy
 from keysplit.spark.checkpoint import Checkpoint
 from keysplit.spark.ingest import (
     DEFAULT_BATCH_ROWS,
     IngestChoice,
+    IngestOptions,
     IngestPath,
     Stream,
     balanced_union,
-    choose_path,
-    require_batch_rows,
     to_arrow,
     to_spark,
 )
-from keysplit.spark.pipeline import (
-    DEFAULT_GROUPER,
-    WINDOW_COLUMN,
-    ClientStream,
-    RoutedWindow,
-    SparkFrame,
-    is_spark_frame,
-    make_grouper,
-    require_window,
-    run_settings,
-    shown_session,
-)
-from keysplit.spark.report import ObservationMismatch, RunReport, WindowReport
+from keysplit.spark.intake import Intake, is_spark_frame
+from keysplit.spark.options import DEFAULT_GROUPER, make_grouper, order_columns, require_key, require_window
+from keysplit.spark.report import ObservationMismatch, Report, RunReport, WindowReport
+from keysplit.spark.routed_windows import WINDOW_COLUMN, ClientStream, RoutedWindow, SparkFrame, routed_input
 from keysplit.spark.routing import SOURCE_COLUMN, WORKER_COLUMN
 from keysplit.spark.session import Session, SparkConnectError
 
@@ -68,6 +59,8 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from pyspark.sql import DataFrame, Row, SparkSession
+
+    from keysplit._progress import PhaseProgress
 
 Output = Literal["spark", "arrow", "polars"]
 DistinctMode = Literal["sketch", "exact"]
@@ -105,16 +98,16 @@ def parse_aggs(aggs: Sequence[str | Agg]) -> list[Agg]:
         elif isinstance(spec, str) and (match := _SPEC.match(spec)):
             agg = Agg(match.group(1).lower(), match.group(2) or None)
         else:
-            raise ValueError(f"an aggregate looks like 'count' or 'sum(value)', got {spec!r}")
+            raise ConfigError(f"an aggregate looks like 'count' or 'sum(value)', got {spec!r}")
         if agg.function not in FUNCTIONS:
-            raise ValueError(f"unknown aggregate {agg.function!r}; known: {', '.join(FUNCTIONS)}")
+            raise ConfigError(f"unknown aggregate {agg.function!r}; known: {', '.join(FUNCTIONS)}")
         if agg.column is None and agg.function != "count":
-            raise ValueError(f"aggregate {agg.function!r} needs a column, e.g. '{agg.function}(value)'")
+            raise ConfigError(f"aggregate {agg.function!r} needs a column, e.g. '{agg.function}(value)'")
         if agg.name in {a.name for a in parsed}:
-            raise ValueError(f"aggregate {agg.name!r} is asked for twice")
+            raise ConfigError(f"aggregate {agg.name!r} is asked for twice")
         parsed.append(agg)
     if not parsed:
-        raise ValueError("aggs is empty; ask for at least 'count'")
+        raise ConfigError("aggs is empty; ask for at least 'count'")
     return parsed
 
 
@@ -271,7 +264,7 @@ class _Plan:
                 assert agg.column is not None  # parse_aggs: every aggregate but count names a column
                 kind = value_types[agg.column].typeName()
                 if kind not in ("integer", "long", "string", "binary"):
-                    raise ValueError(
+                    raise ConfigError(
                         f"a sketched distinct count takes int, bigint, string or binary columns; "
                         f"{agg.column!r} is {kind}: cast it, or pass distinct='exact'"
                     )
@@ -376,7 +369,7 @@ def _nulls_first(value: Any) -> tuple[bool, Any]:
 def _resumed(done: dict[str, Any], routed: RoutedWindow, store: Checkpoint) -> WindowReport:
     """The report of a window a checkpoint holds, once the stream is checked to be the same."""
     if done["rows"] != routed.row_count or done["client_loads"] != routed.client_loads:
-        raise ValueError(
+        raise ConfigError(
             f"window {routed.window!r} of the checkpoint in {store.directory} had "
             f"{done['rows']} rows and loads {done['client_loads']}; this stream gives "
             f"{routed.row_count} and {routed.client_loads}: it is not the same run"
@@ -387,7 +380,7 @@ def _resumed(done: dict[str, Any], routed: RoutedWindow, store: Checkpoint) -> W
     )
 
 
-def aggregate_with_report(
+def aggregate(
     stream: Stream | DataFrame,
     *,
     key: str = "key",
@@ -399,7 +392,7 @@ def aggregate_with_report(
     window: int | str | None = None,
     order_by: Sequence[str] | str | None = None,
     batch_rows: int = DEFAULT_BATCH_ROWS,
-    ingest: IngestChoice = "auto",
+    ingest: IngestChoice | IngestOptions = "auto",
     staging_dir: str | Path | None = None,
     upload_dir: str | None = None,
     distinct: DistinctMode = "sketch",
@@ -410,85 +403,119 @@ def aggregate_with_report(
     timeout: float | None = None,
     on_window: Callable[[WindowReport], None] | None = None,
     progress: bool | None = None,
-) -> tuple[Any, RunReport]:
-    """:func:`aggregate`, and the :class:`RunReport` of the figures Spark computed."""
-    if not isinstance(key, str):
-        raise TypeError(f"key must be a column name, got {type(key).__name__}")
+    report: Report[RunReport] | None = None,
+) -> Any:
+    """Aggregates ``stream`` per key on Spark, routed by a keysplit grouper; two phases.
+
+    Parameters (all but ``stream`` keyword-only)
+    --------------------------------------------
+    stream
+        A Spark DataFrame (routed on the executors, each partition a source with its own
+        grouper, all with the same seed), or a client stream: a Polars DataFrame or
+        LazyFrame, an Arrow table or batch, or an iterable of them (routed here, in order,
+        by one grouper, then ingested).
+    key
+        The key column (default ``"key"``): integers, strings or binary.
+    grouper, workers, seed
+        A :class:`keysplit.Grouper` (stateful: a client stream goes on from where it is;
+        each executor source starts from its state) or a grouper name, made with
+        ``workers`` and ``seed`` (default :data:`~keysplit.spark.options.DEFAULT_GROUPER`, ``"elastic"``, 8 workers, seed 0).
+    aggs
+        Specs such as ``"count"`` (rows per key), ``"count(v)"`` (non-null ``v``),
+        ``"sum(v)"``, ``"min(v)"``, ``"max(v)"``, ``"mean(v)"`` and ``"distinct(v)"``; the
+        result column is ``count`` or ``<function>_<v>``. Nulls in ``v`` are skipped, as in
+        SQL; a key whose ``v`` are all null has a null sum, min, max and mean.
+    session
+        By the rule of :mod:`keysplit.spark.intake`: a Spark DataFrame's own unless given;
+        a client stream needs one (``keysplit.spark.session()``).
+    window
+        None (the whole stream is one window), a positive count of tuples (client streams:
+        windows of arrival order, numbered from 0 in column ``window``), or a column of
+        window ids, non-decreasing in arrival order (along each partition of a DataFrame).
+        Results are per (window, key); the grouper's ``end_window`` is called between windows.
+    order_by
+        Spark DataFrames only: columns, unique within a partition, to sort each partition
+        by before routing. Needed when the DataFrame comes out of a shuffle, whose order
+        changes from run to run; a file scan or a checkpoint keeps its order without it.
+    ingest, batch_rows, staging_dir, upload_dir
+        How a client stream's rows reach Spark, as a :class:`keysplit.spark.IngestOptions`
+        or its fields: ``"files"`` (Parquet in ``staging_dir``, which the executors read),
+        ``"upload"`` (Parquet copied to ``upload_dir`` on the server's filesystem),
+        ``"arrow"`` (inside the plan; slow) or ``"auto"`` (default: the fastest that works,
+        see :mod:`keysplit.spark.ingest`); ``batch_rows`` rows per routed batch (65,536).
+    distinct, sketch_lg_k
+        ``"sketch"`` (default): HyperLogLog sketches of ``2^sketch_lg_k`` buckets, within
+        :func:`sketch_error` of the exact count; ``"exact"``: sets, merged exactly.
+    nulls
+        How null keys route (see :meth:`keysplit.Grouper.route`); ``"group"`` by default,
+        so that null keys are one group, as in ``GROUP BY``.
+    output
+        ``"spark"`` (a Spark DataFrame), ``"arrow"`` or ``"polars"`` (sorted by window and key).
+    checkpoint
+        Client streams: a local directory where each finished window's result is written;
+        a re-run with the same arguments resumes after the last finished window.
+    timeout
+        Seconds each Spark query may run (the session's default when None).
+    on_window
+        Called with each window's :class:`WindowReport` once the window is finished.
+    progress
+        A line on stderr naming the Spark action running and the windows done; None
+        (default) shows it when stderr is a terminal and rich is installed.
+    report
+        A :class:`keysplit.spark.Report`, filled with the :class:`RunReport` of the figures
+        Spark computed before this returns.
+
+    Runs now: the partial phase (and, unless ``output="spark"``, the merge) run before it
+    returns, window by window. Equals a plain Spark ``groupBy`` of the unrouted rows
+    (:func:`reference`) exactly, for every grouper; sums and means of floating-point
+    columns up to the rounding of a different summation order, and sketched distinct counts
+    within :func:`sketch_error`. For speed alone, Spark's own ``groupBy`` is the right tool
+    for these combinable aggregates (``docs/spark.md``). Raises :class:`ObservationMismatch`
+    if Spark's figures ever disagree with the routing, and
+    :class:`keysplit.spark.ExecutorSetupError` if the executors cannot import keysplit.
+    """
+    key = require_key(key)
     parsed = parse_aggs(aggs)
     window = require_window(window)
-    batch_rows = require_batch_rows(batch_rows)
+    options = IngestOptions.of(ingest, batch_rows=batch_rows, staging_dir=staging_dir, upload_dir=upload_dir)
     if distinct not in ("sketch", "exact"):
-        raise ValueError(f"distinct must be 'sketch' or 'exact', got {distinct!r}")
+        raise ConfigError(f"distinct must be 'sketch' or 'exact', got {distinct!r}")
     if output not in ("spark", "arrow", "polars"):
-        raise ValueError(f"output must be 'spark', 'arrow' or 'polars', got {output!r}")
-    grouper = make_grouper(grouper, workers, seed)
-    order = [order_by] if isinstance(order_by, str) else order_by
-    spark_frame = stream if is_spark_frame(stream) else None
-    spark_input = spark_frame is not None
-    if spark_input:
-        if isinstance(window, int):
-            raise ValueError(
-                "count windows need one arrival order, and a Spark DataFrame has one per partition; "
-                "pass window=<a column of window ids> instead"
-            )
-        if checkpoint is not None:
-            raise ValueError(
-                "checkpoint resumes client streams window by window; a Spark DataFrame is one "
-                "Spark job: write its result yourself, or pass a client stream"
-            )
-    elif order is not None:
-        raise ValueError(
-            "order_by sorts the partitions of a Spark DataFrame; a client stream is routed in its own order"
+        raise ConfigError(f"output must be 'spark', 'arrow' or 'polars', got {output!r}")
+    routing = make_grouper(grouper, workers, seed)
+    spark_input = is_spark_frame(stream)
+    if spark_input and checkpoint is not None:
+        raise ConfigError(
+            "checkpoint resumes client streams window by window; a Spark DataFrame is one "
+            "Spark job: write its result yourself, or pass a client stream"
         )
     values = sorted({a.column for a in parsed if a.column is not None and a.column != key})
     window_column = WINDOW_COLUMN if isinstance(window, int) else window
     started_run = time.perf_counter()
-    stack = contextlib.ExitStack()
-    # A DataFrame's own session runs it unless another is named.
-    handle, owned_session, shown = shown_session(
-        spark_frame.sparkSession if spark_frame is not None and session is None else session,
-        stack,
-        f"aggregate ({grouper.name}, {grouper.workers} workers)",
-        progress,
-    )
+    title = f"aggregate ({routing.name}, {routing.workers} workers)"
     store: Checkpoint | None = None
-    try:
-        if spark_frame is not None:
-            source: ClientStream | SparkFrame = SparkFrame(
-                handle,
-                spark_frame,
-                key=key,
-                grouper=grouper,
-                columns=values,
-                window=window_column,
-                nulls=nulls,
-                order_by=order,
+    with Intake(title, stream, session=session, progress=progress) as intake:
+        handle = intake.session
+        if checkpoint is not None:
+            store = Checkpoint.open(
+                checkpoint, fingerprint=_fingerprint(key, routing, parsed, window, distinct, sketch_lg_k, nulls)
             )
-            path: IngestPath | Literal["none"] = "none"
-        else:
-            path = choose_path(handle, ingest, staging_dir=staging_dir, upload_dir=upload_dir)
-            if checkpoint is not None:
-                store = Checkpoint.open(
-                    checkpoint, fingerprint=_fingerprint(key, grouper, parsed, window, distinct, sketch_lg_k, nulls)
-                )
-            source = ClientStream(
-                handle,
-                stream,
-                key=key,
-                grouper=grouper,
-                columns=values,
-                window=window,
-                batch_rows=batch_rows,
-                nulls=nulls,
-                ingestion=path,
-                staging_dir=staging_dir,
-                upload_dir=upload_dir,
-                done=(lambda w: store.window(w) is not None) if store else None,
-            )
+        source = routed_input(
+            handle,
+            stream,
+            key=key,
+            grouper=routing,
+            columns=values,
+            window=window,
+            nulls=nulls,
+            order_by=order_columns(order_by),
+            ingest=options,
+            done=(lambda w: store.window(w) is not None) if store is not None else None,
+        )
         plan = _Plan(
             handle,
             key=key,
-            workers=grouper.workers,
+            workers=routing.workers,
             aggs=parsed,
             window_column=window_column,
             window_in_rows=spark_input,
@@ -496,56 +523,77 @@ def aggregate_with_report(
             lg_k=sketch_lg_k,
             timeout=timeout,
         )
-        reports: list[WindowReport] = []
-        finals: list[Any] = []
-        # Results the client keeps (or a checkpoint writes) are fetched, not held on the server.
-        fetch = output != "spark" or store is not None
-        stack.enter_context(run_settings(handle))
-        for routed in source.windows():
-            if isinstance(source, ClientStream) and isinstance(window, str) and not reports and not finals:
-                assert source.first_frame is not None
-                plan.window_type = _spark_type(source.first_frame.select(window))
-            done = store.window(routed.window) if store is not None else None
-            if done is not None:
-                assert store is not None
-                window_reports = [_resumed(done, routed, store)]
+        try:
+            reports, finals = _run_windows(
+                plan,
+                source,
+                store,
+                fetch=output != "spark" or store is not None,
+                shown=intake.shown,
+                on_window=on_window,
+                window=window,
+            )
+            result = _result(handle, finals, store, output, key, window_column, source.ingestion)
+        except SparkConnectError as error:
+            if store is not None:
+                raise SparkConnectError(
+                    f"{error}\n{len(store.windows)} finished windows are checkpointed in {store.directory}; "
+                    "re-run with the same arguments to resume after them"
+                ) from None
+            raise
+    if report is not None:
+        report.fill(
+            RunReport(
+                grouper=routing.name,
+                workers=routing.workers,
+                windows=reports,
+                routed_on=source.routed_on,
+                ingestion=source.ingestion,
+                summary=source.summary(),
+                wall_seconds=time.perf_counter() - started_run,
+            )
+        )
+    return result
+
+
+def _run_windows(
+    plan: _Plan,
+    source: ClientStream | SparkFrame,
+    store: Checkpoint | None,
+    *,
+    fetch: bool,
+    shown: PhaseProgress,
+    on_window: Callable[[WindowReport], None] | None,
+    window: int | str | None,
+) -> tuple[list[WindowReport], list[Any]]:
+    """Every window of ``source`` aggregated (or resumed from ``store``): the reports and
+    the results not checkpointed. Results the client keeps (``fetch``) are fetched, not held."""
+    reports: list[WindowReport] = []
+    finals: list[Any] = []
+    for routed in source.windows():
+        if isinstance(source, ClientStream) and isinstance(window, str) and not reports and not finals:
+            assert source.first_frame is not None
+            plan.window_type = _spark_type(source.first_frame.select(window))
+        done = store.window(routed.window) if store is not None else None
+        if done is not None:
+            assert store is not None
+            window_reports = [_resumed(done, routed, store)]
+        else:
+            final, window_reports = plan.run(routed, fetch=fetch)
+            problems = [p for r in window_reports for p in r.disagreements()]
+            if problems:
+                raise ObservationMismatch("; ".join(problems[:5]))
+            if store is not None:
+                assert isinstance(final, pa.Table)
+                store.commit(routed.window, final, window_reports[0])
             else:
-                final, window_reports = plan.run(routed, fetch=fetch)
-                problems = [p for r in window_reports for p in r.disagreements()]
-                if problems:
-                    raise ObservationMismatch("; ".join(problems[:5]))
-                if store is not None:
-                    assert isinstance(final, pa.Table)
-                    store.commit(routed.window, final, window_reports[0])
-                else:
-                    finals.append(final)
-            reports.extend(window_reports)
-            shown.window_done(sum(r.rows for r in window_reports))
-            if on_window is not None:
-                for report in window_reports:
-                    on_window(report)
-        result = _result(handle, finals, store, output, key, window_column, path)
-    except SparkConnectError as error:
-        if store is not None:
-            raise SparkConnectError(
-                f"{error}\n{len(store.windows)} finished windows are checkpointed in {store.directory}; "
-                "re-run with the same arguments to resume after them"
-            ) from None
-        raise
-    finally:
-        stack.close()
-        if owned_session:
-            handle.close()
-    run_report = RunReport(
-        grouper=grouper.name,
-        workers=grouper.workers,
-        windows=reports,
-        routed_on=source.routed_on,
-        ingestion=path,
-        summary=source.summary(),
-        wall_seconds=time.perf_counter() - started_run,
-    )
-    return result, run_report
+                finals.append(final)
+        reports.extend(window_reports)
+        shown.window_done(sum(r.rows for r in window_reports))
+        if on_window is not None:
+            for window_report in window_reports:
+                on_window(window_report)
+    return reports, finals
 
 
 def _fingerprint(
@@ -589,116 +637,13 @@ def _result(
     return frame if output == "polars" else frame.to_arrow()
 
 
-def aggregate(
-    stream: Stream | DataFrame,
-    *,
-    key: str = "key",
-    grouper: Grouper | str = DEFAULT_GROUPER,
-    aggs: Sequence[str | Agg] = ("count",),
-    workers: int = 8,
-    seed: int = 0,
-    session: Session | SparkSession | None = None,
-    window: int | str | None = None,
-    order_by: Sequence[str] | str | None = None,
-    batch_rows: int = DEFAULT_BATCH_ROWS,
-    ingest: IngestChoice = "auto",
-    staging_dir: str | Path | None = None,
-    upload_dir: str | None = None,
-    distinct: DistinctMode = "sketch",
-    sketch_lg_k: int = DEFAULT_SKETCH_LG_K,
-    nulls: NullPolicy = "group",
-    output: Output = "spark",
-    checkpoint: str | Path | None = None,
-    timeout: float | None = None,
-    on_window: Callable[[WindowReport], None] | None = None,
-    progress: bool | None = None,
-) -> Any:
-    """Aggregates ``stream`` per key on Spark, routed by a keysplit grouper; two phases.
-
-    Parameters (all but ``stream`` keyword-only)
-    --------------------------------------------
-    stream
-        A Spark DataFrame of the session (routed on the executors, each partition a
-        source with its own grouper, all with the same seed), or a client stream: a Polars
-        DataFrame or LazyFrame, an Arrow table or batch, or an iterable of them (routed
-        here, in order, by one grouper, then ingested).
-    key
-        The key column (default ``"key"``): integers, strings or binary.
-    grouper, workers, seed
-        A :class:`keysplit.Grouper` (stateful: a client stream goes on from where it is;
-        each executor source starts from its state) or a grouper name, made with
-        ``workers`` and ``seed`` (default :data:`~keysplit.spark.pipeline.DEFAULT_GROUPER`, ``"elastic"``, 8 workers, seed 0).
-    aggs
-        Specs such as ``"count"`` (rows per key), ``"count(v)"`` (non-null ``v``),
-        ``"sum(v)"``, ``"min(v)"``, ``"max(v)"``, ``"mean(v)"`` and ``"distinct(v)"``; the
-        result column is ``count`` or ``<function>_<v>``. Nulls in ``v`` are skipped, as in
-        SQL; a key whose ``v`` are all null has a null sum, min, max and mean.
-    session
-        A :class:`keysplit.spark.Session` or a PySpark ``SparkSession``; None runs a Spark
-        DataFrame in its own session, and starts an embedded server for a client stream
-        (stopped after the call).
-    window
-        None (the whole stream is one window), a positive count of tuples (client streams:
-        windows of arrival order, numbered from 0 in column ``window``), or a column of
-        window ids, non-decreasing in arrival order (along each partition of a DataFrame).
-        Results are per (window, key); the grouper's ``end_window`` is called between windows.
-    order_by
-        Spark DataFrames only: columns, unique within a partition, to sort each partition
-        by before routing. Needed when the DataFrame comes out of a shuffle, whose order
-        changes from run to run; a file scan or a checkpoint keeps its order without it.
-    batch_rows
-        Rows per routed batch of a client stream (default 65,536).
-    ingest, staging_dir, upload_dir
-        How a client stream's rows reach Spark: ``"files"`` (Parquet in ``staging_dir``,
-        which the executors read), ``"upload"`` (Parquet copied to ``upload_dir`` on the
-        server's filesystem), ``"arrow"`` (inside the plan; slow) or ``"auto"`` (default:
-        the fastest that works, see :mod:`keysplit.spark.ingest`).
-    distinct, sketch_lg_k
-        ``"sketch"`` (default): HyperLogLog sketches of ``2^sketch_lg_k`` buckets, within
-        :func:`sketch_error` of the exact count; ``"exact"``: sets, merged exactly.
-    nulls
-        How null keys route (see :meth:`keysplit.Grouper.route`); ``"group"`` by default,
-        so that null keys are one group, as in ``GROUP BY``.
-    output
-        ``"spark"`` (a Spark DataFrame), ``"arrow"`` or ``"polars"`` (sorted by window and key).
-    checkpoint
-        Client streams: a local directory where each finished window's result is written;
-        a re-run with the same arguments resumes after the last finished window.
-    timeout
-        Seconds each Spark query may run (the session's default when None).
-    on_window
-        Called with each window's :class:`WindowReport` once the window is finished.
-    progress
-        A line on stderr naming the Spark action running and the windows done; None
-        (default) shows it when stderr is a terminal and rich is installed.
-
-    Equals a plain Spark ``groupBy`` of the unrouted rows (:func:`reference`) exactly, for
-    every grouper; sums and means of floating-point columns up to the rounding of a
-    different summation order, and sketched distinct counts within :func:`sketch_error`.
-    Raises :class:`ObservationMismatch` if Spark's figures ever disagree with the routing,
-    and :class:`keysplit.spark.ExecutorSetupError` if the executors cannot import keysplit.
-    """
-    result, _ = aggregate_with_report(
-        stream,
-        key=key,
-        grouper=grouper,
-        aggs=aggs,
-        workers=workers,
-        seed=seed,
-        session=session,
-        window=window,
-        order_by=order_by,
-        batch_rows=batch_rows,
-        ingest=ingest,
-        staging_dir=staging_dir,
-        upload_dir=upload_dir,
-        distinct=distinct,
-        sketch_lg_k=sketch_lg_k,
-        nulls=nulls,
-        output=output,
-        checkpoint=checkpoint,
-        timeout=timeout,
-        on_window=on_window,
-        progress=progress,
+def aggregate_with_report(stream: Stream | DataFrame, **arguments: Any) -> tuple[Any, RunReport]:
+    """Deprecated: ``aggregate(..., report=keysplit.spark.Report())``, then ``report.get``."""
+    warnings.warn(
+        "aggregate_with_report is deprecated: pass report=keysplit.spark.Report() to aggregate and read report.get",
+        DeprecationWarning,
+        stacklevel=2,
     )
-    return result
+    report: Report[RunReport] = Report()
+    result = aggregate(stream, **arguments, report=report)
+    return result, report.get

@@ -21,6 +21,8 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from keysplit._errors import ConfigError, KeyInputError, SnapshotError
+
 if TYPE_CHECKING:
     from keysplit.spark.report import WindowReport
 
@@ -61,14 +63,14 @@ class Checkpoint:
         try:
             stored = json.loads(manifest.read_text())
         except (OSError, ValueError) as error:
-            raise ValueError(f"the checkpoint manifest {manifest} is unreadable: {error}") from None
+            raise SnapshotError(f"the checkpoint manifest {manifest} is unreadable: {error}") from None
         if stored.get("format") != _FORMAT or stored.get("fingerprint") != fingerprint:
             differing = sorted(
                 k
                 for k in set(fingerprint) | set(stored.get("fingerprint", {}))
                 if fingerprint.get(k) != stored.get("fingerprint", {}).get(k)
             )
-            raise ValueError(
+            raise ConfigError(
                 f"the checkpoint in {path} belongs to a run with other arguments (differing: "
                 f"{', '.join(differing) or 'format'}); use another directory or delete it"
             )
@@ -98,5 +100,5 @@ class Checkpoint:
         """Every finished window's result, in window order of arrival."""
         tables = [pq.read_table(self.directory / w["file"]) for w in self.windows]
         if not tables:
-            raise ValueError(f"the checkpoint in {self.directory} holds no finished window")
+            raise KeyInputError(f"the checkpoint in {self.directory} holds no finished window")
         return pa.concat_tables(tables, promote_options="permissive")

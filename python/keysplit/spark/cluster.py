@@ -5,8 +5,8 @@ installed ``pyspark`` package, all on 127.0.0.1. They, the executor JVMs the wor
 and the executors' Python workers share one process group, so that
 :meth:`StandaloneCluster.stop`, or the interpreter exiting, ends every one of them with a
 single ``killpg``. Every wait is bounded and fails with a
-:class:`~keysplit.spark.session.SparkConnectError` that names what did not start and shows
-the end of its log.
+:class:`~keysplit.spark.processes.SparkConnectError` that names what did not start and
+shows the errors, or the end, of its log.
 """
 
 from __future__ import annotations
@@ -24,16 +24,18 @@ import weakref
 from pathlib import Path
 from typing import Any
 
-from keysplit.spark.session import (
+from keysplit._errors import ConfigError, ConfigTypeError
+from keysplit.spark.processes import (
     DEFAULT_STARTUP_TIMEOUT,
     SparkConnectError,
-    _free_port,
-    _log_tail,
-    _port_open,
-    _spark_environment,
-    _spark_home,
-    _stop_group,
+    describe_exit,
     find_java,
+    free_port,
+    log_tail,
+    port_open,
+    spark_environment,
+    spark_home,
+    stop_group,
 )
 
 #: The most workers ``"cluster:N"`` starts: each is a JVM with an executor JVM of its own.
@@ -51,14 +53,17 @@ _CLUSTER_MASTER = re.compile(r"cluster:(\d+)")
 def cluster_workers(master: str) -> int | None:
     """N for ``master="cluster:N"``, None for any other master (a Spark master URL).
 
-    Raises ``ValueError`` for a ``"cluster..."`` master that is not ``"cluster:N"`` with N
-    from 1 to :data:`MAX_WORKERS`.
+    Raises :class:`~keysplit.ConfigError` (a ``ValueError``) for a ``"cluster..."`` master
+    that is not ``"cluster:N"`` with N from 1 to :data:`MAX_WORKERS`, and
+    :class:`~keysplit.ConfigTypeError` (a ``TypeError``) for a master that is not a str.
     """
+    if not isinstance(master, str):
+        raise ConfigTypeError(f"master must be a str such as 'local[2]' or 'cluster:2', got {type(master).__name__}")
     if not master.startswith("cluster"):
         return None
     match = _CLUSTER_MASTER.fullmatch(master)
     if match is None or not 1 <= int(match.group(1)) <= MAX_WORKERS:
-        raise ValueError(
+        raise ConfigError(
             f"a standalone cluster master looks like 'cluster:N' with N workers from 1 to "
             f"{MAX_WORKERS}, e.g. 'cluster:2'; got {master!r}"
         )
@@ -82,17 +87,19 @@ class StandaloneCluster:
         worker_memory: str = WORKER_MEMORY,
         startup_timeout: float = DEFAULT_STARTUP_TIMEOUT,
     ) -> None:
+        if not isinstance(workers, int) or isinstance(workers, bool):
+            raise ConfigTypeError(f"a standalone cluster's workers must be an int, got {type(workers).__name__}")
         if not 1 <= workers <= MAX_WORKERS:
-            raise ValueError(f"a standalone cluster has 1 to {MAX_WORKERS} workers; got {workers}")
+            raise ConfigError(f"a standalone cluster has 1 to {MAX_WORKERS} workers; got {workers}")
         java = find_java()
-        home = _spark_home()
+        home = spark_home()
         deadline = time.monotonic() + startup_timeout
         self.workers = workers
-        self.port = _free_port()
-        self.master_ui_port = _free_port()
+        self.port = free_port()
+        self.master_ui_port = free_port()
         self.master_url = f"spark://127.0.0.1:{self.port}"
         self.directory = Path(tempfile.mkdtemp(prefix="keysplit-cluster-"))
-        self._env = _spark_environment(home, java, self.directory)
+        self._env = spark_environment(home, java, self.directory)
         # Ports are chosen here, then bound by the JVM: if another process takes one in
         # between, the master must fail rather than silently move to the next port. The
         # REST submission server is off: nothing uses it, and with no retries a second
@@ -172,18 +179,29 @@ class StandaloneCluster:
     def log_tail(self, lines: int = 15) -> str:
         """The last lines of the master's and each worker's log, tokens redacted."""
         return "\n".join(
-            f"--- {name} ({path}):\n{_log_tail(path, lines, stack_frames=False)}"
+            f"--- {name} ({path}):\n{log_tail(path, lines, stack_frames=False)}"
             for name, _process, path in self._logs()
         )
 
+    @property
+    def worker_pids(self) -> list[int]:
+        """The pid of each worker's JVM, worker 0 first."""
+        return [worker.pid for worker in self._workers]
+
+    def exit_report(self) -> str | None:
+        """None while the master and every worker run; else which of them exited, how (exit
+        code or signal), and why: the error lines of its log, or the end of it."""
+        reports = [
+            describe_exit(f"the standalone cluster's {name}", process.pid, code, path)
+            for name, process, path in self._logs()
+            if (code := process.poll()) is not None
+        ]
+        return "\n".join(reports) if reports else None
+
     def _raise_if_exited(self) -> None:
-        for name, process, path in self._logs():
-            code = process.poll()
-            if code is not None:
-                raise SparkConnectError(
-                    f"the standalone cluster's {name} exited with code {code}; the end of its log "
-                    f"({path}):\n{_log_tail(path, 15, stack_frames=False)}"
-                )
+        report = self.exit_report()
+        if report is not None:
+            raise SparkConnectError(report)
 
     def status(self) -> dict[str, Any]:
         """The master's JSON status: its workers, running applications and cores in use.
@@ -198,12 +216,12 @@ class StandaloneCluster:
             raise SparkConnectError(f"the standalone master's status at {url} is unavailable: {error}") from None
 
     def _await_master(self, deadline: float) -> None:
-        while not _port_open("127.0.0.1", self.port, 0.5):
+        while not port_open("127.0.0.1", self.port, 0.5):
             self._raise_if_exited()
             if time.monotonic() > deadline:
                 raise SparkConnectError(
                     f"the standalone master did not open 127.0.0.1:{self.port} in time; the end "
-                    f"of its log:\n{_log_tail(self.directory / 'master.log', 15, stack_frames=False)}"
+                    f"of its log:\n{log_tail(self.directory / 'master.log', 15, stack_frames=False)}"
                 )
             time.sleep(0.25)
 
@@ -240,7 +258,7 @@ class StandaloneCluster:
                 return
             if time.monotonic() > deadline:
                 tails = "\n".join(
-                    f"--- {path}:\n{_log_tail(path, 10, stack_frames=False)}"
+                    f"--- {path}:\n{log_tail(path, 10, stack_frames=False)}"
                     for path in sorted(self.directory.glob("worker-*/work/app-*/*/stderr"))
                 )
                 raise SparkConnectError(
@@ -278,7 +296,7 @@ class StandaloneCluster:
     def stop(self) -> None:
         """Stops the master, the workers, their executors and Python workers, and removes
         :attr:`directory`; idempotent."""
-        _stop_group(self.pid, [self._master, *self._workers])
+        stop_group(self.pid, [self._master, *self._workers])
         _live_clusters.discard(self)
         shutil.rmtree(self.directory, ignore_errors=True)
 

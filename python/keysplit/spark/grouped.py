@@ -2,25 +2,29 @@
 
 ``df.groupBy(key).applyInPandas(f)`` sends each key's whole group to one task and one
 Python call, so a hot key makes one task the straggler and one call hold most of the rows.
-Spark cannot split it (adaptive execution splits skewed partitions of joins only). Here:
+Spark cannot split it (adaptive execution splits skewed partitions of joins only).
+:func:`apply_grouped` returns a lazy DataFrame whose plan, when an action runs it, does:
 
-1. **Route.** Each row gets a worker on the executors. With the default plan, a first
-   pass finds the hot keys (:func:`.hot_keys.hot_keys`); a key of share ``p`` is spread
-   over ``⌈p·n⌉`` workers chosen least loaded first, every other tracked key stays
-   whole on a least-loaded worker and the rest whole on a hash worker. That is the
-   replication of the offline bound γ*: no key is split that need not be. This routing is
-   Spark expressions (a broadcast join and a hash), so it adds no Python pass and needs no
-   keysplit on the executors. With ``grouper=`` an online keysplit grouper routes instead,
-   one per input partition (:mod:`.routing`; the executors need keysplit).
+1. **Hot keys** (the default two-pass plan). An exact count of rows per key, in Spark; the
+   ``capacity`` commonest keys are placed by one small task (:mod:`.placement`): a key of
+   share ``p`` over ``⌈p·n⌉`` workers chosen least loaded first, the others whole on a
+   least-loaded worker. That is the replication of the offline bound γ*: no key is split
+   that need not be. The table is broadcast; every other key goes whole to a hash worker.
+   Spark runs this pass as a job of the same query, before the function stage: it reads
+   the input once more (only the key column) and shuffles one row per key and partition.
+   With ``grouper=`` an online keysplit grouper routes instead, one per input partition
+   (:mod:`.routing`; the executors then need keysplit).
 2. **Function stage.** ``repartitionById(n, worker)``: worker ``w``'s rows are partition
    ``w``, so the task count is keysplit's and adaptive execution cannot coalesce the spread;
-   ``function`` runs once per (worker, key) group, as ``applyInPandas`` would run it.
-3. **Merge stage.** Only for the keys that ended up on more than one worker: their partial
-   results are grouped by key and ``merge`` runs once per such key. A key on one worker is
-   never merged; its result is ``function``'s.
+   ``function`` runs once per (worker, key) group, as ``applyInPandas`` would run it
+   (:class:`.group_runner.FunctionStage`).
+3. **Merge stage.** The function's output rows, by key: a key whose partial results came
+   from more than one worker is merged (``merge`` once per such key), every other passes
+   through as ``function`` returned it (:class:`.group_runner.MergeStage`).
 
-The function stage runs when :func:`apply_grouped` is called (the merge stage must know
-which keys were split); the merge stage runs when the result is used.
+No Spark job runs when :func:`apply_grouped` is called, except that the online plan checks
+once per session that the executors import keysplit, and a client stream is first written
+to Spark.
 
 What ``merge`` must satisfy: for any split of a key's rows into parts ``P1..Pk``,
 ``merge(concat(function(P1), ..., function(Pk)))`` equals ``function(P1 ∪ ... ∪ Pk)``,
@@ -31,221 +35,77 @@ does not (see ``docs/spark.md``).
 
 from __future__ import annotations
 
-import inspect
-import time
+import warnings
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
 from keysplit import metrics
+from keysplit._checks import require_seed, require_workers
+from keysplit._errors import ConfigError, ConfigTypeError
 from keysplit._grouper import Grouper, NullPolicy
 from keysplit._numbers import to_float, to_int
-from keysplit._progress import PhaseProgress
 from keysplit.metrics import replication_bound_of_counts
-from keysplit.spark.hot_keys import DEFAULT_CAPACITY, Placement, hot_keys, placement
-from keysplit.spark.ingest import choose_path, to_spark
-from keysplit.spark.pipeline import is_spark_frame, make_grouper, run_settings
-from keysplit.spark.routing import route_on_executors
-from keysplit.spark.session import as_session
+from keysplit.spark import group_runner, placement, runs
+from keysplit.spark.group_runner import (
+    BOOKKEEPING,
+    EMPTY,
+    KEY,
+    PREFIX,
+    ROWS,
+    SECONDS,
+    TASK,
+    WORKER,
+    FunctionStage,
+    MergeStage,
+    PandasCall,
+)
+from keysplit.spark.hot_keys import DEFAULT_CAPACITY
+from keysplit.spark.ingest import IngestOptions, choose_path, to_spark
+from keysplit.spark.intake import is_spark_frame, run_settings, session_for
+from keysplit.spark.options import make_grouper, order_columns, require_key
+from keysplit.spark.placement import COUNT, SLICE, TOTAL, Placer
+from keysplit.spark.report import Report
+from keysplit.spark.routing import require_key_type, route_on_executors
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator, Sequence
+    from collections.abc import Callable, Sequence
 
-    import pyarrow as pa
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import Column, DataFrame, SparkSession
     from pyspark.sql.types import StructType
 
     from keysplit.spark.ingest import Stream
     from keysplit.spark.session import Session
 
-#: Every column apply_grouped adds starts with this; the input and the schema may not use it.
-PREFIX = "__keysplit_"
-_WORKER = PREFIX + "worker"
-_KEY = PREFIX + "key"
-_ROWS = PREFIX + "rows"
-_SECONDS = PREFIX + "seconds"
-_EMPTY = PREFIX + "empty"
-_TASK = PREFIX + "task"
-_SPLIT_KEY = PREFIX + "split_key"
-_PLACED_KEY = PREFIX + "placed_key"
-_SLICE = PREFIX + "slice"
-_ROW = PREFIX + "row"
-#: The two-pass plan places every key of at least this share (the rest go by hash).
-PLACED_SHARE = 1e-6
 #: Salts of the uniform salting the report compares with.
 SALTS = 32
+_ROW = PREFIX + "row"
 
+# The stages' code runs on executors that may lack keysplit: it travels by value.
+for _module in (runs, group_runner, placement):
+    from pyspark import cloudpickle
 
-def _takes_key(function: Callable[..., Any]) -> bool:
-    """Whether ``function`` is ``f(key, pdf)`` rather than ``f(pdf)``, as ``applyInPandas`` decides."""
-    try:
-        parameters = inspect.signature(function).parameters.values()
-    except (TypeError, ValueError):
-        return False
-    positional = [p for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-    return len(positional) == 2
-
-
-def _group_runner(
-    function: Callable[..., Any],
-    *,
-    takes_key: bool,
-    group_column: str,
-    inputs: list[str],
-    columns: list[str],
-    output: pa.Schema,
-    stage: str,
-    worker: bool,
-    bookkeeping: bool,
-    timezone: str,
-) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
-    """The ``mapInArrow`` function of a stage: its partition comes sorted by
-    ``group_column``, and ``function`` runs once per run of equal values, on a pandas
-    DataFrame of the group's ``inputs`` converted as ``applyInPandas`` converts them.
-
-    Spark's own grouped map spends about 1.4 ms a group in its machinery (a stream per
-    group, a pandas concat, checks, a conversion back); this spends a fraction of that,
-    which is what lets a split plan make more calls than ``applyInPandas`` and still win.
-    The output is ``columns`` (conformed to ``output``), ``_KEY``, ``_WORKER`` if
-    ``worker``, and with ``bookkeeping`` the report's columns: on the first row the group's
-    rows, the call's seconds and the task, and a placeholder row for an empty output."""
-
-    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        import time
-
-        import numpy as np
-        import pandas as pd
-        import pyarrow as pa
-        import pyarrow.compute as pc
-        from pyspark import TaskContext
-
-        context = TaskContext.get()
-        task = context.partitionId() if context is not None else -1
-        user_fields = [output.field(name) for name in columns]
-
-        def to_pandas(table: pa.Table) -> pd.DataFrame:
-            frame = table.to_pandas(date_as_object=True, coerce_temporal_nanoseconds=True)
-            for column in table.schema:
-                if pa.types.is_timestamp(column.type) and column.type.tz is not None:
-                    frame[column.name] = frame[column.name].dt.tz_convert(timezone).dt.tz_localize(None)
-            return frame
-
-        def to_arrow(series: pd.Series, target: pa.Field) -> pa.Array:
-            if pa.types.is_timestamp(target.type) and target.type.tz is not None and series.dt.tz is None:
-                series = series.dt.tz_localize(timezone).dt.tz_convert("UTC")
-            return pa.Array.from_pandas(series, type=target.type, safe=True)
-
-        def call(group: list[pa.RecordBatch]) -> pa.RecordBatch:
-            table = pa.Table.from_batches(group)
-            value = table.column(group_column)[0]
-            if bookkeeping and stage == "merge":
-                table = table.filter(pc.invert(table.column(_EMPTY)))
-            pdf = to_pandas(table.select(inputs))
-            del table
-            key = (value.as_py(),)
-            started = time.perf_counter()
-            out = function(key, pdf) if takes_key else function(pdf)
-            seconds = time.perf_counter() - started
-            if not isinstance(out, pd.DataFrame):
-                raise TypeError(f"the {stage} must return a pandas DataFrame, got {type(out).__name__}")
-            empty = len(out) == 0
-            if empty and not bookkeeping:
-                return pa.RecordBatch.from_pylist([], schema=output)
-            if empty:
-                arrays = [pa.nulls(1, f.type) for f in user_fields]
-            else:
-                if all(isinstance(label, str) for label in out.columns):
-                    missing = [name for name in columns if name not in out.columns]
-                    unexpected = [label for label in out.columns if label not in columns]
-                    if missing or unexpected:
-                        raise ValueError(
-                            f"the {stage}'s pandas DataFrame does not match the schema: missing {missing}, "
-                            f"unexpected {unexpected}"
-                        )
-                elif len(out.columns) != len(columns):
-                    raise ValueError(f"the {stage} returned {len(out.columns)} columns, the schema has {len(columns)}")
-                else:
-                    out = out.set_axis(columns, axis=1)
-                try:
-                    arrays = [to_arrow(out[f.name], f) for f in user_fields]
-                except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError) as error:
-                    raise TypeError(f"the {stage}'s output does not fit the schema {output}: {error}") from None
-            height = len(arrays[0]) if arrays else len(out)
-            arrays.append(pa.array([value.as_py()] * height, type=output.field(_KEY).type))
-            if worker:
-                arrays.append(pa.array(np.full(height, task, dtype=np.int32)))
-            if bookkeeping:
-                rows = np.full(height, -1, dtype=np.int64)
-                rows[0] = len(pdf)
-                spent = np.zeros(height)
-                spent[0] = seconds
-                arrays += [
-                    pa.array(rows),
-                    pa.array(spent),
-                    pa.array(np.full(height, empty)),
-                    pa.array(np.full(height, task, dtype=np.int32)),
-                ]
-            return pa.RecordBatch.from_arrays(arrays, schema=output)
-
-        pending: list[pa.RecordBatch] = []
-        results: list[pa.RecordBatch] = []
-        held = 0
-        for batch in batches:
-            if not batch.num_rows:
-                continue
-            if stage == "function":
-                workers = batch.column(_WORKER)
-                if pc.min(workers).as_py() != task or pc.max(workers).as_py() != task:
-                    raise RuntimeError(
-                        f"partition {task} holds rows of other workers: Spark moved the function stage's rows"
-                    )
-            keys = batch.column(group_column)
-            if len(keys) > 1:
-                after, before = keys.slice(1), keys.slice(0, len(keys) - 1)
-                same = pc.fill_null(pc.equal(after, before), False)
-                same = pc.or_(same, pc.and_(pc.is_null(after), pc.is_null(before)))
-                cuts = [i + 1 for i in pc.indices_nonzero(pc.invert(same)).to_pylist()]
-            else:
-                cuts = []
-            starts = [0, *cuts]
-            ends = [*cuts, len(keys)]
-            for number, (start, end) in enumerate(zip(starts, ends, strict=True)):
-                piece = batch.slice(start, end - start)
-                if number == 0 and pending:
-                    first, last = piece.column(group_column)[0], pending[-1].column(group_column)[-1]
-                    if first.is_valid == last.is_valid and (not first.is_valid or first == last):
-                        pending.append(piece)
-                        continue
-                if pending:
-                    results.append(call(pending))
-                    held += results[-1].num_rows
-                pending = [piece]
-            if held >= 10_000:
-                yield from results
-                results, held = [], 0
-        if pending:
-            results.append(call(pending))
-        yield from results
-
-    return run
+    cloudpickle.register_pickle_by_value(_module)
 
 
 @dataclass(repr=False)
 class GroupedReport:
-    """What one :func:`apply_grouped_with_report` run did.
+    """What one :func:`apply_grouped` run did: ``report.get`` of the :class:`Report` passed to it.
 
-        ``plan`` is ``"two-pass"`` or the grouper's name. ``split`` lists the keys held by more
-        than one worker and how many (``workers``), most first. ``calls`` has one row per
-        ``function`` call: its ``worker``, the ``rows`` it held and its ``seconds`` (measured in
-        the Python worker) and the ``task`` (partition) of the function stage that ran it, which
+    ``plan`` is ``"two-pass"`` or the grouper's name. ``split`` lists the keys held by more
+    than one worker and how many (``workers``), most first. ``calls`` has one row per
+    ``function`` call: its ``worker``, the ``rows`` it held and its ``seconds`` (measured in
+    the Python worker) and the ``task`` (partition) of the function stage that ran it, which
     is always its worker, and ``merge_calls`` one per ``merge`` call. ``worker_rows[w]`` and
-        ``worker_seconds[w]`` sum them per worker: worker ``w`` is task ``w`` of the function
-        stage, so ``worker_seconds`` are its tasks' Python times. Rows shuffled: ``rows`` to the
-        function stage (as ``applyInPandas``), ``merge_rows`` more to the merge stage; uniform
-        salting with :data:`SALTS` salts would make ``salting_calls`` calls (expected, computed
-        from the per-key counts) and shuffle ``salting_merge_rows`` partial rows (estimated from
-        this run's output rows per call). ``offline_replication`` is γ* of the per-key counts.
+    ``worker_seconds[w]`` sum them per worker: worker ``w`` is task ``w`` of the function
+    stage, so ``worker_seconds`` are its tasks' Python times. Rows shuffled: ``rows`` to the
+    function stage (as ``applyInPandas``), ``merge_rows`` more to the merge stage; uniform
+    salting with :data:`SALTS` salts would make ``salting_calls`` calls (expected, computed
+    from the per-key counts) and shuffle ``salting_merge_rows`` partial rows (estimated from
+    this run's output rows per call). ``offline_replication`` is γ* of the per-key counts.
+    ``hot_keys`` is the two-pass plan's placement table: each placed key's exact ``count``
+    and ``workers``. ``seconds`` holds the Python seconds of the calls of each stage.
     """
 
     plan: str
@@ -319,7 +179,7 @@ def _struct(session: Session, schema: StructType | str) -> StructType:
     if isinstance(schema, StructType):
         return schema
     if not isinstance(schema, str):
-        raise TypeError(f"schema must be a DDL string or a StructType, got {type(schema).__name__}")
+        raise ConfigTypeError(f"schema must be a DDL string or a StructType, got {type(schema).__name__}")
     parsed = session.call("reading the schema", lambda: session.spark.createDataFrame([], schema).schema)
     assert isinstance(parsed, StructType)
     return parsed
@@ -327,313 +187,274 @@ def _struct(session: Session, schema: StructType | str) -> StructType:
 
 def _require_callable(name: str, value: object) -> Callable[..., Any]:
     if not callable(value):
-        raise TypeError(f"{name} must be a function of a pandas DataFrame, got {type(value).__name__}")
+        raise ConfigTypeError(f"{name} must be a function of a pandas DataFrame, got {type(value).__name__}")
     return value
 
 
-class _GroupedRun:
-    def __init__(
-        self,
-        frame: Stream | DataFrame,
-        *,
-        key: str,
-        function: Callable[..., Any],
-        merge: Callable[..., Any],
-        schema: StructType | str,
-        grouper: Grouper | str | None,
-        workers: int,
-        seed: int,
-        session: Session | SparkSession | None,
-        order_by: Sequence[str] | str | None,
-        capacity: int,
-        nulls: NullPolicy,
-        bookkeeping: bool,
-    ) -> None:
-        self.bookkeeping = bookkeeping
-        self.chosen: Placement | None = None
-        self.function = _require_callable("function", function)
-        self.merge = _require_callable("merge", merge)
-        if is_spark_frame(frame):
-            self.session, _ = as_session(frame.sparkSession if session is None else session)
-        elif session is None:
-            raise ValueError(
-                "a client stream needs session=: the result is a Spark DataFrame that lives in it "
-                "(e.g. session=keysplit.spark.session())"
-            )
-        else:
-            self.session, _ = as_session(session)
-            frame = to_spark(self.session, frame, choose_path(self.session, "auto"))
-        self.frame: DataFrame = frame
-        self.key = key
-        self.nulls = nulls
-        self.order_by = [order_by] if isinstance(order_by, str) else order_by
-        self.capacity = capacity
-        self.seed = seed
-        self.grouper: Grouper | None = None
-        if grouper is None:
-            if isinstance(workers, bool) or not isinstance(workers, int) or not 1 <= workers <= 1 << 16:
-                raise ValueError(f"workers must be an int in [1, 65,536], got {workers!r}")
-            if isinstance(seed, bool) or not isinstance(seed, int):
-                raise TypeError(f"seed must be an int, got {type(seed).__name__}")
-            self.workers = workers
-            self.plan = "two-pass"
-        else:
-            self.grouper = make_grouper(grouper, workers, seed)
-            self.workers = self.grouper.workers
-            self.plan = self.grouper.name
-        # The online plan finds its split keys from the workers in the function's output.
-        self.keeps_worker = self.grouper is not None or bookkeeping
+@dataclass
+class GroupedMap:
+    """One :func:`apply_grouped` call's plan: checked arguments in, a lazy DataFrame out."""
+
+    session: Session
+    frame: DataFrame
+    key: str
+    function: Callable[..., Any]
+    merge: Callable[..., Any]
+    output: StructType
+    grouper: Grouper | None
+    workers: int
+    seed: int
+    order_by: tuple[str, ...] | None
+    capacity: int
+    nulls: NullPolicy
+    input_schema: StructType = field(init=False)
+    timezone: str = field(init=False)
+
+    def __post_init__(self) -> None:
         self.input_schema = self.session.call("reading the schema", lambda: self.frame.schema)
         names = [f.name for f in self.input_schema.fields]
-        self.input_columns = names
+        clashes = [n for n in [*names, *self.columns] if n.startswith(PREFIX)]
+        if clashes:
+            raise ConfigError(f"columns starting with {PREFIX!r} are keysplit's own; rename {clashes}")
+        require_key_type(self.input_schema, self.key)
         timezone = self.session.call(
             "reading the time zone", lambda: self.session.spark.conf.get("spark.sql.session.timeZone")
         )
         # Spark always has a session time zone: the JVM's unless one is set.
         assert timezone is not None
         self.timezone = timezone
-        self.output = _struct(self.session, schema)
-        self.columns = [f.name for f in self.output.fields]
-        clashes = [n for n in [*names, *self.columns] if n.startswith(PREFIX)]
-        if clashes:
-            raise ValueError(f"columns starting with {PREFIX!r} are keysplit's own; rename {clashes}")
-        if key not in names:
-            raise ValueError(f"key column {key!r} is not in the DataFrame; columns: {names}")
-        self.hot: pl.DataFrame | None = None
-        self.seconds: dict[str, float] = {}
 
-    def _intermediate(self, *, worker: bool) -> StructType:
-        """The schema of a stage's output: the user's columns, then :func:`_group_runner`'s."""
+    @property
+    def plan_name(self) -> str:
+        return "two-pass" if self.grouper is None else self.grouper.name
+
+    @property
+    def columns(self) -> list[str]:
+        return [f.name for f in self.output.fields]
+
+    def stage_schema(self) -> StructType:
+        """Both stages' output: the user's columns, then :data:`.group_runner.BOOKKEEPING`."""
         from pyspark.sql.types import BooleanType, DoubleType, IntegerType, LongType, StructField, StructType
 
-        fields = [
-            *[StructField(f.name, f.dataType, True) for f in self.output.fields],
-            StructField(_KEY, self.input_schema[self.key].dataType, True),
-        ]
-        if worker:
-            fields.append(StructField(_WORKER, IntegerType(), False))
-        if self.bookkeeping:
-            fields += [
-                StructField(_ROWS, LongType(), False),
-                StructField(_SECONDS, DoubleType(), False),
-                StructField(_EMPTY, BooleanType(), False),
-                StructField(_TASK, IntegerType(), False),
+        types = {
+            KEY: self.input_schema[self.key].dataType,
+            WORKER: IntegerType(),
+            ROWS: LongType(),
+            SECONDS: DoubleType(),
+            EMPTY: BooleanType(),
+            TASK: IntegerType(),
+        }
+        return StructType(
+            [
+                *[StructField(f.name, f.dataType, True) for f in self.output.fields],
+                *[StructField(name, types[name], name == KEY) for name in BOOKKEEPING],
             ]
-        return StructType(fields)
+        )
 
-    def _stage(self, frame: DataFrame, stage: str) -> DataFrame:
-        """``frame``'s partitions, each sorted by its group column, through the stage's runner."""
+    def pandas_call(self, what: str, function: Callable[..., Any], inputs: list[str]) -> PandasCall:
         from pyspark.sql.pandas.types import to_arrow_schema
 
-        function = self.function if stage == "function" else self.merge
-        worker = self.keeps_worker and stage == "function"
-        schema = self._intermediate(worker=worker)
-        group_column = self.key if stage == "function" else _KEY
-        runner = _group_runner(
-            function,
-            takes_key=_takes_key(function),
-            group_column=group_column,
-            inputs=self.input_columns if stage == "function" else self.columns,
-            columns=self.columns,
-            output=to_arrow_schema(schema, timezone="UTC"),
-            stage=stage,
-            worker=worker,
-            bookkeeping=self.bookkeeping,
+        return PandasCall(
+            function=function,
+            what=what,
+            inputs=tuple(inputs),
+            columns=tuple(self.columns),
+            schema=to_arrow_schema(self.stage_schema(), timezone="UTC"),
             timezone=self.timezone,
         )
-        return frame.sortWithinPartitions(group_column).mapInArrow(runner, schema)
 
-    def partials(self) -> DataFrame:
-        """Routes, runs the function stage and holds its output on the executors."""
-        started = time.perf_counter()
-        if self.grouper is None:
-            # Every tracked key is placed, not only the split ones: placing the warm keys
-            # least loaded first leaves only the light tail to the hash.
-            self.hot = hot_keys(
-                self.frame,
-                key=self.key,
-                workers=self.workers,
-                capacity=self.capacity,
-                min_share=PLACED_SHARE,
-                session=self.session,
-            )
-            self.seconds["hot_keys"] = time.perf_counter() - started
-            started = time.perf_counter()
-            self.chosen = placement(self.hot, key=self.key, workers=self.workers)
-            routed = self._placed(self.chosen)
-        else:
-            routed = route_on_executors(
-                self.session,
-                self.frame,
-                schema=self.input_schema,
-                key=self.key,
-                grouper=self.grouper,
-                columns=[f.name for f in self.input_schema.fields],
-                nulls=self.nulls,
-                order_by=self.order_by,
-                worker_column=_WORKER,
-                source_column=None,
-            )
-        stage = self._stage(routed.repartitionById(self.workers, _WORKER), "function")
-        held = self.session.call("the function stage", lambda: stage.localCheckpoint(eager=True))
-        self.seconds["function"] = time.perf_counter() - started
-        return held
-
-    def _placed(self, chosen: Placement) -> DataFrame:
-        """The two-pass plan's routing, in Spark's own expressions: a placed key's rows spread
-        over its workers (by a hash of their position in the partition), every other key
-        to ``pmod(xxhash64(seed, key), n)``. Nothing runs in Python, so the executors need
-        no keysplit, and no row crosses into Python before the function stage."""
+    def checked_keys(self) -> DataFrame:
+        """The input, failing when a null key comes with ``nulls="raise"``."""
         from pyspark.sql import functions as F
-        from pyspark.sql.types import ArrayType, IntegerType, StructField, StructType
 
-        if self.nulls == "raise":
-            nulls = self.session.call(
-                "looking for null keys", lambda: self.frame.filter(F.col(self.key).isNull()).limit(1).count()
-            )
-            if nulls:
-                raise ValueError(
-                    f"the key column {self.key!r} holds null keys; pass nulls='group' to group them as "
-                    "applyInPandas does, or filter them out"
-                )
-        hashed = F.pmod(F.xxhash64(F.lit(self.seed), F.col(self.key)), F.lit(self.workers)).cast("int")
-        if not chosen.keys:
-            return self.frame.withColumn(_WORKER, hashed)
-        table = StructType(
+        if self.nulls != "raise":
+            return self.frame
+        message = (
+            f"the key column {self.key!r} holds null keys; pass nulls='group' to group them as "
+            "applyInPandas does, or filter them out"
+        )
+        check = F.when(F.col(self.key).isNull(), F.raise_error(F.lit(message)))
+        return self.frame.filter(check.isNull())
+
+    def placement(self, frame: DataFrame) -> DataFrame:
+        """The two-pass plan's table of placed keys, computed in the plan: the ``capacity``
+        commonest keys by exact count, with the total, through the :class:`Placer` task."""
+        from pyspark.sql import functions as F
+        from pyspark.sql.types import ArrayType, IntegerType, LongType, StructField, StructType
+
+        counts = frame.groupBy(self.key).agg(F.count(F.lit(1)).alias(COUNT))
+        total = counts.agg(F.sum(COUNT).alias(TOTAL))
+        top = counts.orderBy(F.desc(COUNT), F.asc_nulls_first(self.key)).limit(self.capacity)
+        schema = StructType(
             [
-                StructField(_PLACED_KEY, self.input_schema[self.key].dataType, True),
-                StructField(_SLICE, ArrayType(IntegerType(), False), False),
+                StructField(self.key, self.input_schema[self.key].dataType, True),
+                StructField(COUNT, LongType(), False),
+                StructField(TOTAL, LongType(), False),
+                StructField(SLICE, ArrayType(IntegerType(), False), False),
             ]
         )
-        rows = list(zip(chosen.keys, chosen.slices, strict=True))
-        placed = self.session.call("placing the hot keys", lambda: self.session.spark.createDataFrame(rows, table))
-        numbered = self.frame.withColumn(_ROW, F.monotonically_increasing_id())
-        joined = numbered.join(F.broadcast(placed), numbered[self.key].eqNullSafe(placed[_PLACED_KEY]), "left")
+        return top.crossJoin(total).coalesce(1).mapInArrow(Placer(self.key, self.workers), schema)
+
+    def hashed(self, frame: DataFrame) -> DataFrame:
+        """``frame`` with every key whole on its hash worker: ``applyInPandas``' placement."""
+        return frame.withColumn(WORKER, self.hash_worker())
+
+    def hash_worker(self) -> Column:
+        from pyspark.sql import functions as F
+
+        return F.pmod(F.xxhash64(F.lit(self.seed), F.col(self.key)), F.lit(self.workers)).cast("int")
+
+    def placed(self, frame: DataFrame, table: DataFrame) -> DataFrame:
+        """``frame`` with its worker: a placed key's rows spread over its workers (by a hash
+        of their position in the partition), every other key to ``pmod(xxhash64(seed, key), n)``.
+        Spark's own expressions: no row crosses into Python before the function stage."""
+        from pyspark.sql import functions as F
+
+        hashed = self.hash_worker()
+        table = table.select(F.col(self.key).alias(KEY), SLICE)
+        numbered = frame.withColumn(_ROW, F.monotonically_increasing_id())
+        joined = numbered.join(F.broadcast(table), numbered[self.key].eqNullSafe(table[KEY]), "left")
         # A hash of the row's position, not the position: a key that recurs every k rows
         # would otherwise meet the same few workers of its slice.
-        turn = (F.pmod(F.xxhash64(F.lit(self.seed), F.col(_ROW)), F.size(_SLICE)) + 1).cast("int")
-        worker = F.when(F.col(_SLICE).isNull(), hashed).otherwise(F.element_at(F.col(_SLICE), turn))
-        return joined.withColumn(_WORKER, worker).drop(_ROW, _SLICE, _PLACED_KEY)
+        turn = (F.pmod(F.xxhash64(F.lit(self.seed), F.col(_ROW)), F.size(SLICE)) + 1).cast("int")
+        worker = F.when(F.col(SLICE).isNull(), hashed).otherwise(F.element_at(F.col(SLICE), turn))
+        return joined.withColumn(WORKER, worker).drop(_ROW, SLICE, KEY)
 
-    def split_keys(self, held: DataFrame) -> DataFrame:
-        """The keys to merge (``_SPLIT_KEY``) and their ``workers``: the two-pass plan's keys
-        of more than one worker, or the keys an online grouper's rows reached more than one
-        worker with. Merging a split key whose rows all met one worker is still right: the
-        merge of one partial result is that result."""
+    def routed_online(self, frame: DataFrame) -> DataFrame:
+        assert self.grouper is not None
+        return route_on_executors(
+            self.session,
+            frame,
+            schema=self.input_schema,
+            key=self.key,
+            grouper=self.grouper,
+            columns=[f.name for f in self.input_schema.fields],
+            nulls=self.nulls,
+            order_by=self.order_by,
+            worker_column=WORKER,
+            source_column=None,
+        )
+
+    def function_stage(self, routed: DataFrame) -> DataFrame:
+        call = self.pandas_call("function", self.function, [f.name for f in self.input_schema.fields])
+        by_worker = routed.repartitionById(self.workers, WORKER).sortWithinPartitions(self.key)
+        return by_worker.mapInArrow(FunctionStage(call, self.key), self.stage_schema())
+
+    def merge_stage(self, partials: DataFrame) -> DataFrame:
+        call = self.pandas_call("merge", self.merge, self.columns)
+        by_key = partials.repartition(self.workers, KEY).sortWithinPartitions(KEY)
+        return by_key.mapInArrow(MergeStage(call), self.stage_schema())
+
+    def plan(self, report: Report[GroupedReport] | None) -> DataFrame:
+        """The lazy plan; with ``report``, observed so that the report fills when it runs."""
         from pyspark.sql import functions as F
-        from pyspark.sql.types import IntegerType, StructField, StructType
+        from pyspark.sql.connect.observation import Observation
 
-        if self.chosen is not None:
-            rows = [(k, len(s)) for k, s in zip(self.chosen.keys, self.chosen.slices, strict=True) if len(s) > 1]
-            table = StructType(
-                [
-                    StructField(_SPLIT_KEY, self.input_schema[self.key].dataType, True),
-                    StructField("workers", IntegerType(), False),
-                ]
-            )
-            return self.session.call("listing the split keys", lambda: self.session.spark.createDataFrame(rows, table))
-        return (
-            held.groupBy(_KEY)
-            .agg(F.count_distinct(_WORKER).alias("workers"))
-            .filter(F.col("workers") > 1)
-            .select(F.col(_KEY).alias(_SPLIT_KEY), "workers")
-        )
-
-    def stages(self, held: DataFrame, split: DataFrame, split_count: int) -> tuple[DataFrame, DataFrame | None]:
-        """The whole keys' results, and the merge stage's output if a key was split."""
-        from pyspark.sql import functions as F
-
-        user = [F.col(name) for name in self.columns]
-        if not split_count:
-            kept = held.filter(~F.col(_EMPTY)) if self.bookkeeping else held
-            return kept.select(*user), None
-        on = held[_KEY].eqNullSafe(split[_SPLIT_KEY])
-        whole = held.join(F.broadcast(split), on, "left_anti")
-        if self.bookkeeping:
-            whole = whole.filter(~F.col(_EMPTY))
-        parts = held.join(F.broadcast(split), on, "left_semi").select(
-            *user, _KEY, *([_EMPTY] if self.bookkeeping else [])
-        )
-        merged = self._stage(parts.repartition(min(split_count, self.workers), _KEY), "merge")
-        return whole.select(*user), merged
-
-
-def _table(session: Session, what: str, frame: DataFrame) -> pl.DataFrame:
-    table = pl.from_arrow(session.call(what, frame.toArrow))
-    assert isinstance(table, pl.DataFrame)
-    return table
-
-
-def _run(run: _GroupedRun, shown: PhaseProgress) -> tuple[DataFrame, GroupedReport | None]:
-    from pyspark.sql import functions as F
-
-    call = run.session.call
-    with run.session.observed(shown.phase), run_settings(run.session):
-        held = run.partials()
-        split = run.split_keys(held)
-        split_count = int(call("counting the split keys", split.count))
-        whole, merged = run.stages(held, split, split_count)
-        if merged is not None and run.bookkeeping:
-            started = time.perf_counter()
-            stage = merged
-            merged = call("the merge stage", lambda: stage.localCheckpoint(eager=True))
-            run.seconds["merge"] = time.perf_counter() - started
-        if merged is None:
-            result = whole
-        else:
-            kept = merged.filter(~F.col(_EMPTY)) if run.bookkeeping else merged
-            result = whole.unionByName(kept.select(*run.columns))
-        if not run.bookkeeping:
-            return result, None
-        firsts = held.filter(F.col(_ROWS) >= 0)
-        calls = _table(
-            run.session,
-            "reading the function calls",
-            firsts.select(
-                F.col(_WORKER).alias("worker"),
-                F.col(_TASK).alias("task"),
-                F.col(_ROWS).alias("rows"),
-                F.col(_SECONDS).alias("seconds"),
-            ),
-        )
-        merge_calls = pl.DataFrame(schema={"rows": pl.Int64, "seconds": pl.Float64})
-        if merged is not None:
-            merge_calls = _table(
-                run.session,
-                "reading the merge calls",
-                merged.filter(F.col(_ROWS) >= 0).select(F.col(_ROWS).alias("rows"), F.col(_SECONDS).alias("seconds")),
-            )
-        per_key = firsts.groupBy(_KEY).agg(F.sum(_ROWS).alias("rows"), F.count_distinct(_WORKER).alias("workers"))
-        keys = _table(run.session, "counting rows per key", per_key)
-        output_rows = int(call("counting output rows", held.filter(~F.col(_EMPTY)).count))
-        merge_rows = 0
-        if split_count:
-            on = held[_KEY].eqNullSafe(split[_SPLIT_KEY])
-            merge_rows = int(
-                call(
-                    "counting the merge stage's rows",
-                    held.join(F.broadcast(split), on, "left_semi").filter(~F.col(_EMPTY)).count,
+        frame = self.checked_keys()
+        observed = _Observed(Observation(), Observation(), Observation()) if report is not None else None
+        if self.grouper is None and self.capacity == 0:
+            routed = self.hashed(frame)
+        elif self.grouper is None:
+            table = self.placement(frame)
+            if observed is not None:
+                table = table.observe(
+                    observed.placement,
+                    F.collect_list(F.struct(F.col(self.key).alias("key"), COUNT, F.size(SLICE).alias("workers"))).alias(
+                        "keys"
+                    ),
+                    F.max(TOTAL).alias("total"),
                 )
+            routed = self.placed(frame, table)
+        else:
+            routed = self.routed_online(frame)
+        partials = self.function_stage(routed)
+        if observed is not None:
+            first = F.col(ROWS) >= 0
+            partials = partials.observe(
+                observed.calls,
+                F.collect_list(F.when(first, F.struct(KEY, WORKER, TASK, ROWS, SECONDS))).alias("calls"),
+                F.count_if(~F.col(EMPTY)).alias("output_rows"),
             )
-    key_rows = keys["rows"].cast(pl.Float64)
-    salting_calls = float((SALTS * (1 - (1 - 1 / SALTS) ** key_rows)).sum()) if keys.height else 0.0
-    return result, GroupedReport(
-        plan=run.plan,
-        workers=run.workers,
-        rows=int(calls["rows"].sum()),
-        keys=keys.height,
-        split=keys.filter(pl.col("workers") > 1)
-        .select(pl.col(_KEY).alias(run.key), pl.col("workers").cast(pl.Int64))
-        .sort(["workers", run.key], descending=[True, False]),
-        calls=calls,
-        merge_calls=merge_calls,
-        merge_rows=merge_rows,
-        output_rows=output_rows,
-        salting_calls=salting_calls,
-        salting_merge_rows=salting_calls * output_rows / max(calls.height, 1),
-        offline_replication=replication_bound_of_counts(keys["rows"], workers=run.workers),
-        hot_keys=run.hot,
-        seconds=run.seconds,
+        merged = self.merge_stage(partials)
+        if observed is not None:
+            merged = merged.observe(
+                observed.merges, F.collect_list(F.when(F.col(ROWS) >= 0, F.struct(KEY, ROWS, SECONDS))).alias("calls")
+            )
+            assert report is not None
+            report.bind(lambda: observed.report(self))
+        return merged.filter(~F.col(EMPTY)).select(*self.columns)
+
+
+@dataclass(frozen=True)
+class _Observed:
+    """The observations of one plan: the placement table, the function calls, the merges."""
+
+    placement: Any
+    calls: Any
+    merges: Any
+
+    def report(self, run: GroupedMap) -> GroupedReport | None:
+        """The report, once the plan has run (None before)."""
+        seen = self.calls.get
+        if not seen:
+            return None
+        # A retried stage reports its calls again: one call per (key, worker), as the plan makes.
+        calls = _rows(seen["calls"], (KEY, WORKER, TASK, ROWS, SECONDS), ("key", "worker", "task", "rows", "seconds"))
+        calls = calls.unique(["key", "worker"], keep="first", maintain_order=True)
+        merges = _rows(
+            (self.merges.get or {}).get("calls", []), (KEY, ROWS, SECONDS), ("key", "rows", "seconds")
+        ).unique(["key"], keep="first", maintain_order=True)
+        per_key = calls.group_by("key").agg(pl.col("rows").sum(), pl.col("worker").n_unique().alias("workers"))
+        key_rows = per_key["rows"].cast(pl.Float64)
+        salting_calls = float((SALTS * (1 - (1 - 1 / SALTS) ** key_rows)).sum()) if per_key.height else 0.0
+        output_rows = int(seen["output_rows"] or 0)
+        split = per_key.filter(pl.col("workers") > 1).select(
+            pl.col("key").alias(run.key), pl.col("workers").cast(pl.Int64)
+        )
+        return GroupedReport(
+            plan=run.plan_name,
+            workers=run.workers,
+            rows=int(calls["rows"].sum()),
+            keys=per_key.height,
+            split=split.sort(["workers", run.key], descending=[True, False], nulls_last=False),
+            calls=calls.select("worker", "task", "rows", "seconds"),
+            merge_calls=merges.select("rows", "seconds"),
+            merge_rows=int(merges["rows"].sum()),
+            output_rows=output_rows,
+            salting_calls=salting_calls,
+            salting_merge_rows=salting_calls * output_rows / max(calls.height, 1),
+            offline_replication=replication_bound_of_counts(per_key["rows"], workers=run.workers),
+            hot_keys=self.hot_keys(run) if run.grouper is None and run.capacity else None,
+            seconds={"function": float(calls["seconds"].sum()), "merge": float(merges["seconds"].sum())},
+        )
+
+    def hot_keys(self, run: GroupedMap) -> pl.DataFrame:
+        """The placement table, as :func:`keysplit.spark.hot_keys` reports keys (exact counts)."""
+        seen = self.placement.get or {}
+        total = int(seen.get("total") or 0)
+        table = _rows(seen.get("keys", []), ("key", COUNT, "workers"), (run.key, "count", "workers"))
+        return table.sort("count", run.key, descending=[True, False], nulls_last=False).select(
+            run.key,
+            "count",
+            pl.lit(0, pl.Int64).alias("error"),
+            (pl.col("count") / max(total, 1)).alias("share"),
+            (pl.col("count") / max(total, 1)).alias("share_max"),
+            "workers",
+            pl.lit(total, pl.Int64).alias("rows"),
+        )
+
+
+_TYPES = {"worker": pl.Int32, "task": pl.Int32, "rows": pl.Int64, "seconds": pl.Float64, "count": pl.Int64}
+
+
+def _rows(rows: Sequence[Any], fields: Sequence[str], names: Sequence[str]) -> pl.DataFrame:
+    """Observed rows (``pyspark.sql.Row``) as a Polars frame; keys take the type they convert to."""
+    columns = {name: [row[f] for row in rows] for f, name in zip(fields, names, strict=True)}
+    return pl.DataFrame(
+        [
+            pl.Series(name, values, dtype=_TYPES.get(name, pl.Int64 if name == "workers" else None), strict=False)
+            for name, values in columns.items()
+        ]
     )
 
 
@@ -651,9 +472,11 @@ def apply_grouped(
     order_by: Sequence[str] | str | None = None,
     capacity: int = DEFAULT_CAPACITY,
     nulls: NullPolicy = "group",
-    progress: bool | None = None,
+    report: Report[GroupedReport] | None = None,
 ) -> DataFrame:
-    """``frame.groupBy(key).applyInPandas(function, schema)``, with the hot keys split.
+    """``frame.groupBy(key).applyInPandas(function, schema)``, with the hot keys split: a lazy
+    DataFrame, as ``applyInPandas`` returns. Also ``df.transform(apply_grouped, key=..., ...)``
+    and ``keysplit.spark.skewed(df).groupBy(key).applyInPandas(function, schema, merge=merge)``.
 
     Parameters (all keyword-only but ``frame``)
     -------------------------------------------
@@ -674,47 +497,91 @@ def apply_grouped(
         The output schema, a DDL string or a ``StructType``, as in ``applyInPandas``.
     grouper, workers, seed
         None (default): the two-pass plan, ``workers`` workers (the function stage's tasks);
-        a key of share ``p`` goes over ``⌈p·n⌉`` of them (found by
-        :func:`keysplit.spark.hot_keys` with ``capacity`` counters per partition), every
-        other key stays whole. A grouper name or :class:`keysplit.Grouper`: that online
-        grouper routes each input partition instead (its own ``workers``).
+        a key of share ``p`` goes over ``⌈p·n⌉`` of them, the ``capacity`` commonest keys
+        are placed least loaded first, every other key stays whole on its hash worker.
+        ``capacity=0`` places none and runs no hot-key pass: ``applyInPandas``' placement,
+        every key whole, with keysplit's faster group runner. A grouper name or
+        :class:`keysplit.Grouper`: that online grouper routes each input partition instead
+        (its own ``workers``).
     session
-        A :class:`keysplit.spark.Session` or a ``SparkSession``; None for a DataFrame's own.
+        By the rule of :mod:`keysplit.spark.intake`: a DataFrame's own unless given; a
+        client stream needs one.
     order_by
         Columns to sort each partition by before routing (see :func:`keysplit.spark.aggregate`);
         needed when the DataFrame comes out of a shuffle and the plan routes online.
     nulls
         ``"group"`` (default): null keys are one group, as in ``groupBy``; ``"raise"``
-        refuses them.
-    progress
-        A line on stderr naming the Spark action running; None (default) shows it when
-        stderr is a terminal and rich is installed.
+        fails the query that meets one.
+    report
+        A :class:`keysplit.spark.Report`, filled with a :class:`GroupedReport` when an
+        action runs the result (observed metrics: the plan is the same, plus a list of the
+        calls gathered on the driver).
 
-    The function stage runs now; the result is a Spark DataFrame of ``schema`` whose merge
-    stage runs when it is used. No column of ``frame`` is changed and the routing column
+    No Spark job runs here (see the module's notes for the exceptions); the result is a
+    Spark DataFrame of ``schema``. No column of ``frame`` is changed and the routing column
     is not in the result.
     """
-    with PhaseProgress("apply_grouped", progress) as shown:
-        shown.phase("reading the input")
-        result, _ = _run(
-            _GroupedRun(
-                frame,
-                key=key,
-                function=function,
-                merge=merge,
-                schema=schema,
-                grouper=grouper,
-                workers=workers,
-                seed=seed,
-                session=session,
-                order_by=order_by,
-                capacity=capacity,
-                nulls=nulls,
-                bookkeeping=False,
-            ),
-            shown,
-        )
-    return result
+    return grouped_map(
+        frame,
+        key=key,
+        function=function,
+        merge=merge,
+        schema=schema,
+        grouper=grouper,
+        workers=workers,
+        seed=seed,
+        session=session,
+        order_by=order_by,
+        capacity=capacity,
+        nulls=nulls,
+    ).plan(report)
+
+
+def grouped_map(
+    frame: DataFrame | Stream,
+    *,
+    key: str,
+    function: Callable[..., Any],
+    merge: Callable[..., Any],
+    schema: StructType | str,
+    grouper: Grouper | str | None,
+    workers: int,
+    seed: int,
+    session: Session | SparkSession | None,
+    order_by: Sequence[str] | str | None,
+    capacity: int,
+    nulls: NullPolicy,
+) -> GroupedMap:
+    """:func:`apply_grouped`'s arguments, checked, as the :class:`GroupedMap` that plans it."""
+    key = require_key(key)
+    function = _require_callable("function", function)
+    merge = _require_callable("merge", merge)
+    handle = session_for(frame, session)
+    if nulls not in ("group", "raise"):
+        raise ConfigError(f"nulls must be 'group' or 'raise', got {nulls!r}")
+    if isinstance(capacity, bool) or not isinstance(capacity, int) or not 0 <= capacity <= 1 << 24:
+        raise ConfigError(f"capacity must be an int in [0, {1 << 24:,}], got {capacity!r}")
+    online = None if grouper is None else make_grouper(grouper, workers, seed)
+    if online is None:
+        workers = require_workers(workers)
+        seed = require_seed(seed)
+    output = _struct(handle, schema)
+    if not is_spark_frame(frame):
+        frame = to_spark(handle, frame, choose_path(handle, IngestOptions()))
+    return GroupedMap(
+        session=handle,
+        frame=frame,
+        key=key,
+        function=function,
+        merge=merge,
+        output=output,
+        grouper=online,
+        workers=online.workers if online is not None else workers,
+        seed=seed,
+        order_by=order_columns(order_by),
+        capacity=capacity,
+        nulls=nulls,
+    )
 
 
 def apply_grouped_with_report(
@@ -733,30 +600,35 @@ def apply_grouped_with_report(
     nulls: NullPolicy = "group",
     progress: bool | None = None,
 ) -> tuple[DataFrame, GroupedReport]:
-    """:func:`apply_grouped`, run to the end, and a :class:`GroupedReport` of what it did.
+    """Deprecated: ``apply_grouped(..., report=keysplit.spark.Report())``, then an action.
 
-    Both stages run now (the result is held on the executors); the report's figures cost
-    a few small queries over the function stage's output.
+    Runs the plan now (persisted, so that reading the result does not run it again) and
+    returns it with its report.
     """
-    with PhaseProgress("apply_grouped", progress) as shown:
-        shown.phase("reading the input")
-        result, report = _run(
-            _GroupedRun(
-                frame,
-                key=key,
-                function=function,
-                merge=merge,
-                schema=schema,
-                grouper=grouper,
-                workers=workers,
-                seed=seed,
-                session=session,
-                order_by=order_by,
-                capacity=capacity,
-                nulls=nulls,
-                bookkeeping=True,
-            ),
-            shown,
-        )
-    assert report is not None
-    return result, report
+    warnings.warn(
+        "apply_grouped_with_report is deprecated: pass report=keysplit.spark.Report() to apply_grouped and "
+        "read report.get after an action on the result",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    del progress
+    report: Report[GroupedReport] = Report()
+    result = apply_grouped(
+        frame,
+        key=key,
+        function=function,
+        merge=merge,
+        schema=schema,
+        grouper=grouper,
+        workers=workers,
+        seed=seed,
+        session=session,
+        order_by=order_by,
+        capacity=capacity,
+        nulls=nulls,
+        report=report,
+    ).persist()
+    handle = session_for(result, session)
+    with run_settings(handle):
+        handle.call("running apply_grouped", result.count)
+    return result, report.get

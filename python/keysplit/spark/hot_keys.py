@@ -19,14 +19,16 @@ offline bound γ*; every other key stays whole.
 
 from __future__ import annotations
 
-import heapq
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
+from keysplit._checks import require_workers
+from keysplit._errors import ConfigError, ConfigTypeError
+from keysplit.spark.intake import session_for
+from keysplit.spark.placement import least_loaded
 from keysplit.spark.routing import require_key_type
-from keysplit.spark.session import as_session
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
@@ -107,8 +109,10 @@ def _summariser(key: str, capacity: int) -> Callable[[Iterator[pa.RecordBatch]],
 
 
 def _require_positive(name: str, value: object, top: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= top:
-        raise ValueError(f"{name} must be an int in [1, {top:,}], got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigTypeError(f"{name} must be an int, got {type(value).__name__}")
+    if not 1 <= value <= top:
+        raise ConfigError(f"{name} must be an int in [1, {top:,}], got {value!r}")
     return value
 
 
@@ -142,13 +146,13 @@ def hot_keys(
     from pyspark.sql import functions as F
     from pyspark.sql.types import BooleanType, LongType, StructField, StructType
 
-    workers = _require_positive("workers", workers, 1 << 16)
+    workers = require_workers(workers)
     capacity = _require_positive("capacity", capacity, 1 << 24)
     if min_share is None:
         min_share = 1 / (4 * workers)
     if isinstance(min_share, bool) or not isinstance(min_share, (int, float)) or not 0 < min_share <= 1:
-        raise ValueError(f"min_share must be a float in (0, 1], got {min_share!r}")
-    handle, _ = as_session(frame.sparkSession if session is None else session)
+        raise ConfigError(f"min_share must be a float in (0, 1], got {min_share!r}")
+    handle = session_for(frame, session)
     schema = handle.call("reading the schema", lambda: frame.schema)
     require_key_type(schema, key)
     key_field = schema[key]
@@ -213,23 +217,10 @@ def placement(hot: pl.DataFrame, *, key: str, workers: int) -> Placement:
 
     Keys go hottest first, each to its ``workers`` least-loaded workers (lowest index on a
     tie), counting the rows of keys not in the table as spread evenly; a key's rows are
-    shared equally by its workers. A key of one worker stays whole there.
+    shared equally by its workers (:func:`keysplit.spark.placement.least_loaded`). A key of
+    one worker stays whole there.
     """
     if hot.height == 0:
         return Placement(keys=[], slices=[])
-    rows = int(hot["rows"][0])
-    listed = int(hot["count"].sum())
-    rest = max(rows - listed, 0) / workers
-    heap = [(rest, w) for w in range(workers)]
-    heapq.heapify(heap)
-    keys: list[Any] = []
-    slices: list[list[int]] = []
-    for value, count, need in hot.select(key, "count", "workers").iter_rows():
-        need = min(int(need), workers)
-        chosen = [heapq.heappop(heap) for _ in range(need)]
-        share = count / need
-        for load, worker in chosen:
-            heapq.heappush(heap, (load + share, worker))
-        keys.append(value)
-        slices.append(sorted(worker for _, worker in chosen))
-    return Placement(keys=keys, slices=slices)
+    slices = least_loaded(hot["count"].to_list(), hot["workers"].to_list(), int(hot["rows"][0]), workers)
+    return Placement(keys=hot[key].to_list(), slices=slices)

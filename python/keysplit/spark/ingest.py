@@ -30,6 +30,7 @@ import time
 import uuid
 import weakref
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
@@ -37,6 +38,7 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from keysplit._errors import ConfigError, ConfigTypeError, KeyInputError
 from keysplit._routing import from_pandas
 
 if TYPE_CHECKING:
@@ -65,10 +67,40 @@ _WIDER: dict[pl.DataType | type[pl.DataType], type[pl.DataType]] = {
 _PROBE_TIMEOUT = 60.0
 
 
-def require_batch_rows(batch_rows: object) -> int:
-    if isinstance(batch_rows, bool) or not isinstance(batch_rows, int) or batch_rows < 1:
-        raise ValueError(f"batch_rows must be a positive int, got {batch_rows!r}")
-    return batch_rows
+@dataclass(frozen=True)
+class IngestOptions:
+    """How a client stream reaches Spark: ``path`` (``"auto"``, or one of
+    :data:`INGEST_PATHS`), ``batch_rows`` per routed batch, the local ``staging_dir`` of
+    the ``files`` path and the server-side ``upload_dir`` of the ``upload`` path."""
+
+    path: IngestChoice = "auto"
+    batch_rows: int = DEFAULT_BATCH_ROWS
+    staging_dir: str | Path | None = None
+    upload_dir: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.path not in ("auto", *INGEST_PATHS):
+            raise ConfigError(f"ingest must be 'auto', 'files', 'upload' or 'arrow', got {self.path!r}")
+        if self.path == "upload" and self.upload_dir is None:
+            raise ConfigError("ingest='upload' needs upload_dir, a directory on the server's filesystem")
+        rows = self.batch_rows
+        if isinstance(rows, bool) or not isinstance(rows, int) or rows < 1:
+            raise ConfigError(f"batch_rows must be a positive int, got {rows!r}")
+
+    @classmethod
+    def of(
+        cls,
+        ingest: IngestChoice | IngestOptions,
+        *,
+        batch_rows: int = DEFAULT_BATCH_ROWS,
+        staging_dir: str | Path | None = None,
+        upload_dir: str | None = None,
+    ) -> IngestOptions:
+        """``ingest`` itself, or the options of a verb's ``ingest``, ``batch_rows``,
+        ``staging_dir`` and ``upload_dir`` arguments."""
+        if isinstance(ingest, IngestOptions):
+            return ingest
+        return cls(path=ingest, batch_rows=batch_rows, staging_dir=staging_dir, upload_dir=upload_dir)
 
 
 def _as_frame(item: object) -> pl.DataFrame:
@@ -79,7 +111,7 @@ def _as_frame(item: object) -> pl.DataFrame:
         frame = pl.from_arrow(item)
         assert isinstance(frame, pl.DataFrame)
         return frame
-    raise TypeError(
+    raise ConfigTypeError(
         f"a stream holds Polars or pandas DataFrames or Arrow tables/record batches, got {type(item).__name__}"
     )
 
@@ -92,7 +124,7 @@ def frames(stream: Stream, batch_rows: int) -> Iterator[pl.DataFrame]:
     elif isinstance(stream, (pl.DataFrame, pa.Table, pa.RecordBatch)):
         items = [stream]
     elif isinstance(stream, (str, bytes)) or not isinstance(stream, Iterable):
-        raise TypeError(
+        raise ConfigTypeError(
             "stream must be a Spark DataFrame, a Polars or pandas DataFrame, a LazyFrame, an Arrow table, "
             f"or an iterable of DataFrames or Arrow batches; got {type(stream).__name__}"
         )
@@ -112,7 +144,7 @@ def spark_compatible(frame: pl.DataFrame) -> pl.DataFrame:
         elif dtype == pl.UInt64:
             top = frame.get_column(name).max()
             if isinstance(top, int) and top >= 1 << 63:
-                raise ValueError(
+                raise KeyInputError(
                     f"column {name!r} holds uint64 values of 2**63 or more, which Spark's signed "
                     "bigint cannot hold; cast it to a string first"
                 )
@@ -132,7 +164,7 @@ def to_arrow(frame: pl.DataFrame) -> pa.Table:
 def balanced_union(parts: list[DataFrame]) -> DataFrame:
     """The rows of every part, joined by a tree of unions of depth ⌈log2(len(parts))⌉."""
     if not parts:
-        raise ValueError("nothing to union")
+        raise KeyInputError("nothing to union: no rows were written")
     while len(parts) > 1:
         parts = [parts[i].union(parts[i + 1]) if i + 1 < len(parts) else parts[i] for i in range(0, len(parts), 2)]
     return parts[0]
@@ -163,7 +195,7 @@ class Ingestion:
             try:
                 table = table.cast(self._schema)
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError, ValueError) as error:
-                raise ValueError(
+                raise KeyInputError(
                     f"a batch of the stream has the schema {table.schema}, after batches of "
                     f"{self._schema}, and cannot be cast to it: {error}"
                 ) from None
@@ -174,7 +206,7 @@ class Ingestion:
     def finish(self) -> DataFrame:
         started = time.perf_counter()
         if self._schema is None:
-            raise ValueError("nothing was written")
+            raise KeyInputError("the stream is empty: nothing was written")
         frame = self._finish()
         self.seconds += time.perf_counter() - started
         return frame
@@ -350,48 +382,41 @@ def _probe(session: Session, staging_dir: str | Path | None, upload_dir: str | N
         shutil.rmtree(directory, ignore_errors=True)
 
 
-def choose_path(
-    session: Session, ingest: IngestChoice, *, staging_dir: str | Path | None = None, upload_dir: str | None = None
-) -> IngestPath:
-    """The ingestion path for ``ingest`` (``"auto"`` or one of :data:`INGEST_PATHS`)."""
-    if ingest not in ("auto", *INGEST_PATHS):
-        raise ValueError(f"ingest must be 'auto', 'files', 'upload' or 'arrow', got {ingest!r}")
-    if ingest == "upload" and upload_dir is None:
-        raise ValueError("ingest='upload' needs upload_dir, a directory on the server's filesystem")
-    if ingest != "auto":
-        return ingest
+def choose_path(session: Session, options: IngestOptions) -> IngestPath:
+    """The ingestion path of ``options`` on this session's server (``"auto"`` probes it once)."""
+    if options.path != "auto":
+        return options.path
     if session.server is not None:
         return "files"
     if session.spark not in _probed:
-        _probed[session.spark] = _probe(session, staging_dir, upload_dir)
+        _probed[session.spark] = _probe(session, options.staging_dir, options.upload_dir)
     return _probed[session.spark]
 
 
-def open_ingestion(
-    session: Session, path: IngestPath, *, staging_dir: str | Path | None = None, upload_dir: str | None = None
-) -> Ingestion:
+def open_ingestion(session: Session, path: IngestPath, options: IngestOptions) -> Ingestion:
     """A fresh sink of ``path`` (see :func:`choose_path`)."""
     if path == "files":
-        return FileIngestion(session, staging_dir)
+        return FileIngestion(session, options.staging_dir)
     if path == "upload":
-        assert upload_dir is not None
-        return UploadIngestion(session, upload_dir)
+        assert options.upload_dir is not None
+        return UploadIngestion(session, options.upload_dir)
     return ArrowIngestion(session)
 
 
-def to_spark(session: Session, data: Stream, path: IngestPath) -> DataFrame:
+def to_spark(session: Session, data: Stream, path: IngestPath, options: IngestOptions | None = None) -> DataFrame:
     """``data`` (a table or a client stream) as a Spark DataFrame held on the server, sent by
     ``path``; its partitions keep the stream's order."""
+    options = options or IngestOptions()
     first: pl.DataFrame | None = None
-    sink = open_ingestion(session, path)
+    sink = open_ingestion(session, path, options)
     try:
-        for part in frames(data, DEFAULT_BATCH_ROWS):
+        for part in frames(data, options.batch_rows):
             if first is None or not first.height:
                 first = part
             if part.height:
                 sink.write(part)
         if first is None:
-            raise ValueError("the stream is empty")
+            raise KeyInputError("the stream is empty")
         if not first.height:
             empty = to_arrow(first)
             return session.call("an empty result", lambda: session.spark.createDataFrame(empty))

@@ -25,7 +25,7 @@ import polars as pl
 
 from keysplit import datasets
 from keysplit._numbers import to_int
-from keysplit.spark.pipeline import DEFAULT_GROUPER
+from keysplit.spark.options import DEFAULT_GROUPER
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
@@ -208,8 +208,9 @@ def grouped_map_case(handle: Any, frame: Any, workers: int, print_: Callable[[st
 
     import numpy as np
 
-    from keysplit.spark.grouped import apply_grouped_with_report
-    from keysplit.spark.pipeline import run_settings
+    from keysplit.spark.grouped import GroupedReport, apply_grouped
+    from keysplit.spark.intake import run_settings
+    from keysplit.spark.report import Report
 
     settings = {"spark.sql.shuffle.partitions": str(workers), "spark.sql.adaptive.coalescePartitions.enabled": "false"}
     with run_settings(handle, settings):
@@ -217,20 +218,16 @@ def grouped_map_case(handle: Any, frame: Any, workers: int, print_: Callable[[st
         # Untimed first runs on a slice: Python workers and imports are no plan's cost.
         sample = frame.limit(20_000)
         handle.call("warming up", sample.groupBy("key").applyInPandas(score3, GROUPED_SCHEMA).count)
-        apply_grouped_with_report(
-            sample,
-            key="key",
-            function=score3,
-            merge=best3,
-            schema=GROUPED_SCHEMA,
-            workers=workers,
-            session=handle,
+        warm_up = apply_grouped(
+            sample, key="key", function=score3, merge=best3, schema=GROUPED_SCHEMA, workers=workers, session=handle
         )
+        handle.call("warming up", warm_up.count)
         started = time.perf_counter()
         native = pl.from_arrow(handle.call("applyInPandas", native_plan.toArrow))
         native_wall = time.perf_counter() - started
         started = time.perf_counter()
-        result, report = apply_grouped_with_report(
+        observed: Report[GroupedReport] = Report()
+        result = apply_grouped(
             frame,
             key="key",
             function=score3,
@@ -238,9 +235,11 @@ def grouped_map_case(handle: Any, frame: Any, workers: int, print_: Callable[[st
             schema=GROUPED_SCHEMA,
             workers=workers,
             session=handle,
+            report=observed,
         )
-        ours = pl.from_arrow(handle.call("apply_grouped's result", result.toArrow))
+        ours = pl.from_arrow(handle.call("apply_grouped", result.toArrow))
         ours_wall = time.perf_counter() - started
+        report = observed.get
     assert isinstance(native, pl.DataFrame) and isinstance(ours, pl.DataFrame)
     native_tasks = native.group_by("key").agg(pl.col("task").first(), pl.col("seconds").first())
     native_seconds = [0.0] * workers
@@ -332,7 +331,8 @@ def run(
     from pyspark.sql import functions as F
 
     from keysplit._grouper import Grouper
-    from keysplit.spark.aggregate import aggregate_with_report
+    from keysplit.spark.aggregate import aggregate
+    from keysplit.spark.report import Report
     from keysplit.spark.session import session
 
     # Arguments are checked before Spark starts: a typo costs nothing.
@@ -355,7 +355,7 @@ def run(
         # compilation and the Python workers' start, which no pipeline should be charged.
         handle.call("warming up", plan.count)
         for rows in (frame, next(iter(stream()))):
-            aggregate_with_report(
+            aggregate(
                 rows,
                 key="key",
                 grouper=Grouper.from_spec(grouper, workers=workers, seed=seed),
@@ -382,7 +382,8 @@ def run(
         equal: dict[str, bool] = {}
         for label, make in [*pipelines, *reversed(pipelines)]:
             rows, name = make()
-            result, report = aggregate_with_report(
+            observed: Report[RunReport] = Report()
+            result = aggregate(
                 rows,
                 key="key",
                 grouper=Grouper.from_spec(name, workers=workers, seed=seed),
@@ -390,7 +391,9 @@ def run(
                 session=handle,
                 output="polars",
                 batch_rows=batch_rows,
+                report=observed,
             )
+            report = observed.get
             report.check()
             first.setdefault(label, report)
             equal[label] = equal.get(label, True) and result.equals(expected)

@@ -11,7 +11,6 @@ results; the operator's ``merge`` combines them.
 
 from __future__ import annotations
 
-import contextlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -20,19 +19,13 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 import pyarrow as pa
 
+from keysplit._errors import ConfigError, ConfigTypeError
 from keysplit._grouper import Grouper, NullPolicy
-from keysplit.spark.ingest import DEFAULT_BATCH_ROWS, IngestChoice, Stream, choose_path, require_batch_rows
-from keysplit.spark.pipeline import (
-    DEFAULT_GROUPER,
-    SEQUENCE_COLUMN,
-    ClientStream,
-    SparkFrame,
-    is_spark_frame,
-    make_grouper,
-    run_settings,
-    shown_session,
-)
-from keysplit.spark.report import ObservationMismatch, RunReport, WindowReport
+from keysplit.spark.ingest import DEFAULT_BATCH_ROWS, IngestChoice, IngestOptions, Stream
+from keysplit.spark.intake import Intake
+from keysplit.spark.options import DEFAULT_GROUPER, make_grouper, order_columns, require_key
+from keysplit.spark.report import ObservationMismatch, Report, RunReport, WindowReport
+from keysplit.spark.routed_windows import SEQUENCE_COLUMN, RoutedWindow, routed_input
 from keysplit.spark.routing import SOURCE_COLUMN, WORKER_COLUMN
 
 if TYPE_CHECKING:
@@ -83,7 +76,7 @@ def windowed_count(window_tuples: int, *, key: str = "key") -> Operator:
     over the workers that hold it, which equals a plain count per (``seq`` // W, key).
     """
     if isinstance(window_tuples, bool) or not isinstance(window_tuples, int) or window_tuples < 1:
-        raise ValueError(f"window_tuples must be a positive int, got {window_tuples!r}")
+        raise ConfigError(f"window_tuples must be a positive int, got {window_tuples!r}")
 
     def schema(source: StructType) -> str:
         return f"window long, `{key}` {source[key].dataType.simpleString()}, count long"
@@ -128,107 +121,119 @@ def apply_operator(
     session: Session | SparkSession | None = None,
     order_by: Sequence[str] | str | None = None,
     batch_rows: int = DEFAULT_BATCH_ROWS,
-    ingest: IngestChoice = "auto",
+    ingest: IngestChoice | IngestOptions = "auto",
     staging_dir: str | Path | None = None,
     upload_dir: str | None = None,
     nulls: NullPolicy = "group",
     output: str = "spark",
     timeout: float | None = None,
     progress: bool | None = None,
-) -> tuple[Any, RunReport]:
+    report: Report[RunReport] | None = None,
+) -> Any:
     """Routes ``stream``, runs ``operator`` per worker on Spark in arrival order, merges.
 
     ``stream`` is a Spark DataFrame (routed on the executors, see
     :func:`keysplit.spark.aggregate` for ``order_by``) or a client stream (routed here and
-    ingested by ``ingest``). Returns the merged result (Spark DataFrame, or
-    ``output="arrow"``/``"polars"``, sorted by its first columns) and the
-    :class:`RunReport` (one window: the whole stream). ``progress`` shows the Spark
-    action running on stderr (None: when stderr is a terminal).
+    ingested by ``ingest``); the session follows the rule of :mod:`keysplit.spark.intake`.
+    Runs now, and returns the merged result (Spark DataFrame, or ``output="arrow"``/
+    ``"polars"``, sorted by its first columns); ``report`` (a :class:`keysplit.spark.Report`)
+    is filled with the :class:`RunReport` (one window: the whole stream). ``progress``
+    shows the Spark action running on stderr (None: when stderr is a terminal).
     """
-    from pyspark.sql import functions as F
-
-    batch_rows = require_batch_rows(batch_rows)
     if not isinstance(operator, Operator):
-        raise TypeError(f"operator must be a keysplit.spark.operator.Operator, got {type(operator).__name__}")
+        raise ConfigTypeError(f"operator must be a keysplit.spark.operator.Operator, got {type(operator).__name__}")
     if output not in ("spark", "arrow", "polars"):
-        raise ValueError(f"output must be 'spark', 'arrow' or 'polars', got {output!r}")
-    grouper = make_grouper(grouper, workers, seed)
-    order = [order_by] if isinstance(order_by, str) else order_by
-    n = grouper.workers
-    spark_frame = stream if is_spark_frame(stream) else None
+        raise ConfigError(f"output must be 'spark', 'arrow' or 'polars', got {output!r}")
+    key = require_key(key)
+    options = IngestOptions.of(ingest, batch_rows=batch_rows, staging_dir=staging_dir, upload_dir=upload_dir)
+    routing = make_grouper(grouper, workers, seed)
     started_run = time.perf_counter()
-    stack = contextlib.ExitStack()
-    handle, owned, _ = shown_session(
-        spark_frame.sparkSession if spark_frame is not None and session is None else session,
-        stack,
-        f"apply_operator ({grouper.name}, {n} workers)",
-        progress,
-    )
-    try:
-        if spark_frame is not None:
-            source: ClientStream | SparkFrame = SparkFrame(
-                handle,
-                spark_frame,
-                key=key,
-                grouper=grouper,
-                columns=None,
-                window=None,
-                nulls=nulls,
-                order_by=order,
-                sequence=True,
-            )
-            path = "none"
-        else:
-            if order is not None:
-                raise ValueError(
-                    "order_by sorts the partitions of a Spark DataFrame; a client stream is routed in its own order"
-                )
-            path = choose_path(handle, ingest, staging_dir=staging_dir, upload_dir=upload_dir)
-            source = ClientStream(
-                handle,
-                stream,
-                key=key,
-                grouper=grouper,
-                columns=None,
-                window=None,
-                batch_rows=batch_rows,
-                nulls=nulls,
-                ingestion=path,
-                staging_dir=staging_dir,
-                upload_dir=upload_dir,
-                sequence=True,
-            )
-        stack.enter_context(run_settings(handle))
+    title = f"apply_operator ({routing.name}, {routing.workers} workers)"
+    with Intake(title, stream, session=session, progress=progress) as intake:
+        source = routed_input(
+            intake.session,
+            stream,
+            key=key,
+            grouper=routing,
+            columns=None,
+            window=None,
+            nulls=nulls,
+            order_by=order_columns(order_by),
+            ingest=options,
+            sequence=True,
+        )
         windows = source.windows()
-        stack.callback(windows.close)
+        intake.callback(windows.close)
         routed = next(windows)
+        merged, window = _OperatorRun(intake.session, operator, key, routing.workers, timeout).run(routed)
+        result = merged if output == "spark" else _fetched(intake.session, merged, output, timeout)
+    if report is not None:
+        report.fill(
+            RunReport(
+                grouper=routing.name,
+                workers=routing.workers,
+                windows=[window],
+                routed_on=source.routed_on,
+                ingestion=source.ingestion,
+                summary=source.summary(),
+                wall_seconds=time.perf_counter() - started_run,
+            )
+        )
+    return result
+
+
+@dataclass(frozen=True)
+class _OperatorRun:
+    """The operator's stages over one routed window, and Spark's figures of them."""
+
+    session: Session
+    operator: Operator
+    key: str
+    workers: int
+    timeout: float | None
+
+    def run(self, routed: RoutedWindow) -> tuple[DataFrame, WindowReport]:
+        """The merged result, held on the executors, and the window's checked report."""
+        from pyspark.sql import functions as F
+
+        call = self.session.call
         assert routed.rows is not None
         rows = routed.rows
-        by_worker = rows.repartitionById(n, WORKER_COLUMN)
-        observed = handle.call(
+        by_worker = rows.repartitionById(self.workers, WORKER_COLUMN)
+        observed = call(
             "reading partition sizes",
             lambda: (
                 by_worker.groupBy(F.spark_partition_id().alias("p"), WORKER_COLUMN, SOURCE_COLUMN)
                 .agg(F.count(F.lit(1)).alias("rows"))
                 .collect()
             ),
-            timeout=timeout,
+            timeout=self.timeout,
         )
-        keys = handle.call("counting keys", lambda: rows.select(key).distinct().count(), timeout=timeout)
-        schema = operator.schema(handle.call("reading the schema", lambda: rows.schema, timeout=timeout))
+        keys = call("counting keys", lambda: rows.select(self.key).distinct().count(), timeout=self.timeout)
+        schema = self.operator.schema(call("reading the schema", lambda: rows.schema, timeout=self.timeout))
         partial_plan = (
             by_worker.drop(SOURCE_COLUMN)
             .groupBy(WORKER_COLUMN)
-            .applyInArrow(_in_arrival_order(operator.function), f"{schema}, __worker int, __partition int")
+            .applyInArrow(_in_arrival_order(self.operator.function), f"{schema}, __worker int, __partition int")
         )
         started = time.perf_counter()
-        partials = handle.call("operator", lambda: partial_plan.localCheckpoint(eager=True), timeout=timeout)
+        partials = call("operator", lambda: partial_plan.localCheckpoint(eager=True), timeout=self.timeout)
         partial_seconds = time.perf_counter() - started
-        partial_rows = handle.call("counting partials", partials.count, timeout=timeout)
-        merged_plan = operator.merge(partials.drop("__worker", "__partition"))
+        partial_rows = call("counting partials", partials.count, timeout=self.timeout)
+        merged_plan = self.operator.merge(partials.drop("__worker", "__partition"))
         started = time.perf_counter()
-        merged = handle.call("merge", lambda: merged_plan.localCheckpoint(eager=True), timeout=timeout)
-        final_seconds = time.perf_counter() - started
+        merged = call("merge", lambda: merged_plan.localCheckpoint(eager=True), timeout=self.timeout)
+        seconds = {**routed.seconds, "partial": partial_seconds, "final": time.perf_counter() - started}
+        window = self.report(routed, observed, int(keys), int(partial_rows), seconds)
+        problems = window.disagreements()
+        if problems:
+            raise ObservationMismatch("; ".join(problems))
+        return merged, window
+
+    def report(
+        self, routed: RoutedWindow, observed: list[Any], keys: int, partial_rows: int, seconds: dict[str, float]
+    ) -> WindowReport:
+        n = self.workers
         sources = 1 + max((row[SOURCE_COLUMN] for row in observed), default=0)
         source_loads = [[0] * n for _ in range(sources)]
         partition_rows = [0] * n
@@ -238,40 +243,24 @@ def apply_operator(
             partition_rows[row["p"]] += int(row["rows"])
             partition_workers[row["p"]].add(row[WORKER_COLUMN])
         spark_loads = [sum(column) for column in zip(*source_loads, strict=True)]
-        window = WindowReport(
+        return WindowReport(
             window=None,
             rows=routed.row_count if routed.row_count is not None else sum(spark_loads),
             spark_loads=spark_loads,
             source_loads=source_loads,
             # The operator's partials are not one per (worker, key): Γ is what Spark made.
-            spark_partial_rows=int(partial_rows),
-            keys=int(keys),
+            spark_partial_rows=partial_rows,
+            keys=keys,
             client_loads=routed.client_loads,
             partition_rows=partition_rows,
             partition_workers=[sorted(found) for found in partition_workers],
-            seconds={**routed.seconds, "partial": partial_seconds, "final": final_seconds},
+            seconds=seconds,
         )
-        problems = window.disagreements()
-        if problems:
-            raise ObservationMismatch("; ".join(problems))
-        if output == "spark":
-            result: Any = merged
-        else:
-            table = handle.call("fetching the result", merged.toArrow, timeout=timeout)
-            frame = pl.from_arrow(table)
-            assert isinstance(frame, pl.DataFrame)
-            frame = frame.sort(frame.columns[:-1])
-            result = frame if output == "polars" else frame.to_arrow()
-    finally:
-        stack.close()
-        if owned:
-            handle.close()
-    return result, RunReport(
-        grouper=grouper.name,
-        workers=n,
-        windows=[window],
-        routed_on=source.routed_on,
-        ingestion=path,
-        summary=source.summary(),
-        wall_seconds=time.perf_counter() - started_run,
-    )
+
+
+def _fetched(session: Session, merged: DataFrame, output: str, timeout: float | None) -> Any:
+    table = session.call("fetching the result", merged.toArrow, timeout=timeout)
+    frame = pl.from_arrow(table)
+    assert isinstance(frame, pl.DataFrame)
+    frame = frame.sort(frame.columns[:-1])
+    return frame if output == "polars" else frame.to_arrow()

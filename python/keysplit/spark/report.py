@@ -9,18 +9,80 @@ exist only when the client routed the stream itself; they must equal Spark's.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 import polars as pl
 
 from keysplit import metrics
+from keysplit._errors import ConfigError, KeysplitError
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+T = TypeVar("T")
 
 #: The phases of a run, in order. Routing on the executors is part of ``partial``.
 PHASES = ("routing", "ingest", "partial", "final")
 
 
-class ObservationMismatch(RuntimeError):
+class ObservationMismatch(KeysplitError, RuntimeError):
     """Spark's figures disagree with the client's routing: a tuple was lost or moved."""
+
+
+class ReportPendingError(KeysplitError, RuntimeError):
+    """A :class:`Report` read before the plan it was passed to has run."""
+
+
+class Report(Generic[T]):
+    """The figures of one verb's run, filled in when its plan runs, as
+    ``pyspark.sql.Observation`` is: pass it as ``report=`` and read :attr:`get` after an
+    action (``collect``, ``count``, a write) on the returned DataFrame::
+
+        report = keysplit.spark.Report()
+        out = keysplit.spark.apply_grouped(df, key="k", function=f, merge=m, schema=s, report=report)
+        out.write.parquet("out/")
+        report.get  # a GroupedReport: calls, split keys, λ, γ, ...
+
+    A verb that runs when it is called (``aggregate``, ``apply_operator``) fills it before it
+    returns. A report serves one call; the first action that runs the plan fills it.
+    """
+
+    def __init__(self) -> None:
+        self._read: Callable[[], T | None] | None = None
+        self._value: T | None = None
+
+    def bind(self, read: Callable[[], T | None]) -> None:
+        """Called by the verb: ``read`` gives the figures, or None until the plan has run."""
+        if self._read is not None or self._value is not None:
+            raise ConfigError("this Report was already passed to a verb; make a new Report() for each call")
+        self._read = read
+
+    def fill(self, value: T) -> None:
+        """Called by a verb that has already run."""
+        self.bind(lambda: value)
+
+    @property
+    def ready(self) -> bool:
+        """Whether the figures are in (the plan has run)."""
+        if self._value is None and self._read is not None:
+            self._value = self._read()
+        return self._value is not None
+
+    @property
+    def get(self) -> T:
+        """The figures; raises :class:`ReportPendingError` before the plan has run."""
+        if self._read is None:
+            raise ReportPendingError("this Report was not passed to a verb (report=...)")
+        if not self.ready:
+            raise ReportPendingError(
+                "the report is filled when an action runs the DataFrame it was passed with: "
+                "run .collect(), .count(), .toArrow() or a write on it first"
+            )
+        assert self._value is not None
+        return self._value
+
+    def __repr__(self) -> str:
+        return f"Report({self._value!r})" if self.ready else "Report(pending)"
 
 
 class _Figures(Protocol):

@@ -28,6 +28,10 @@ import weakref
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from keysplit._errors import ConfigError, ConfigTypeError, KeyInputError, KeysplitError
+from keysplit.spark.intake import is_spark_frame, session_for
+from keysplit.spark.options import DEFAULT_GROUPER, make_grouper, order_columns
+
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Sequence
 
@@ -53,7 +57,7 @@ _SHUFFLE = re.compile(r"(?<!Broadcast)Exchange |ShuffleQueryStage|AQEShuffleRead
 _PROBE_TIMEOUT = 120.0
 
 
-class ExecutorSetupError(RuntimeError):
+class ExecutorSetupError(KeysplitError, RuntimeError):
     """The executors' Python cannot import keysplit (or another version of it)."""
 
 
@@ -68,7 +72,7 @@ def _missing_message(python: str, problem: str, version: str) -> str:
     )
 
 
-def _keysplit_importer(archive_dir: str) -> Callable[[], Any]:
+def keysplit_importer(archive_dir: str) -> Callable[[], Any]:
     """A function that imports keysplit on an executor, from the shipped archive if there
     is one; nested, so that it travels by value inside the functions that use it."""
 
@@ -93,7 +97,7 @@ def _router(
     archive_dir: str,
     worker_column: str = WORKER_COLUMN,
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
-    import_keysplit = _keysplit_importer(archive_dir)
+    import_keysplit = keysplit_importer(archive_dir)
 
     def route(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         import sys
@@ -107,6 +111,8 @@ def _router(
             ) from None
         import pyarrow as pa
         import pyarrow.compute as pc
+
+        from keysplit.spark.runs import run_slices
 
         grouper = keysplit.Grouper.restore(snapshot)
         last = None
@@ -122,11 +128,7 @@ def _router(
                         f"window ids in {window!r} decrease within a partition; sort each partition "
                         "by the window (order_by) so that windows do not decrease"
                     )
-                cuts = [0]
-                if len(ids) > 1:
-                    changes = pc.indices_nonzero(pc.not_equal(ids.slice(1), ids.slice(0, len(ids) - 1)))
-                    cuts += [i + 1 for i in changes.to_pylist()]
-                runs = [batch.slice(a, b - a) for a, b in zip(cuts, [*cuts[1:], len(ids)], strict=True)]
+                runs = [batch.slice(start, length) for start, length in run_slices(ids)]
             for run in runs:
                 if window is not None and run.num_rows:
                     first = run.column(window)[0].as_py()
@@ -157,13 +159,23 @@ def require_key_type(schema: StructType, key: str) -> None:
     """Refuses a key column the groupers cannot hash (they take integers, strings and bytes)."""
     names = [field.name for field in schema.fields]
     if key not in names:
-        raise ValueError(f"key column {key!r} is not in the DataFrame; columns: {names}")
+        raise KeyInputError(f"key column {key!r} is not in the DataFrame; columns: {names}")
     kind = schema[key].dataType.simpleString()
     if kind not in _KEY_TYPES and not _INTEGRAL_DECIMAL.fullmatch(kind):
-        raise ValueError(
+        raise KeyInputError(
             f"key column {key!r} is {kind}; keysplit routes integer, string and binary keys: "
             f"cast it, e.g. frame.withColumn({key!r}, F.col({key!r}).cast('string'))"
         )
+
+
+def routed_columns(key: str, columns: Sequence[str], added: Sequence[str] = ()) -> list[str]:
+    """The key and ``columns`` that go through the routing, refusing the names it adds
+    (``worker``, ``__source`` and ``added``)."""
+    chosen = list(dict.fromkeys([key, *columns]))
+    for reserved in (WORKER_COLUMN, SOURCE_COLUMN, *added):
+        if reserved in chosen:
+            raise ConfigError(f"the stream may not have a column {reserved!r}: the routing adds it; rename it")
+    return chosen
 
 
 def in_repeatable_order(session: Session, frame: DataFrame, order_by: Sequence[str] | None) -> DataFrame:
@@ -182,7 +194,7 @@ def in_repeatable_order(session: Session, frame: DataFrame, order_by: Sequence[s
     physical = plan.split("== Physical Plan ==")[-1]
     shuffles = [line.strip(" +-:*") for line in physical.splitlines() if _SHUFFLE.search(line)]
     if shuffles:
-        raise ValueError(
+        raise ConfigError(
             "the DataFrame's rows come out of a shuffle "
             f"({shuffles[0][:120]} in its plan), so each partition's order changes from run "
             "to run and so would the routing. Pass order_by=[columns unique within a partition], "
@@ -199,7 +211,7 @@ _checked: weakref.WeakKeyDictionary[SparkSession, dict[str | None, str]] = weakr
 
 
 def _executor_probe(archive_dir: str) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
-    import_keysplit = _keysplit_importer(archive_dir)
+    import_keysplit = keysplit_importer(archive_dir)
 
     def probe(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         import importlib.metadata
@@ -333,3 +345,47 @@ def route_on_executors(
     router = _router(grouper.snapshot(), key, nulls, window, ARCHIVE_DIR, worker_column)
     routed = ordered.select(*columns).mapInArrow(router, routed_schema)
     return routed if source_column is None else routed.withColumn(source_column, F.spark_partition_id())
+
+
+def route(
+    frame: DataFrame,
+    *,
+    key: str = "key",
+    grouper: Grouper | str = DEFAULT_GROUPER,
+    workers: int = 8,
+    seed: int = 0,
+    session: Session | SparkSession | None = None,
+    order_by: Sequence[str] | str | None = None,
+    window: str | None = None,
+    nulls: NullPolicy = "group",
+) -> DataFrame:
+    """``frame`` routed on the executors: every column, plus ``worker`` and ``source`` (int).
+
+    Each partition is a source with its own grouper, all starting from ``grouper`` (or a
+    fresh grouper of that name, ``workers`` and ``seed``), in the partition's order, in
+    ``session`` (the DataFrame's own by default); see
+    :func:`keysplit.spark.aggregate` for ``order_by``, ``window`` and ``nulls``. The result
+    is lazy: Spark routes when it runs a query on it, and routes the same way every time.
+    Checking that the executors import keysplit runs one tiny job, once per session.
+    """
+    if not is_spark_frame(frame):
+        raise ConfigTypeError(
+            f"frame must be a Spark DataFrame, got {type(frame).__name__}; route a Polars frame with keysplit.route"
+        )
+    handle = session_for(frame, session)
+    routing = make_grouper(grouper, workers, seed)
+    schema = handle.call("reading the schema", lambda: frame.schema)
+    names = [field.name for field in schema.fields]
+    columns = routed_columns(key, names, ["source"])
+    routed = route_on_executors(
+        handle,
+        frame,
+        schema=schema,
+        key=key,
+        grouper=routing,
+        columns=columns,
+        nulls=nulls,
+        window=window,
+        order_by=order_columns(order_by),
+    )
+    return routed.withColumnRenamed(SOURCE_COLUMN, "source")

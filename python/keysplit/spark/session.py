@@ -7,7 +7,10 @@ it started. With ``master="cluster:N"`` the server drives a Spark standalone clu
 workers on loopback (:mod:`keysplit.spark.cluster`), started and stopped with it. Every
 wait is bounded: a missing Java, a taken port or an unreachable server fails within
 seconds with a :class:`SparkConnectError`, and a query that outlives its timeout is
-interrupted on the server.
+interrupted on the server. An error names its cause: which process died and why, an
+unreachable server, or a Python worker that a busy server started too late (an action
+:meth:`Session.call` retries). What the server shares with the cluster (Java, Spark, ports,
+logs, process groups) is in :mod:`keysplit.spark.processes`.
 """
 
 from __future__ import annotations
@@ -16,10 +19,8 @@ import atexit
 import contextlib
 import functools
 import os
-import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -27,153 +28,38 @@ import threading
 import time
 import weakref
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 from urllib.parse import urlsplit
 
+from keysplit._errors import ConfigError, ConfigTypeError, KeysplitError
+from keysplit.spark.cluster import StandaloneCluster, cluster_workers
+from keysplit.spark.processes import (
+    DEFAULT_STARTUP_TIMEOUT,
+    STOP_TIMEOUT,
+    SparkConnectError,
+    check_port_free,
+    describe_exit,
+    find_java,
+    free_port,
+    log_tail,
+    port_open,
+    redact,
+    spark_environment,
+    spark_home,
+    stop_group,
+)
+
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable, Iterator
+    from collections.abc import Callable, Iterator
 
     from pyspark.sql import SparkSession
 
-    from keysplit.spark.cluster import StandaloneCluster
-
 T = TypeVar("T")
 
-#: The Java release Spark 4 needs.
-MIN_JAVA = 17
 #: Seconds a query may run unless the caller says otherwise.
 DEFAULT_QUERY_TIMEOUT = 900.0
-#: Seconds the embedded server may take to open its port (about 6 s idle, 25 s on a busy
-#: two-core machine).
-DEFAULT_STARTUP_TIMEOUT = 180.0
 _CONNECT_TIMEOUT = 5.0
-_STOP_TIMEOUT = 15.0
 _SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
-
-_SECRET = re.compile(r"(?i)(token=|authorization[\"']?\s*[:=]\s*[\"']?bearer\s+)[^;&\s\"',)]*")
-
-
-class SparkConnectError(RuntimeError):
-    """The Spark Connect server could not be started, reached, or kept running."""
-
-
-def redact(text: str) -> str:
-    """``text`` with every Spark Connect token replaced by ``***``."""
-    return _SECRET.sub(r"\1***", text)
-
-
-def _java_version(java: str) -> int:
-    try:
-        done = subprocess.run([java, "-version"], capture_output=True, text=True, timeout=20, check=False)
-    except (OSError, subprocess.TimeoutExpired) as error:
-        raise SparkConnectError(f"could not run {java} -version: {error}") from None
-    match = re.search(r'version "(\d+)(?:\.(\d+))?', done.stderr + done.stdout)
-    if match is None:
-        raise SparkConnectError(f"could not read the Java version from {java} -version")
-    major = int(match.group(1))
-    return int(match.group(2) or 0) if major == 1 else major
-
-
-def find_java() -> str:
-    """The ``java`` to start the embedded server with (``JAVA_HOME`` first, then ``PATH``).
-
-    Raises :class:`SparkConnectError` when there is none, or it is older than Java 17.
-    """
-    home = os.environ.get("JAVA_HOME")
-    java = str(Path(home) / "bin" / "java") if home and (Path(home) / "bin" / "java").exists() else None
-    java = java or shutil.which("java")
-    if java is None:
-        raise SparkConnectError(
-            f"the embedded Spark Connect server needs Java {MIN_JAVA} or newer, and there is no "
-            "java on PATH or in JAVA_HOME; install openjdk-17-jre-headless (`make java`) or "
-            "connect to a running server with session('sc://host:port')"
-        )
-    version = _java_version(java)
-    if version < MIN_JAVA:
-        raise SparkConnectError(
-            f"the embedded Spark Connect server needs Java {MIN_JAVA} or newer; {java} is Java "
-            f"{version}; set JAVA_HOME to a newer one"
-        )
-    return java
-
-
-def _spark_home() -> Path:
-    import pyspark
-
-    home = Path(pyspark.__file__).parent
-    if not (home / "bin" / "spark-submit").exists() or not any((home / "jars").glob("spark-connect_*.jar")):
-        raise SparkConnectError(f"{home} has no spark-submit or Spark Connect server jar; install pyspark[connect]")
-    return home
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-def _check_port_free(port: int) -> None:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        try:
-            probe.bind(("127.0.0.1", port))
-        except OSError as error:
-            raise SparkConnectError(f"port 127.0.0.1:{port} is taken ({error.strerror})") from None
-
-
-def _port_open(host: str, port: int, timeout: float) -> bool:
-    try:
-        with socket.create_connection((host, port), timeout=timeout):
-            return True
-    except OSError:
-        return False
-
-
-def _log_tail(path: Path, lines: int, *, stack_frames: bool = True) -> str:
-    """The last ``lines`` lines of the log at ``path``, tokens redacted ("" when unreadable);
-    without Java's stack frames unless ``stack_frames``, so that a long trace does not hide
-    the messages before it."""
-    try:
-        text = path.read_text(errors="replace")
-    except OSError:
-        return ""
-    kept = text.splitlines()
-    if not stack_frames:
-        kept = [line for line in kept if not re.match(r"\s+(at |\.\.\. \d+ more)", line)]
-    return redact("\n".join(kept[-lines:]))
-
-
-def _spark_environment(home: Path, java: str, log_dir: Path) -> dict[str, str]:
-    """This process's environment for a Spark JVM of ours: this Spark, this Java, Python
-    workers running this interpreter, and every address on loopback."""
-    env = dict(os.environ)
-    env.update(
-        SPARK_HOME=str(home),
-        JAVA_HOME=str(Path(os.path.realpath(java)).parent.parent),
-        PYSPARK_PYTHON=sys.executable,
-        PYSPARK_DRIVER_PYTHON=sys.executable,
-        SPARK_LOCAL_IP="127.0.0.1",
-        SPARK_LOG_DIR=str(log_dir),
-    )
-    return env
-
-
-def _stop_group(pgid: int, processes: Iterable[subprocess.Popen[bytes]]) -> None:
-    """Stops process group ``pgid``: SIGTERM, a bounded wait for ``processes`` (our
-    children in it), then SIGKILL for whatever is left of the group."""
-    processes = list(processes)
-    if any(process.poll() is None for process in processes):
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(pgid, signal.SIGTERM)
-        deadline = time.monotonic() + _STOP_TIMEOUT
-        for process in processes:
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                process.wait(timeout=max(0.0, deadline - time.monotonic()))
-    # Python workers and a JVM that ignored SIGTERM share the group: none may outlive it.
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, signal.SIGKILL)
-    for process in processes:
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            process.wait(timeout=_STOP_TIMEOUT)
 
 
 class EmbeddedServer:
@@ -190,13 +76,13 @@ class EmbeddedServer:
         startup_timeout: float = DEFAULT_STARTUP_TIMEOUT,
     ) -> None:
         java = find_java()
-        home = _spark_home()
+        home = spark_home()
         if port is None:
-            port = _free_port()
+            port = free_port()
         else:
-            _check_port_free(port)
+            check_port_free(port)
         self.port = port
-        self.ui_port: int | None = _free_port() if ui else None
+        self.ui_port: int | None = free_port() if ui else None
         self._dir = Path(tempfile.mkdtemp(prefix="keysplit-spark-"))
         self.log_path = self._dir / "server.log"
         settings = {
@@ -232,7 +118,7 @@ class EmbeddedServer:
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
-                env=_spark_environment(home, java, self._dir),
+                env=spark_environment(home, java, self._dir),
                 start_new_session=True,
             )
         self.pid = self._process.pid
@@ -245,7 +131,7 @@ class EmbeddedServer:
 
     def log_tail(self, lines: int = 15) -> str:
         """The last lines of the server's log, tokens redacted."""
-        return _log_tail(self.log_path, lines)
+        return log_tail(self.log_path, lines)
 
     def _await_port(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout
@@ -258,7 +144,7 @@ class EmbeddedServer:
                 )
             if "Address already in use" in self.log_tail(40):
                 raise SparkConnectError(f"port 127.0.0.1:{self.port} is taken")
-            if _port_open("127.0.0.1", self.port, 0.5):
+            if port_open("127.0.0.1", self.port, 0.5):
                 return
             time.sleep(0.25)
         raise SparkConnectError(
@@ -276,15 +162,23 @@ class EmbeddedServer:
         """The server's exit code, or None while it runs."""
         return self._process.poll()
 
+    def exit_report(self) -> str | None:
+        """None while the server runs; else how it exited (exit code or signal) and why: the
+        error lines of its log, or the end of it."""
+        code = self._process.poll()
+        if code is None:
+            return None
+        return describe_exit("the embedded Spark Connect server", self.pid, code, self.log_path)
+
     def kill(self) -> None:
         """Kills the server's whole process group at once (SIGKILL), as a crash would."""
         with contextlib.suppress(ProcessLookupError):
             os.killpg(self.pid, signal.SIGKILL)
-        self._process.wait(timeout=_STOP_TIMEOUT)
+        self._process.wait(timeout=STOP_TIMEOUT)
 
     def stop(self) -> None:
         """Stops the server and every process it started; idempotent."""
-        _stop_group(self.pid, [self._process])
+        stop_group(self.pid, [self._process])
         _live_servers.discard(self)
         shutil.rmtree(self._dir, ignore_errors=True)
 
@@ -307,6 +201,95 @@ def _short_retries(spark: SparkSession) -> None:
     )
 
 
+class SparkTimeoutError(KeysplitError, TimeoutError):
+    """A Spark action outlived its timeout; the session's queries were interrupted."""
+
+
+class PythonWorkerTimeoutError(SparkConnectError):
+    """A Spark action failed, after its retries, because the server's Python worker did not
+    connect back in time: the machine was too busy for it to start."""
+
+
+#: What :func:`failure_cause` finds: a Spark Connect server that cannot be reached, or a
+#: Python worker of the server that did not start in time.
+FailureCause = Literal["unreachable", "python-worker"]
+
+# Spark's PythonWorkerFactory: a new worker (SparkException, after a fixed 10 s), or one
+# forked by the worker daemon (SocketTimeoutException, after a fixed 60 s), did not connect
+# back to the JVM that started it.
+_PYTHON_WORKER_MARKERS = (
+    "Python worker failed to connect back",
+    "Timed out while waiting for the Python worker to connect back",
+)
+# gRPC's words for a channel with no server behind it, in errors that carry no status code:
+# the status itself, the connection attempt, and PySpark's retries giving up on them.
+_UNREACHABLE_MARKERS = (
+    "StatusCode.UNAVAILABLE",
+    "failed to connect to all addresses",
+    "RETRIES_EXCEEDED",
+    "RetriesExceeded",
+)
+
+
+def _causes(error: BaseException) -> list[BaseException]:
+    """``error`` and the exceptions it was raised from or during, outermost first."""
+    chain: list[BaseException] = []
+    current: BaseException | None = error
+    while current is not None and all(current is not seen for seen in chain):
+        chain.append(current)
+        current = current.__cause__ or current.__context__
+    return chain
+
+
+def _grpc_status(error: BaseException) -> str | None:
+    """The name of the gRPC status code ``error`` carries (a ``grpc.RpcError``, or PySpark's
+    ``SparkConnectGrpcException``), or None."""
+    for getter in ("getGrpcStatusCode", "code"):
+        method = getattr(error, getter, None)
+        if callable(method):
+            try:
+                code = method()
+            except Exception:  # noqa: BLE001 - a ``code`` of another kind of error
+                continue
+            name = getattr(code, "name", None)
+            if isinstance(name, str):
+                return name
+    return None
+
+
+def failure_cause(error: BaseException) -> FailureCause | None:
+    """Why a Spark action failed with ``error``, when it is not the query's own fault:
+
+    - ``"python-worker"``: the server's Python worker did not connect back in time (Spark's
+      "Python worker failed to connect back."), which a busy but healthy server raises;
+    - ``"unreachable"``: no Spark Connect server answers: gRPC status ``UNAVAILABLE``
+      (connection refused, no address reachable, socket closed), a refused or reset
+      connection, or PySpark's retries exceeded;
+    - None for any other error (the server answered, e.g. with a failed query).
+
+    ``error``'s causes count too. A gRPC status other than ``UNAVAILABLE`` means the server
+    answered: the text of its message (which may quote a job's "Connection refused") then
+    does not make the server unreachable.
+    """
+    chain = _causes(error)
+    text = "\n".join(f"{type(each).__name__} {each}" for each in chain)
+    if any(marker in text for marker in _PYTHON_WORKER_MARKERS):
+        return "python-worker"
+    statuses = [status for status in map(_grpc_status, chain) if status is not None]
+    if statuses:
+        return "unreachable" if "UNAVAILABLE" in statuses else None
+    if any(isinstance(each, ConnectionRefusedError | ConnectionResetError) for each in chain):
+        return "unreachable"
+    if any(marker in text for marker in _UNREACHABLE_MARKERS):
+        return "unreachable"
+    return None
+
+
+def _first_line(error: BaseException) -> str:
+    text = redact(str(error)).strip()
+    return text.splitlines()[0] if text else type(error).__name__
+
+
 class Session:
     """A Spark Connect session and, when it started them, the embedded server behind it and
     the standalone cluster the server drives.
@@ -314,6 +297,10 @@ class Session:
     Use it as a context manager or call :meth:`close`; the interpreter exiting stops the
     embedded server and the cluster too. ``spark`` is the PySpark ``SparkSession``.
     """
+
+    #: Seconds :meth:`call` waits before each retry of an action that failed because the
+    #: server's Python worker did not connect back in time: one retry per entry.
+    python_worker_backoffs: tuple[float, ...] = (2.0, 5.0)
 
     def __init__(
         self,
@@ -345,13 +332,54 @@ class Session:
     def call(self, what: str, action: Callable[[], T], *, timeout: float | None = None) -> T:
         """Runs one Spark action, bounded by ``timeout`` seconds (the session's by default).
 
-        On timeout the session's queries are interrupted and a ``TimeoutError`` is raised;
-        when the embedded server has died, or the server is unreachable, a
-        :class:`SparkConnectError` says so. Tokens never appear in the message.
+        On timeout the session's queries are interrupted and a :class:`SparkTimeoutError`
+        (a ``TimeoutError``) is raised; when the embedded server or a process of the
+        standalone cluster has died, or the server is unreachable, a
+        :class:`SparkConnectError` says so. When the action fails because the server's
+        Python worker did not connect back in time (a busy machine), it runs again after
+        each of :attr:`python_worker_backoffs` seconds while the timeout allows, then
+        raises :class:`PythonWorkerTimeoutError`. Tokens never appear in the message.
         """
         limit = self.query_timeout if timeout is None else timeout
+        deadline = time.monotonic() + limit
         for observe in self.observers:
             observe(what)
+        backoffs = list(self.python_worker_backoffs)
+        attempts = 1
+        while True:
+            finished, outcome = self._attempt(what, action, max(0.0, deadline - time.monotonic()))
+            if finished:
+                return outcome
+            self._raise_if_server_died(what)
+            if outcome is None:
+                raise SparkTimeoutError(f"Spark {what} did not finish within {limit:.0f} s; interrupted")
+            error: BaseException = outcome
+            cause = failure_cause(error)
+            if cause == "python-worker":
+                if backoffs and deadline - time.monotonic() > backoffs[0]:
+                    time.sleep(backoffs.pop(0))
+                    attempts += 1
+                    continue
+                tries = "once" if attempts == 1 else f"{attempts} times"
+                raise PythonWorkerTimeoutError(
+                    f"Spark {what} failed {tries}: the Python worker of the Spark Connect server at "
+                    f"{self.url} did not start in time, as happens on a busy machine (Spark waits a "
+                    "fixed 10 s for a new Python worker to connect back, 60 s for one forked by its "
+                    "daemon; Spark 4.3 has no setting for either). Run it again when the machine is less "
+                    "loaded, or load it less: fewer Spark sessions, standalone workers (cluster:N) or "
+                    "other jobs at once; and keep spark.python.use.daemon and "
+                    f"spark.python.worker.reuse on (their defaults). ({_first_line(error)})"
+                ) from None
+            if cause == "unreachable":
+                raise SparkConnectError(
+                    f"Spark {what} failed: the Spark Connect server at {self.url} is unreachable ({_first_line(error)})"
+                ) from None
+            raise error
+
+    def _attempt(self, what: str, action: Callable[[], Any], limit: float) -> tuple[bool, Any]:
+        """Runs ``action`` once in a thread of its own, for at most ``limit`` seconds:
+        ``(True, its result)``, ``(False, the exception it raised)``, or ``(False, None)``
+        when it timed out and the session's queries were interrupted."""
         outcome: list[Any] = []
         failure: list[BaseException] = []
 
@@ -374,29 +402,17 @@ class Session:
             with contextlib.suppress(Exception):
                 self.spark.interruptAll()
             worker.join(5.0)
-            self._raise_if_server_died(what)
-            raise TimeoutError(f"Spark {what} did not finish within {limit:.0f} s; interrupted")
+            return False, None
         if failure:
-            self._raise_if_server_died(what)
-            error = failure[0]
-            if _is_connection_error(error):
-                message = redact(str(error)).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-                raise SparkConnectError(
-                    f"Spark {what} failed: the Spark Connect server at {self.url} is unreachable ({message})"
-                ) from None
-            raise error
-        return outcome[0]
+            return False, failure[0]
+        return True, outcome[0]
 
     def _raise_if_server_died(self, what: str) -> None:
-        if self.server is not None and not self.server.running:
+        if self.server is not None and (report := self.server.exit_report()) is not None:
+            raise SparkConnectError(f"Spark {what} failed: {report}") from None
+        if self.cluster is not None and (report := self.cluster.exit_report()) is not None:
             raise SparkConnectError(
-                f"Spark {what} failed: the embedded Spark Connect server (pid {self.server.pid}) "
-                f"exited with code {self.server.exit_code}"
-            ) from None
-        if self.cluster is not None and not self.cluster.running:
-            raise SparkConnectError(
-                f"Spark {what} failed: a process of the standalone cluster at "
-                f"{self.cluster.master_url} exited; the end of its logs:\n{self.cluster.log_tail()}"
+                f"Spark {what} failed on the standalone cluster at {self.cluster.master_url}: {report}"
             ) from None
 
     def close(self) -> None:
@@ -430,30 +446,15 @@ class Session:
         return f"Session({self.url!r}, {where})"
 
 
-def _is_connection_error(error: BaseException) -> bool:
-    text = f"{type(error).__name__} {error}"
-    return any(
-        marker in text
-        for marker in (
-            "UNAVAILABLE",
-            "failed to connect",
-            "Connection refused",
-            "Socket closed",
-            "RetriesExceeded",
-            "DEADLINE_EXCEEDED",
-        )
-    )
-
-
 def _connect(url: str, *, query_timeout: float) -> SparkSession:
     from pyspark.sql import SparkSession as SessionBuilder
 
     parts = urlsplit(url.split(";", 1)[0])
     if parts.scheme != "sc" or not parts.hostname:
-        raise ValueError(f"a Spark Connect URL looks like sc://host:port/;token=...; got {redact(url)!r}")
+        raise ConfigError(f"a Spark Connect URL looks like sc://host:port/;token=...; got {redact(url)!r}")
     port = parts.port or 15002
     # Reachability first, so that a wrong host or port fails in seconds, not after retries.
-    if not _port_open(parts.hostname, port, _CONNECT_TIMEOUT):
+    if not port_open(parts.hostname, port, _CONNECT_TIMEOUT):
         raise SparkConnectError(
             f"the Spark Connect server at {redact(url)} is unreachable: nothing accepts "
             f"connections on {parts.hostname}:{port}"
@@ -502,11 +503,10 @@ def session(
 
     Raises :class:`SparkConnectError` within seconds when Java 17 is missing, the port is
     taken or the server is unreachable; the message never holds the token. A malformed
-    ``"cluster:..."`` raises ``ValueError`` before anything starts; a failure while starting
-    stops whatever had started.
+    ``url`` or ``"cluster:..."`` master raises :class:`~keysplit.ConfigError` (a
+    ``ValueError``) before anything starts; a failure while starting stops whatever had
+    started.
     """
-    from keysplit.spark.cluster import StandaloneCluster, cluster_workers
-
     settings = {name: str(value).lower() if isinstance(value, bool) else str(value) for name, value in conf.items()}
     workers = cluster_workers(master)
     if url is None:
@@ -535,23 +535,9 @@ def session(
             raise
         return Session(spark, url=local_url, server=server, query_timeout=query_timeout, cluster=cluster)
     if not isinstance(url, str):
-        raise TypeError(f"url must be a str or None, got {type(url).__name__}")
+        raise ConfigTypeError(f"url must be a str or None, got {type(url).__name__}")
     spark = _connect(url, query_timeout=query_timeout)
     remote = Session(spark, url=url, server=None, query_timeout=query_timeout)
     for name, value in settings.items():
         remote.call(f"setting {name}", functools.partial(spark.conf.set, name, value), timeout=30.0)
     return remote
-
-
-def as_session(given: Session | SparkSession | None) -> tuple[Session, bool]:
-    """``given`` as a :class:`Session`, and whether it was started here (and must be closed).
-
-    None starts an embedded server; a PySpark ``SparkSession`` is wrapped as it is.
-    """
-    if given is None:
-        return session(), True
-    if isinstance(given, Session):
-        return given, False
-    if type(given).__module__.startswith("pyspark.sql"):
-        return Session(given, url="(given session)", server=None, query_timeout=DEFAULT_QUERY_TIMEOUT), False
-    raise TypeError(f"session must be a keysplit.spark.Session or a SparkSession, got {type(given).__name__}")

@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
+from keysplit._errors import ConfigError
 from keysplit._grouper import Grouper, NullPolicy
 from keysplit.spark.aggregate import (
     DEFAULT_SKETCH_LG_K,
@@ -52,16 +53,17 @@ from keysplit.spark.aggregate import (
     partial_sql,
     remerge_sql,
 )
-from keysplit.spark.pipeline import DEFAULT_GROUPER, make_grouper
+from keysplit.spark.intake import run_settings, session_for
+from keysplit.spark.options import DEFAULT_GROUPER, make_grouper, order_columns
 from keysplit.spark.routing import (
     ARCHIVE_DIR,
     SOURCE_COLUMN,
     WORKER_COLUMN,
-    _keysplit_importer,
     check_executors,
+    keysplit_importer,
     require_key_type,
 )
-from keysplit.spark.session import as_session
+from keysplit.spark.runs import run_slices
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -99,12 +101,12 @@ class StreamAggregation:
         (``output="polars"``), or a Spark DataFrame (``"spark"``) of ``output/table``."""
         table = self.output / "table"
         if not (table / "_SUCCESS").exists():
-            raise ValueError(f"no batch of the stream has finished yet: {table} holds no table")
+            raise ConfigError(f"no batch of the stream has finished yet: {table} holds no table")
         frame = self.session.spark.read.parquet(str(table))
         if output == "spark":
             return frame
         if output != "polars":
-            raise ValueError(f"output must be 'polars' or 'spark', got {output!r}")
+            raise ConfigError(f"output must be 'polars' or 'spark', got {output!r}")
         fetched = pl.from_arrow(self.session.call("reading the stream's table", frame.toArrow))
         assert isinstance(fetched, pl.DataFrame)  # a table converts to a frame
         groups = [self.window, self.key] if self.window is not None else [self.key]
@@ -116,7 +118,7 @@ class StreamAggregation:
         cut into micro-batches or restarted."""
         partials = self.output / "partials"
         if not any(partials.glob("batch=*/*.parquet")):
-            raise ValueError(f"no batch of the stream has finished yet: {partials} is empty")
+            raise ConfigError(f"no batch of the stream has finished yet: {partials} is empty")
         cells = pl.read_parquet(partials / "**" / "*.parquet", hive_partitioning=True)
         groups = [*([self.window] if self.window is not None else []), WORKER_COLUMN, self.key]
         return cells.group_by(groups).agg(pl.col(_TUPLES).sum().alias("tuples")).sort(groups)
@@ -149,7 +151,7 @@ def _route_processor(
 ) -> Any:
     """The stateful processor that routes one source's rows per micro-batch. Built in a
     function, so that it travels by value and an executor needs keysplit only to run it."""
-    import_keysplit = _keysplit_importer(archive_dir)
+    import_keysplit = keysplit_importer(archive_dir)
     from pyspark.sql.streaming import StatefulProcessor
 
     class RouteSource(StatefulProcessor):
@@ -175,15 +177,13 @@ def _route_processor(
             if window is None:
                 ids = np.asarray(grouper.route(keys, nulls=nulls), dtype="int32")
             else:
-                labels = frame[window].astype(str).to_numpy()
+                labels = pa.array(frame[window].astype(str))
                 ids = np.empty(len(frame), dtype="int32")
-                start = 0
-                for end in [*(np.flatnonzero(labels[1:] != labels[:-1]) + 1).tolist(), len(frame)]:
-                    if last is not None and labels[start] != last:
+                for start, length in run_slices(labels):
+                    if last is not None and labels[start].as_py() != last:
                         grouper.end_window()
-                    last = str(labels[start])
-                    ids[start:end] = np.asarray(grouper.route(keys.slice(start, end - start), nulls=nulls))
-                    start = end
+                    last = labels[start].as_py()
+                    ids[start : start + length] = np.asarray(grouper.route(keys.slice(start, length), nulls=nulls))
             self.state.update((grouper.snapshot(), last))
             # The grouping key is not among the rows' columns.
             frame[SOURCE_COLUMN] = np.int32(source[0])
@@ -273,7 +273,7 @@ def _check_settings(output: Path, settings: dict[str, Any]) -> None:
         before = json.loads(path.read_text(encoding="utf-8"))
         differing = sorted(k for k in settings.keys() | before.keys() if settings.get(k) != before.get(k))
         if differing:
-            raise ValueError(
+            raise ConfigError(
                 f"{output} holds another stream's table (differing: {', '.join(differing)}): "
                 "give a new output and checkpoint, or the same settings"
             )
@@ -313,17 +313,15 @@ def stream_aggregate(
     directory of its table; both on a filesystem the client and the server share.
     ``trigger`` is ``writeStream.trigger``'s keywords (default: ``processingTime="1 second"``).
     """
-    if session is None:
-        raise ValueError("stream_aggregate needs the session whose Spark reads the stream (session=...)")
-    spark_session, _ = as_session(session)
+    spark_session = session_for(stream, session)
     if not getattr(stream, "isStreaming", False):
-        raise ValueError(
+        raise ConfigError(
             "stream must be a streaming DataFrame (spark.readStream...); for a DataFrame read once "
             "use keysplit.spark.aggregate"
         )
     if isinstance(sources, bool) or not isinstance(sources, int) or not 1 <= sources <= 1024:
-        raise ValueError(f"sources must be an int in [1, 1024], got {sources!r}")
-    order = [order_by] if isinstance(order_by, str) else list(order_by)
+        raise ConfigError(f"sources must be an int in [1, 1024], got {sources!r}")
+    order = list(order_columns(order_by) or ())
     parsed = parse_aggs(aggs)
     routing = make_grouper(grouper, workers, seed)
     schema = stream.schema
@@ -331,12 +329,12 @@ def stream_aggregate(
     require_key_type(schema, key)
     for column in [*order, *([window] if window is not None else [])]:
         if column not in names:
-            raise ValueError(f"column {column!r} is not in the stream; columns: {names}")
+            raise ConfigError(f"column {column!r} is not in the stream; columns: {names}")
     for reserved in (WORKER_COLUMN, SOURCE_COLUMN, _STATE_BYTES, _TUPLES):
         if reserved in names:
-            raise ValueError(f"the stream may not have a column {reserved!r}: the routing adds it; rename it")
+            raise ConfigError(f"the stream may not have a column {reserved!r}: the routing adds it; rename it")
     if not order:
-        raise ValueError("order_by names the columns that order the stream; give at least one")
+        raise ConfigError("order_by names the columns that order the stream; give at least one")
     value_types = {field.name: field.dataType for field in schema.fields}
     output_path = Path(output).resolve()
     _check_settings(
@@ -357,12 +355,6 @@ def stream_aggregate(
         },
     )
     check_executors(spark_session)
-    spark = spark_session.spark
-    provider = spark_session.call("reading the state store", lambda: spark.conf.get(_PROVIDER_SETTING, None))
-    if provider != STATE_STORE_PROVIDER:
-        spark_session.call(
-            "choosing the RocksDB state store", lambda: spark.conf.set(_PROVIDER_SETTING, STATE_STORE_PROVIDER)
-        )
     from pyspark.sql import functions as F
     from pyspark.sql.types import IntegerType, LongType, StructField, StructType
 
@@ -390,7 +382,10 @@ def stream_aggregate(
         .option("checkpointLocation", str(Path(checkpoint).resolve()))
         .trigger(**(trigger or {"processingTime": "1 second"}))
     )
-    query = spark_session.call("starting the streaming query", writer.start)
+    # The query keeps the state store it starts with (the checkpoint records it): the
+    # session's own setting is back as it was once the query has started.
+    with run_settings(spark_session, {_PROVIDER_SETTING: STATE_STORE_PROVIDER}):
+        query = spark_session.call("starting the streaming query", writer.start)
     return StreamAggregation(
         query=query,
         session=spark_session,

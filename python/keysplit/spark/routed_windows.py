@@ -15,33 +15,26 @@ DataFrame: increasing along each partition, partition after partition, not dense
 
 from __future__ import annotations
 
-import contextlib
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeGuard
+from typing import TYPE_CHECKING, Any, Literal
 
 import polars as pl
 
 from keysplit import metrics
-from keysplit._grouper import Grouper, NullPolicy
-from keysplit._progress import PhaseProgress
-from keysplit.spark.ingest import Ingestion, IngestPath, Stream, frames, open_ingestion
-from keysplit.spark.routing import SOURCE_COLUMN, WORKER_COLUMN, route_on_executors
-from keysplit.spark.session import as_session
+from keysplit._errors import ConfigError, KeyInputError
+from keysplit.spark.ingest import Ingestion, IngestOptions, IngestPath, Stream, choose_path, frames, open_ingestion
+from keysplit.spark.intake import is_spark_frame
+from keysplit.spark.routing import SOURCE_COLUMN, WORKER_COLUMN, route_on_executors, routed_columns
+from keysplit.spark.runs import run_slices
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
-    from pathlib import Path
+    from collections.abc import Callable, Generator, Iterator, Sequence
 
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import DataFrame
 
+    from keysplit._grouper import Grouper, NullPolicy
     from keysplit.spark.session import Session
-
-#: The grouper of the Spark pipelines when none is given: on Zipf 1.5, Zipf 2.0 and uniform
-#: keys (10^7 rows, 32 workers, ``benches/spark_vs_native.py``) ``aggregate`` took 0.69×,
-#: 0.80× and 0.54× of Pd-Stream's time (the default before it) in the same session, at
-#: λ ≤ 0.01 and a fraction of its partial rows.
-DEFAULT_GROUPER = "elastic"
 
 #: The column the window id is written to when windows are a count of tuples.
 WINDOW_COLUMN = "window"
@@ -49,89 +42,8 @@ WINDOW_COLUMN = "window"
 SEQUENCE_COLUMN = "seq"
 
 
-def is_spark_frame(stream: object) -> TypeGuard[DataFrame]:
-    """Whether ``stream`` is a PySpark DataFrame (Connect or classic)."""
-    return type(stream).__name__ == "DataFrame" and type(stream).__module__.startswith("pyspark.sql")
-
-
-#: Session settings for the duration of a run. Routing on the executors moves Arrow batches
-#: between the JVM and Python, and fewer, larger ones cost less (2.0 s against 2.4 s per
-#: 10^7 rows here). Distinct-count sketches are object aggregates, which Spark sorts
-#: instead of hashing past 128 groups a task; partials have tens of thousands of groups,
-#: and sorting them made the partial phase 4x slower.
-RUN_SETTINGS = {
-    "spark.sql.execution.arrow.maxRecordsPerBatch": "100000",
-    "spark.sql.objectHashAggregate.sortBased.fallbackThreshold": "65536",
-}
-
-
-@contextlib.contextmanager
-def run_settings(session: Session, settings: Mapping[str, str] = RUN_SETTINGS) -> Iterator[None]:
-    """``settings`` (:data:`RUN_SETTINGS` by default) on the session while the block runs;
-    the previous values after."""
-    conf = session.spark.conf
-    previous = session.call("reading settings", lambda: {name: conf.get(name, None) for name in settings})
-
-    def change() -> None:
-        for name, value in settings.items():
-            conf.set(name, value)
-
-    session.call("changing settings", change)
-    try:
-        yield
-    finally:
-
-        def restore() -> None:
-            for name, value in previous.items():
-                if value is None:
-                    conf.unset(name)
-                else:
-                    conf.set(name, value)
-
-        with contextlib.suppress(Exception):
-            session.call("restoring settings", restore, timeout=30.0)
-
-
-def shown_session(
-    given: Session | SparkSession | None, stack: contextlib.ExitStack, title: str, progress: bool | None
-) -> tuple[Session, bool, PhaseProgress]:
-    """:func:`as_session`, with a :class:`PhaseProgress` on ``stack`` that shows the
-    start-up and then every action the session runs until ``stack`` closes."""
-    shown = stack.enter_context(PhaseProgress(title, progress))
-    shown.phase("connecting to Spark")
-    try:
-        handle, owned = as_session(given)
-    except BaseException:
-        stack.close()
-        raise
-    stack.enter_context(handle.observed(shown.phase))
-    return handle, owned, shown
-
-
-def make_grouper(grouper: Grouper | str, workers: int, seed: int) -> Grouper:
-    """``grouper`` itself, or one made from a name or spec (``"flexd:delta=2.0"``)."""
-    if isinstance(grouper, str):
-        return Grouper.from_spec(grouper, workers=workers, seed=seed)
-    if not isinstance(grouper, Grouper):
-        raise TypeError(f"grouper must be a keysplit.Grouper or a grouper name, got {type(grouper).__name__}")
-    return grouper
-
-
-def require_window(window: object) -> int | str | None:
-    if window is None or isinstance(window, str):
-        return window
-    if isinstance(window, bool) or not isinstance(window, int) or window < 1:
-        raise ValueError(f"window must be None, a column name or a positive tuple count, got {window!r}")
-    return window
-
-
 def _routed_columns(key: str, columns: Sequence[str], sequence: bool) -> list[str]:
-    """The stream's columns that go to Spark, refusing the names the routing adds."""
-    chosen = list(dict.fromkeys([key, *columns]))
-    for reserved in (WORKER_COLUMN, SOURCE_COLUMN, *([SEQUENCE_COLUMN] if sequence else [])):
-        if reserved in chosen:
-            raise ValueError(f"the stream may not have a column {reserved!r}: the routing adds it; rename it")
-    return chosen
+    return routed_columns(key, columns, [SEQUENCE_COLUMN] if sequence else [])
 
 
 @dataclass
@@ -168,18 +80,16 @@ def _windows(stream: Iterator[pl.DataFrame], window: int | str | None) -> Iterat
         last: Any = None
         for frame in stream:
             if window not in frame.columns:
-                raise ValueError(f"window column {window!r} is not in the stream; columns: {frame.columns}")
+                raise ConfigError(f"window column {window!r} is not in the stream; columns: {frame.columns}")
             ids = frame.get_column(window)
             if ids.null_count():
-                raise ValueError(f"{ids.null_count()} rows have a null {window!r} window")
-            start = 0
-            for run in ids.rle().struct.unnest().iter_rows(named=True):
-                value, length = run["value"], run["len"]
+                raise KeyInputError(f"{ids.null_count()} rows have a null {window!r} window")
+            for start, length in run_slices(ids.to_arrow()):
+                value = ids[start]
                 if last is not None and value < last:
-                    raise ValueError(f"window {value!r} arrives after window {last!r}; windows must not decrease")
+                    raise KeyInputError(f"window {value!r} arrives after window {last!r}; windows must not decrease")
                 last = value
                 yield value, frame.slice(start, length)
-                start += length
 
 
 class ClientStream:
@@ -204,11 +114,9 @@ class ClientStream:
         grouper: Grouper,
         columns: Sequence[str] | None,
         window: int | str | None,
-        batch_rows: int,
         nulls: NullPolicy,
-        ingestion: IngestPath,
-        staging_dir: str | Path | None = None,
-        upload_dir: str | None = None,
+        ingest: IngestOptions,
+        path: IngestPath,
         sequence: bool = False,
         done: Callable[[Any], bool] | None = None,
     ) -> None:
@@ -219,11 +127,9 @@ class ClientStream:
         self.columns = None if columns is None else _routed_columns(key, columns, sequence)
         self.window = window
         self.window_column = WINDOW_COLUMN if isinstance(window, int) else window
-        self.batch_rows = batch_rows
         self.nulls = nulls
-        self.ingestion = ingestion
-        self.staging_dir = staging_dir
-        self.upload_dir = upload_dir
+        self.ingest = ingest
+        self.ingestion: IngestPath = path
         self.sequence = sequence
         self.done = done or (lambda _: False)
         self.first_frame: pl.DataFrame | None = None
@@ -237,7 +143,7 @@ class ClientStream:
             self.columns = _routed_columns(self.key, frame.columns, self.sequence)
         missing = [c for c in self.columns if c not in frame.columns]
         if missing:
-            raise ValueError(f"columns {missing} are not in the stream; columns: {frame.columns}")
+            raise ConfigError(f"columns {missing} are not in the stream; columns: {frame.columns}")
         started = time.perf_counter()
         ids = self.grouper.route(frame.get_column(self.key), nulls=self.nulls)
         seconds = time.perf_counter() - started
@@ -254,7 +160,7 @@ class ClientStream:
         state: dict[str, Any] | None = None
         offset = 0
         try:
-            for window_id, frame in _windows(frames(self.stream, self.batch_rows), self.window):
+            for window_id, frame in _windows(frames(self.stream, self.ingest.batch_rows), self.window):
                 if self.first_frame is None:
                     self.first_frame = frame
                 if state is None or window_id != current:
@@ -280,7 +186,7 @@ class ClientStream:
                 if state["sink"] is not None:
                     state["sink"].write(routed)
             if state is None:
-                raise ValueError("the stream is empty")
+                raise KeyInputError("the stream is empty")
             yield self._close(state)
             if self.window is not None:
                 self.grouper.end_window()
@@ -291,9 +197,7 @@ class ClientStream:
     def _open(self, window_id: Any) -> dict[str, Any]:
         sink: Ingestion | None = None
         if not self.done(window_id):
-            sink = open_ingestion(
-                self.session, self.ingestion, staging_dir=self.staging_dir, upload_dir=self.upload_dir
-            )
+            sink = open_ingestion(self.session, self.ingestion, self.ingest)
         return {
             "window": window_id,
             "rows": 0,
@@ -335,7 +239,7 @@ class SparkFrame:
     """
 
     routed_on = "executors"
-    ingestion = "none"
+    ingestion: IngestPath | Literal["none"] = "none"
 
     def __init__(
         self,
@@ -347,7 +251,7 @@ class SparkFrame:
         columns: Sequence[str] | None,
         window: str | None,
         nulls: NullPolicy,
-        order_by: Sequence[str] | None,
+        order_by: tuple[str, ...] | None,
         sequence: bool = False,
     ) -> None:
         self.schema = session.call("reading the schema", lambda: frame.schema)
@@ -356,14 +260,14 @@ class SparkFrame:
         self.columns = _routed_columns(key, chosen, sequence)
         missing = [c for c in self.columns if c not in names]
         if missing:
-            raise ValueError(f"columns {missing} are not in the DataFrame; columns: {names}")
+            raise ConfigError(f"columns {missing} are not in the DataFrame; columns: {names}")
         self.session = session
         self.frame = frame
         self.key = key
         self.grouper = grouper
         self.window = window
         self.nulls = nulls
-        self.order_by = list(order_by) if order_by else None
+        self.order_by = order_by
         self.sequence = sequence
 
     def summary(self) -> None:
@@ -388,44 +292,53 @@ class SparkFrame:
         yield RoutedWindow(window=None, rows=rows, seconds={"routing": 0.0, "ingest": 0.0})
 
 
-def route(
-    frame: DataFrame,
+def routed_input(
+    session: Session,
+    data: object,
     *,
-    key: str = "key",
-    grouper: Grouper | str = DEFAULT_GROUPER,
-    workers: int = 8,
-    seed: int = 0,
-    session: Session | SparkSession | None = None,
-    order_by: Sequence[str] | str | None = None,
-    window: str | None = None,
-    nulls: NullPolicy = "group",
-) -> DataFrame:
-    """``frame`` routed on the executors: every column, plus ``worker`` and ``source`` (int).
-
-    Each partition is a source with its own grouper, all starting from ``grouper`` (or a
-    fresh grouper of that name, ``workers`` and ``seed``), in the partition's order, in
-    ``session`` (the DataFrame's own by default); see
-    :func:`keysplit.spark.aggregate` for ``order_by``, ``window`` and ``nulls``. The result
-    is lazy: Spark routes when it runs a query on it, and routes the same way every time.
-    """
-    if not is_spark_frame(frame):
-        raise TypeError(
-            f"frame must be a Spark DataFrame, got {type(frame).__name__}; route a Polars frame with keysplit.route"
+    key: str,
+    grouper: Grouper,
+    columns: Sequence[str] | None,
+    window: int | str | None,
+    nulls: NullPolicy,
+    order_by: tuple[str, ...] | None,
+    ingest: IngestOptions,
+    sequence: bool = False,
+    done: Callable[[Any], bool] | None = None,
+) -> ClientStream | SparkFrame:
+    """``data`` as routed windows: a Spark DataFrame routed on the executors, or a client
+    stream routed here and ingested by ``ingest``'s path."""
+    if is_spark_frame(data):
+        if isinstance(window, int):
+            raise ConfigError(
+                "count windows need one arrival order, and a Spark DataFrame has one per partition; "
+                "pass window=<a column of window ids> instead"
+            )
+        return SparkFrame(
+            session,
+            data,
+            key=key,
+            grouper=grouper,
+            columns=columns,
+            window=window,
+            nulls=nulls,
+            order_by=order_by,
+            sequence=sequence,
         )
-    handle, _ = as_session(frame.sparkSession if session is None else session)
-    order = [order_by] if isinstance(order_by, str) else order_by
-    routed = SparkFrame(
-        handle,
-        frame,
+    if order_by is not None:
+        raise ConfigError(
+            "order_by sorts the partitions of a Spark DataFrame; a client stream is routed in its own order"
+        )
+    return ClientStream(
+        session,
+        data,
         key=key,
-        grouper=make_grouper(grouper, workers, seed),
-        columns=None,
+        grouper=grouper,
+        columns=columns,
         window=window,
         nulls=nulls,
-        order_by=order,
+        ingest=ingest,
+        path=choose_path(session, ingest),
+        sequence=sequence,
+        done=done,
     )
-    if "source" in routed.columns:
-        raise ValueError("the DataFrame may not have a column 'source': the routing adds it; rename it")
-    (window_rows,) = routed.windows()
-    assert window_rows.rows is not None
-    return window_rows.rows.withColumnRenamed(SOURCE_COLUMN, "source")

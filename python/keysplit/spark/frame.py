@@ -1,0 +1,193 @@
+"""``skewed(df)``: Spark's own API, with keysplit behind the keyed verbs.
+
+The migration from Spark's API is one wrapper::
+
+    df.groupBy("k").applyInPandas(f, schema)                        # one task per hot key
+    skewed(df).groupBy("k").applyInPandas(f, schema, merge=m)       # hot keys split, merged
+
+    df.groupBy("k").agg({"v": "sum"})
+    skewed(df).groupBy("k").agg({"v": "sum"})                       # routed by a grouper
+
+``skewed(df).groupBy(...).applyInPandas`` is :func:`keysplit.spark.apply_grouped` and
+returns the same lazy DataFrame; ``.agg`` is :func:`keysplit.spark.aggregate` with Spark's
+result column names (``sum(v)``, ``avg(v)``, ``count(1)``). For combinable aggregates
+like these Spark's own ``groupBy`` is already right (it combines map-side, and a hot key
+does not slow it): ``.agg`` is there to see and compare the groupers' routing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
+
+from keysplit._errors import ConfigError, ConfigTypeError
+from keysplit.spark.aggregate import Agg, aggregate
+from keysplit.spark.grouped import apply_grouped
+from keysplit.spark.hot_keys import DEFAULT_CAPACITY
+from keysplit.spark.intake import is_spark_frame
+from keysplit.spark.options import DEFAULT_GROUPER
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping, Sequence
+
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.types import StructType
+
+    from keysplit._grouper import Grouper, NullPolicy
+    from keysplit.spark.grouped import GroupedReport
+    from keysplit.spark.report import Report, RunReport
+    from keysplit.spark.session import Session
+
+# PySpark's names for ``agg({column: function})`` and the aggregate each is here.
+_DICT_FUNCTIONS = {"count": "count", "sum": "sum", "min": "min", "max": "max", "avg": "mean", "mean": "mean"}
+
+
+@dataclass(frozen=True)
+class SkewedFrame:
+    """A Spark DataFrame whose keyed verbs split hot keys; made by :func:`skewed`."""
+
+    frame: DataFrame
+    workers: int = 32
+    grouper: Grouper | str | None = None
+    seed: int = 0
+    capacity: int = DEFAULT_CAPACITY
+    order_by: Sequence[str] | str | None = None
+    nulls: NullPolicy = "group"
+    session: Session | SparkSession | None = None
+
+    def groupBy(self, *columns: str) -> SkewedGroupedData:  # noqa: N802 - PySpark's name
+        """Groups by one key column, as ``DataFrame.groupBy``."""
+        if len(columns) == 1 and isinstance(columns[0], (list, tuple)):
+            columns = tuple(columns[0])
+        if len(columns) != 1:
+            raise ConfigError(
+                f"keysplit groups by one key column, got {list(columns)}: make one column of them first, "
+                "e.g. df.withColumn('key', F.concat_ws('|', *columns))"
+            )
+        if not isinstance(columns[0], str):
+            raise ConfigTypeError(f"group by a column name, got {type(columns[0]).__name__}")
+        return SkewedGroupedData(self, columns[0])
+
+    groupby = groupBy
+
+    def with_options(self, **changes: Any) -> SkewedFrame:
+        """The same frame with other options (``workers``, ``grouper``, ``seed``, ...)."""
+        return replace(self, **changes)
+
+
+@dataclass(frozen=True)
+class SkewedGroupedData:
+    """``skewed(df).groupBy(key)``: ``applyInPandas`` and ``agg`` with hot keys handled."""
+
+    skewed: SkewedFrame
+    key: str
+
+    def applyInPandas(  # noqa: N802 - PySpark's name
+        self,
+        func: Callable[..., Any],
+        schema: StructType | str,
+        *,
+        merge: Callable[..., Any] | None = None,
+        report: Report[GroupedReport] | None = None,
+    ) -> DataFrame:
+        """``groupBy(key).applyInPandas(func, schema)`` with the hot keys split: a lazy
+        DataFrame (:func:`keysplit.spark.apply_grouped`). ``merge`` combines a split key's
+        partial results; it is required, since the hot keys are found when the plan runs."""
+        if merge is None:
+            raise ConfigError(
+                "applyInPandas on a skewed frame needs merge=: a hot key is split over several workers and "
+                "merge(concat of their outputs) makes its one result (see keysplit.spark.apply_grouped)"
+            )
+        options = self.skewed
+        return apply_grouped(
+            options.frame,
+            key=self.key,
+            function=func,
+            merge=merge,
+            schema=schema,
+            grouper=options.grouper,
+            workers=options.workers,
+            seed=options.seed,
+            session=options.session,
+            order_by=options.order_by,
+            capacity=options.capacity,
+            nulls=options.nulls,
+            report=report,
+        )
+
+    def agg(self, *exprs: str | Mapping[str, str], report: Report[RunReport] | None = None) -> DataFrame:
+        """``groupBy(key).agg(...)`` routed by a keysplit grouper (:func:`keysplit.spark.aggregate`;
+        it runs now). ``exprs`` is PySpark's dict form (``{"v": "sum", "w": "avg"}``) or
+        keysplit's specs (``"count"``, ``"sum(v)"``, ``"distinct(u)"``); the columns are
+        named as Spark names them (``sum(v)``, ``avg(w)``, ``count(1)``, ``count(DISTINCT u)``)."""
+        aggs = _aggs(exprs)
+        options = self.skewed
+        grouper = options.grouper if options.grouper is not None else DEFAULT_GROUPER
+        result = aggregate(
+            options.frame,
+            key=self.key,
+            grouper=grouper,
+            aggs=aggs,
+            workers=options.workers,
+            seed=options.seed,
+            session=options.session,
+            order_by=options.order_by,
+            nulls=options.nulls,
+            report=report,
+        )
+        return result.select(self.key, *[result[agg.name].alias(_spark_name(agg)) for agg in aggs])
+
+
+def _aggs(exprs: Sequence[str | Mapping[str, str]]) -> list[Agg]:
+    from keysplit.spark.aggregate import parse_aggs
+
+    specs: list[str | Agg] = []
+    for expr in exprs:
+        if isinstance(expr, str):
+            specs.append(expr)
+        elif isinstance(expr, dict):
+            for column, function in expr.items():
+                if function not in _DICT_FUNCTIONS:
+                    raise ConfigError(
+                        f"agg({{{column!r}: {function!r}}}): keysplit aggregates with "
+                        f"{', '.join(sorted(_DICT_FUNCTIONS))}; for another, use Spark's own groupBy"
+                    )
+                specs.append(Agg(_DICT_FUNCTIONS[function], column))
+        else:
+            raise ConfigTypeError(
+                f"agg takes PySpark's dict form ({{'v': 'sum'}}) or specs such as 'sum(v)', got "
+                f"{type(expr).__name__}; for Column expressions use Spark's own groupBy, which is already "
+                "right for combinable aggregates"
+            )
+    return parse_aggs(specs)
+
+
+def _spark_name(agg: Agg) -> str:
+    """The column Spark names ``agg`` (``groupBy().agg({...})`` and ``F.count_distinct``)."""
+    if agg.column is None:
+        return "count(1)"
+    if agg.function == "mean":
+        return f"avg({agg.column})"
+    if agg.function == "distinct":
+        return f"count(DISTINCT {agg.column})"
+    return f"{agg.function}({agg.column})"
+
+
+def skewed(
+    frame: DataFrame,
+    *,
+    workers: int = 32,
+    grouper: Grouper | str | None = None,
+    seed: int = 0,
+    capacity: int = DEFAULT_CAPACITY,
+    order_by: Sequence[str] | str | None = None,
+    nulls: NullPolicy = "group",
+    session: Session | SparkSession | None = None,
+) -> SkewedFrame:
+    """``frame`` with keysplit behind its keyed verbs: ``skewed(df).groupBy("k")`` then
+    ``.applyInPandas(f, schema, merge=m)`` or ``.agg(...)``. The options are
+    :func:`keysplit.spark.apply_grouped`'s (``grouper=None``: its two-pass plan; ``.agg``
+    then routes with :data:`~keysplit.spark.options.DEFAULT_GROUPER`)."""
+    if not is_spark_frame(frame):
+        raise ConfigTypeError(f"skewed wraps a Spark DataFrame, got {type(frame).__name__}")
+    return SkewedFrame(frame, workers, grouper, seed, capacity, order_by, nulls, session)
