@@ -632,3 +632,34 @@ def test_the_deprecated_twin_warns_and_gives_the_same_report(spark, zipf_frame, 
         .select("worker", "rows")
         .equals(expected_report.calls.sort("worker", "rows").select("worker", "rows"))
     )
+
+
+def test_the_function_runs_once_per_worker_and_key(spark, zipf_frame, zipf_data, tmp_path):
+    """The function stage's output is read by two branches (whole keys, split keys) from one
+    exchange: the function must still run once per (worker, key), never twice, with and
+    without a report observing the plan."""
+    import os
+
+    calls = tmp_path / "calls"
+    calls.mkdir()
+
+    def counted(pdf):
+        (calls / f"{os.getpid()}-{os.urandom(8).hex()}").write_text(str(len(pdf)))
+        return top3(pdf)
+
+    def written() -> list[int]:
+        sizes = sorted(int(path.read_text()) for path in calls.iterdir())
+        for path in calls.iterdir():
+            path.unlink()
+        return sizes
+
+    arguments = {"key": "key", "function": counted, "merge": top3_merge, "schema": TOP3, "workers": 16}
+    plain = _collect(apply_grouped(zipf_frame, **arguments))
+    without_report = written()
+    result, report = _with_report(zipf_frame, **arguments)
+    with_report = written()
+    assert result.sort("key", "rank").equals(plain.sort("key", "rank"))
+    assert result.select("key", "rank", "value").sort("key", "rank").equals(_expected_top3(zipf_data))
+    assert report.split.height > 0
+    assert with_report == without_report == sorted(report.calls["rows"].to_list())
+    assert sum(with_report) == zipf_data.height

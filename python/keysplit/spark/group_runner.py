@@ -35,8 +35,14 @@ ROWS = PREFIX + "rows"
 SECONDS = PREFIX + "seconds"
 EMPTY = PREFIX + "empty"
 TASK = PREFIX + "task"
+#: Whether the row's key was placed on more than one worker (None: not known before the
+#: function stage, as with an online grouper).
+SPLIT = PREFIX + "split"
 #: The bookkeeping columns, in order, after the user's.
-BOOKKEEPING = (KEY, WORKER, ROWS, SECONDS, EMPTY, TASK)
+BOOKKEEPING = (KEY, WORKER, ROWS, SECONDS, EMPTY, TASK, SPLIT)
+#: The bookkeeping columns the merge stage reads; the others are the function calls', which
+#: the report observes before the merge.
+MERGE_INPUT = (KEY, WORKER, EMPTY, SPLIT)
 #: Output rows a stage gathers before it hands a batch to Spark.
 _BATCH_ROWS = 10_000
 
@@ -109,7 +115,9 @@ class PandasCall:
         except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError) as error:
             raise TypeError(f"the {self.what}'s output does not fit the schema {self.schema}: {error}") from None
 
-    def __call__(self, group: pa.Table, key: pa.Scalar, *, worker: int, task: int) -> pa.RecordBatch:
+    def __call__(
+        self, group: pa.Table, key: pa.Scalar, *, worker: int, task: int, split: bool | None
+    ) -> pa.RecordBatch:
         """The call's output rows with their bookkeeping; one placeholder row if it returned
         none, so that the call is still counted."""
         import time
@@ -137,6 +145,7 @@ class PandasCall:
             pa.array(spent),
             pa.array(np.full(height, empty)),
             pa.array(np.full(height, task, dtype=np.int32)),
+            pa.array([split] * height, type=pa.bool_()),
         ]
         return pa.RecordBatch.from_arrays(arrays, schema=self.schema)
 
@@ -183,7 +192,8 @@ class FunctionStage:
                     f"partition {task} holds rows of other workers: Spark moved the function stage's rows"
                 )
             group = pa.Table.from_batches(pieces)
-            yield self.call(group, group.column(self.key)[0], worker=task, task=task)
+            split = group.column(SPLIT)[0].as_py()
+            yield self.call(group, group.column(self.key)[0], worker=task, task=task, split=split)
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         yield from _gathered(self.groups(batches, _task()))
@@ -191,8 +201,10 @@ class FunctionStage:
 
 @dataclass(frozen=True)
 class MergeStage:
-    """The merge stage: the function stage's output sorted by key; a key that more than one
-    worker held is merged by ``call`` (its placeholder rows dropped), any other passes through."""
+    """The merge stage: function stage output sorted by key (the user's columns and
+    :data:`MERGE_INPUT`); a key that more than one worker held is merged by ``call`` (its
+    placeholder rows dropped), any other passes through (a key placed on several workers
+    whose rows all met one, or every key of an online plan that stayed whole)."""
 
     call: PandasCall
 
@@ -207,14 +219,18 @@ class MergeStage:
             if pc.min(workers).as_py() == pc.max(workers).as_py():
                 # A whole key: the function's result, and not a call of this stage.
                 schema = self.call.schema
-                columns = [group.column(name) for name in schema.names]
-                columns[schema.get_field_index(ROWS)] = pa.chunked_array([np.full(group.num_rows, -1, np.int64)])
-                columns[schema.get_field_index(SECONDS)] = pa.chunked_array([np.zeros(group.num_rows)])
+                rows = group.num_rows
+                made = {
+                    ROWS: pa.chunked_array([np.full(rows, -1, np.int64)]),
+                    SECONDS: pa.chunked_array([np.zeros(rows)]),
+                    TASK: pa.chunked_array([np.full(rows, task, np.int32)]),
+                }
+                columns = [made[name] if name in made else group.column(name) for name in schema.names]
                 yield from pa.Table.from_arrays(columns, schema=schema).to_batches()
                 continue
             parts = group.filter(pc.invert(group.column(EMPTY)))
             if parts.num_rows:
-                yield self.call(parts, group.column(KEY)[0], worker=-1, task=task)
+                yield self.call(parts, group.column(KEY)[0], worker=-1, task=task, split=True)
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         yield from _gathered(self.groups(batches, _task()))

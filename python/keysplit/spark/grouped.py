@@ -52,9 +52,11 @@ from keysplit.spark.group_runner import (
     BOOKKEEPING,
     EMPTY,
     KEY,
+    MERGE_INPUT,
     PREFIX,
     ROWS,
     SECONDS,
+    SPLIT,
     TASK,
     WORKER,
     FunctionStage,
@@ -243,11 +245,12 @@ class GroupedMap:
             SECONDS: DoubleType(),
             EMPTY: BooleanType(),
             TASK: IntegerType(),
+            SPLIT: BooleanType(),
         }
         return StructType(
             [
                 *[StructField(f.name, f.dataType, True) for f in self.output.fields],
-                *[StructField(name, types[name], name == KEY) for name in BOOKKEEPING],
+                *[StructField(name, types[name], name in (KEY, SPLIT)) for name in BOOKKEEPING],
             ]
         )
 
@@ -297,7 +300,9 @@ class GroupedMap:
 
     def hashed(self, frame: DataFrame) -> DataFrame:
         """``frame`` with every key whole on its hash worker: ``applyInPandas``' placement."""
-        return frame.withColumn(WORKER, self.hash_worker())
+        from pyspark.sql import functions as F
+
+        return frame.withColumns({WORKER: self.hash_worker(), SPLIT: F.lit(False)})
 
     def hash_worker(self) -> Column:
         from pyspark.sql import functions as F
@@ -318,11 +323,14 @@ class GroupedMap:
         # would otherwise meet the same few workers of its slice.
         turn = (F.pmod(F.xxhash64(F.lit(self.seed), F.col(_ROW)), F.size(SLICE)) + 1).cast("int")
         worker = F.when(F.col(SLICE).isNull(), hashed).otherwise(F.element_at(F.col(SLICE), turn))
-        return joined.withColumn(WORKER, worker).drop(_ROW, SLICE, KEY)
+        split = F.coalesce(F.size(SLICE) > 1, F.lit(False))
+        return joined.withColumns({WORKER: worker, SPLIT: split}).drop(_ROW, SLICE, KEY)
 
     def routed_online(self, frame: DataFrame) -> DataFrame:
+        from pyspark.sql import functions as F
+
         assert self.grouper is not None
-        return route_on_executors(
+        routed = route_on_executors(
             self.session,
             frame,
             schema=self.input_schema,
@@ -334,6 +342,7 @@ class GroupedMap:
             worker_column=WORKER,
             source_column=None,
         )
+        return routed.withColumn(SPLIT, F.lit(None).cast("boolean"))
 
     def function_stage(self, routed: DataFrame) -> DataFrame:
         call = self.pandas_call("function", self.function, [f.name for f in self.input_schema.fields])
@@ -341,9 +350,42 @@ class GroupedMap:
         return by_worker.mapInArrow(FunctionStage(call, self.key), self.stage_schema())
 
     def merge_stage(self, partials: DataFrame) -> DataFrame:
+        """Every key's partial results, by key: merged where more than one worker held the
+        key, passed through otherwise (the online plan, which knows no split in advance)."""
         call = self.pandas_call("merge", self.merge, self.columns)
-        by_key = partials.repartition(self.workers, KEY).sortWithinPartitions(KEY)
+        by_key = self.merge_input(partials).repartition(self.workers, KEY).sortWithinPartitions(KEY)
         return by_key.mapInArrow(MergeStage(call), self.stage_schema())
+
+    def merge_input(self, partials: DataFrame) -> DataFrame:
+        """The function stage's output with the columns the merge stage reads: no more, so
+        that every reader of the exchange after it asks for the same columns (Spark prunes
+        each reader's columns below the exchange, and readers of different columns would
+        each get an exchange, and a function stage, of their own)."""
+        return partials.select(*self.columns, *MERGE_INPUT)
+
+    def split_stages(self, partials: DataFrame, observe: Callable[[DataFrame], DataFrame]) -> DataFrame:
+        """The placed plan's output: one exchange of the function's output, read twice. A
+        whole key's rows stay in their worker's partition and leave in Spark's own
+        expressions; a split key's rows meet in one partition, of the few that the merge
+        stage's Python tasks read (split keys are fewer than the workers)."""
+        from pyspark.sql import functions as F
+
+        if self.capacity == 0:
+            return partials.filter(~F.col(EMPTY)).select(*self.columns)
+        target = F.when(F.col(SPLIT), F.pmod(F.xxhash64(F.col(KEY)), F.lit(self.workers))).otherwise(F.col(WORKER))
+        exchanged = self.merge_input(partials).repartitionById(self.workers, target.cast("int"))
+        # Each reader's predicate wrapped in one expression Spark cannot push below the
+        # exchange (spark_partition_id is not deterministic, and a deterministic conjunct
+        # would be pushed on its own): pushed, it would give each reader an exchange of its
+        # own, and run the function stage twice.
+        def kept(condition: Column) -> Column:
+            return F.when(F.spark_partition_id() >= 0, condition)
+
+        whole = exchanged.filter(kept(~F.col(SPLIT) & ~F.col(EMPTY))).select(*self.columns)
+        call = self.pandas_call("merge", self.merge, self.columns)
+        parts = exchanged.filter(kept(F.col(SPLIT))).coalesce(-(-self.workers // 8)).sortWithinPartitions(KEY)
+        merged = observe(parts.mapInArrow(MergeStage(call), self.stage_schema()))
+        return whole.unionByName(merged.filter(~F.col(EMPTY)).select(*self.columns))
 
     def plan(self, report: Report[GroupedReport] | None) -> DataFrame:
         """The lazy plan; with ``report``, observed so that the report fills when it runs."""
@@ -375,13 +417,20 @@ class GroupedMap:
                 F.collect_list(F.when(first, F.struct(KEY, WORKER, TASK, ROWS, SECONDS))).alias("calls"),
                 F.count_if(~F.col(EMPTY)).alias("output_rows"),
             )
-        merged = self.merge_stage(partials)
-        if observed is not None:
-            merged = merged.observe(
-                observed.merges, F.collect_list(F.when(F.col(ROWS) >= 0, F.struct(KEY, ROWS, SECONDS))).alias("calls")
-            )
             assert report is not None
             report.bind(lambda: observed.report(self))
+
+        def observe_merges(merged: DataFrame) -> DataFrame:
+            if observed is None:
+                return merged
+            first = F.col(ROWS) >= 0
+            return merged.observe(
+                observed.merges, F.collect_list(F.when(first, F.struct(KEY, ROWS, SECONDS))).alias("calls")
+            )
+
+        if self.grouper is None:
+            return self.split_stages(partials, observe_merges)
+        merged = observe_merges(self.merge_stage(partials))
         return merged.filter(~F.col(EMPTY)).select(*self.columns)
 
 
@@ -395,14 +444,14 @@ class _Observed:
 
     def report(self, run: GroupedMap) -> GroupedReport | None:
         """The report, once the plan has run (None before)."""
-        seen = self.calls.get
+        seen = _seen(self.calls)
         if not seen:
             return None
         # A retried stage reports its calls again: one call per (key, worker), as the plan makes.
         calls = _rows(seen["calls"], (KEY, WORKER, TASK, ROWS, SECONDS), ("key", "worker", "task", "rows", "seconds"))
         calls = calls.unique(["key", "worker"], keep="first", maintain_order=True)
         merges = _rows(
-            (self.merges.get or {}).get("calls", []), (KEY, ROWS, SECONDS), ("key", "rows", "seconds")
+            _seen(self.merges).get("calls", []), (KEY, ROWS, SECONDS), ("key", "rows", "seconds")
         ).unique(["key"], keep="first", maintain_order=True)
         per_key = calls.group_by("key").agg(pl.col("rows").sum(), pl.col("worker").n_unique().alias("workers"))
         key_rows = per_key["rows"].cast(pl.Float64)
@@ -430,7 +479,7 @@ class _Observed:
 
     def hot_keys(self, run: GroupedMap) -> pl.DataFrame:
         """The placement table, as :func:`keysplit.spark.hot_keys` reports keys (exact counts)."""
-        seen = self.placement.get or {}
+        seen = _seen(self.placement)
         total = int(seen.get("total") or 0)
         table = _rows(seen.get("keys", []), ("key", COUNT, "workers"), (run.key, "count", "workers"))
         return table.sort("count", run.key, descending=[True, False], nulls_last=False).select(
@@ -442,6 +491,17 @@ class _Observed:
             "workers",
             pl.lit(total, pl.Int64).alias("rows"),
         )
+
+
+def _seen(observation: Any) -> dict[str, Any]:
+    """An observation's metrics; empty before its plan has run, or when the plan has no
+    such stage (the merge stage of a plan that splits nothing)."""
+    from pyspark.errors import PySparkAssertionError
+
+    try:
+        return dict(observation.get or {})
+    except PySparkAssertionError:
+        return {}
 
 
 _TYPES = {"worker": pl.Int32, "task": pl.Int32, "rows": pl.Int64, "seconds": pl.Float64, "count": pl.Int64}
