@@ -417,3 +417,23 @@ def test_a_report_is_filled_by_the_verb_that_runs_now(spark, zipf_stream, zipf_r
         twin, old = aggregate_with_report(zipf_stream, aggs=AGGS, distinct="exact", session=spark, output="polars")
     assert twin.equals(result)
     assert old.spark_loads == report.get.spark_loads and old.spark_partial_rows == report.get.spark_partial_rows
+
+
+def test_the_one_line_migration_of_agg_gives_spark_s_columns_and_values(spark, zipf_stream):
+    """skewed(df).groupBy(k).agg({...}) equals df.groupBy(k).agg({...}), column names included."""
+    from pyspark.sql import functions as F
+
+    from keysplit.spark import skewed
+
+    frame = spark.spark.createDataFrame(to_arrow(zipf_stream))
+    spec = {"value": "sum", "user": "avg"}
+    native = pl.from_arrow(frame.groupBy("key").agg(spec).toArrow()).sort("key")
+    ours = pl.from_arrow(skewed(frame, workers=4).groupBy("key").agg(spec).toArrow()).sort("key")
+    assert ours.columns == native.columns == ["key", "sum(value)", "avg(user)"]
+    assert ours["sum(value)"].equals(native["sum(value)"])
+    assert (ours["avg(user)"] - native["avg(user)"]).abs().max() < 1e-9
+    counted = pl.from_arrow(skewed(frame).groupBy("key").agg("count", "distinct(user)").toArrow()).sort("key")
+    assert counted.columns == ["key", "count(1)", "count(DISTINCT user)"]
+    assert counted["count(1)"].sum() == zipf_stream.height
+    with pytest.raises(TypeError, match="dict form"):
+        skewed(frame).groupBy("key").agg(F.sum("value"))

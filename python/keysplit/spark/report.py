@@ -44,7 +44,11 @@ class Report(Generic[T]):
         report.get  # a GroupedReport: calls, split keys, λ, γ, ...
 
     A verb that runs when it is called (``aggregate``, ``apply_operator``) fills it before it
-    returns. A report serves one call; the first action that runs the plan fills it.
+    returns. A report serves one call; the first action that runs the plan fills it. An
+    action that reads only part of the result (``show``, ``limit(n).collect``) may run only
+    part of the plan, and the report then holds that part: run a whole action for the whole
+    figures. A stage Spark runs again after a lost executor may report its calls twice;
+    the grouped report counts each (worker, key) call once.
     """
 
     def __init__(self) -> None:
