@@ -374,6 +374,7 @@ class GroupedMap:
             return partials.filter(~F.col(EMPTY)).select(*self.columns)
         target = F.when(F.col(SPLIT), F.pmod(F.xxhash64(F.col(KEY)), F.lit(self.workers))).otherwise(F.col(WORKER))
         exchanged = self.merge_input(partials).repartitionById(self.workers, target.cast("int"))
+
         # Each reader's predicate wrapped in one expression Spark cannot push below the
         # exchange (spark_partition_id is not deterministic, and a deterministic conjunct
         # would be pushed on its own): pushed, it would give each reader an exchange of its
@@ -450,9 +451,9 @@ class _Observed:
         # A retried stage reports its calls again: one call per (key, worker), as the plan makes.
         calls = _rows(seen["calls"], (KEY, WORKER, TASK, ROWS, SECONDS), ("key", "worker", "task", "rows", "seconds"))
         calls = calls.unique(["key", "worker"], keep="first", maintain_order=True)
-        merges = _rows(
-            _seen(self.merges).get("calls", []), (KEY, ROWS, SECONDS), ("key", "rows", "seconds")
-        ).unique(["key"], keep="first", maintain_order=True)
+        merges = _rows(_seen(self.merges).get("calls", []), (KEY, ROWS, SECONDS), ("key", "rows", "seconds")).unique(
+            ["key"], keep="first", maintain_order=True
+        )
         per_key = calls.group_by("key").agg(pl.col("rows").sum(), pl.col("worker").n_unique().alias("workers"))
         key_rows = per_key["rows"].cast(pl.Float64)
         salting_calls = float((SALTS * (1 - (1 - 1 / SALTS) ** key_rows)).sum()) if per_key.height else 0.0
