@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import polars as pl
+from pyspark import cloudpickle
 
 from keysplit import metrics
 from keysplit._checks import require_seed, require_workers
@@ -87,8 +88,6 @@ _HASH = PREFIX + "hash"
 
 # The stages' code runs on executors that may lack keysplit: it travels by value.
 for _module in (runs, group_runner, placement):
-    from pyspark import cloudpickle
-
     cloudpickle.register_pickle_by_value(_module)
 
 
