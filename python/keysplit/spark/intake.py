@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import weakref
-from typing import TYPE_CHECKING, Any, TypeGuard
+from typing import TYPE_CHECKING, TypeGuard
 
 from keysplit._errors import ConfigError, ConfigTypeError
 from keysplit._progress import PhaseProgress
@@ -110,14 +110,12 @@ class Intake(contextlib.ExitStack):
         *,
         session: Session | SparkSession | None,
         progress: bool | None,
-        settings: Mapping[str, str] = RUN_SETTINGS,
     ) -> None:
         super().__init__()
         self._title = title
         self._data = data
         self._given = session
         self._progress = progress
-        self._settings = settings
         self.session: Session
         self.shown: PhaseProgress
 
@@ -128,11 +126,8 @@ class Intake(contextlib.ExitStack):
             self.shown = self.enter_context(PhaseProgress(self._title, self._progress))
             self.shown.phase("connecting to Spark")
             self.enter_context(self.session.observed(self.shown.phase))
-            self.enter_context(run_settings(self.session, self._settings))
+            self.enter_context(run_settings(self.session))
         except BaseException:
             self.close()
             raise
         return self
-
-    def __exit__(self, *details: Any) -> bool:
-        return bool(super().__exit__(*details))
