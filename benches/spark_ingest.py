@@ -4,7 +4,7 @@ On the embedded server (started with local destinations allowed for ``copyFromLo
 so that the upload path runs too), with int64 keys (Zipf 1.5 over 10^5 keys) and int64
 values, generated batch by batch so that no path holds the stream in memory:
 
-* **rate per path**: ``keysplit.spark.aggregate_with_report`` with ``count`` and
+* **rate per path**: ``keysplit.spark.aggregate`` (with a ``Report``) with ``count`` and
   ``sum(value)``, once per ``ingest`` path. The ingestion rate is rows over the ``ingest``
   phase (converting, writing and sending the routed batches), and the client rate rows
   over routing plus ingestion. ``files`` and ``upload`` run ``--rows`` rows; ``arrow``
@@ -55,9 +55,16 @@ def zipf_batches(rows: int, *, seed: int = 1, keys: int = 100_000, a: float = 1.
 
 def rate(handle: ks.Session, path: str, rows: int, upload_dir: str) -> dict:
     started = time.perf_counter()
-    _, report = ks.aggregate_with_report(
-        zipf_batches(rows), aggs=["count", "sum(value)"], ingest=path, upload_dir=upload_dir, session=handle
+    observed: ks.Report[ks.RunReport] = ks.Report()
+    ks.aggregate(
+        zipf_batches(rows),
+        aggs=["count", "sum(value)"],
+        ingest=path,
+        upload_dir=upload_dir,
+        session=handle,
+        report=observed,
     )
+    report = observed.get
     wall = time.perf_counter() - started
     report.check()
     seconds = report.phase_seconds
@@ -99,9 +106,16 @@ def windows(handle: ks.Session, rows: int, window: int) -> dict:
     )
     del expected
     started = time.perf_counter()
-    result, report = ks.aggregate_with_report(
-        zipf_batches(rows), aggs=["count", "sum(value)"], window=window, session=handle, output="polars"
+    observed: ks.Report[ks.RunReport] = ks.Report()
+    result = ks.aggregate(
+        zipf_batches(rows),
+        aggs=["count", "sum(value)"],
+        window=window,
+        session=handle,
+        output="polars",
+        report=observed,
     )
+    report = observed.get
     wall = time.perf_counter() - started
     report.check()
     equal = result.select("window", "key", "count", "sum_value").equals(want)

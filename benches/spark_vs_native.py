@@ -8,7 +8,7 @@ sketched distinct count of ``user``, two ways in the same Spark Connect session:
 - **native**: ``keysplit.spark.reference(frame, distinct="sketch")``, i.e.
   ``frame.groupBy("key").agg(count, sum, avg, approx_count_distinct)``; Spark combines
   map-side, so only one partial row per (input partition, key) crosses the shuffle;
-- **keysplit**: ``keysplit.spark.aggregate_with_report(frame, grouper=..., workers=...)``:
+- **keysplit**: ``keysplit.spark.aggregate(frame, grouper=..., workers=..., report=...)``:
   the frame routed on the executors (one source per input partition), partials per
   (source, worker, key), an exact merge per key (HyperLogLog sketches for the distinct count).
 
@@ -375,10 +375,11 @@ class Bench:
 
     def keysplit(self, frame: Any, grouper: str, workers: int) -> Run:
         def run() -> tuple[pa.Table, dict[str, Any]]:
-            result, report = ks.aggregate_with_report(
-                frame, key="key", grouper=grouper, workers=workers, aggs=AGGS, session=self.handle, output="spark"
+            report: ks.Report[ks.RunReport] = ks.Report()
+            result = ks.aggregate(
+                frame, key="key", grouper=grouper, workers=workers, aggs=AGGS, output="spark", report=report
             )
-            return self._fetch("keysplit result", result), report.figures()
+            return self._fetch("keysplit result", result), report.get.figures()
 
         return self._timed(run, native=False)
 
@@ -691,7 +692,7 @@ def main() -> None:
     report = Report(
         args.output,
         {
-            "benchmark": "keysplit.spark.aggregate_with_report against Spark's groupBy (keysplit.spark.reference)",
+            "benchmark": "keysplit.spark.aggregate against Spark's groupBy (keysplit.spark.reference)",
             "machine": meta,
             "settings": {
                 **settings,
