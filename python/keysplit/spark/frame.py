@@ -17,7 +17,7 @@ does not slow it): ``.agg`` is there to see and compare the groupers' routing.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from keysplit._errors import ConfigError, ConfigTypeError
@@ -69,10 +69,6 @@ class SkewedFrame:
         return SkewedGroupedData(self, columns[0])
 
     groupby = groupBy
-
-    def with_options(self, **changes: Any) -> SkewedFrame:
-        """The same frame with other options (``workers``, ``grouper``, ``seed``, ...)."""
-        return replace(self, **changes)
 
 
 @dataclass(frozen=True)

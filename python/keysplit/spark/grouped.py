@@ -590,38 +590,6 @@ def apply_grouped(
     Spark DataFrame of ``schema``. No column of ``frame`` is changed and the routing column
     is not in the result.
     """
-    return grouped_map(
-        frame,
-        key=key,
-        function=function,
-        merge=merge,
-        schema=schema,
-        grouper=grouper,
-        workers=workers,
-        seed=seed,
-        session=session,
-        order_by=order_by,
-        capacity=capacity,
-        nulls=nulls,
-    ).plan(report)
-
-
-def grouped_map(
-    frame: DataFrame | Stream,
-    *,
-    key: str,
-    function: Callable[..., Any],
-    merge: Callable[..., Any],
-    schema: StructType | str,
-    grouper: Grouper | str | None,
-    workers: int,
-    seed: int,
-    session: Session | SparkSession | None,
-    order_by: Sequence[str] | str | None,
-    capacity: int,
-    nulls: NullPolicy,
-) -> GroupedMap:
-    """:func:`apply_grouped`'s arguments, checked, as the :class:`GroupedMap` that plans it."""
     key = require_key(key)
     function = _require_callable("function", function)
     merge = _require_callable("merge", merge)
@@ -637,7 +605,7 @@ def grouped_map(
     output = _struct(handle, schema)
     if not is_spark_frame(frame):
         frame = to_spark(handle, frame, choose_path(handle, IngestOptions()))
-    return GroupedMap(
+    planned = GroupedMap(
         session=handle,
         frame=frame,
         key=key,
@@ -651,6 +619,7 @@ def grouped_map(
         capacity=capacity,
         nulls=nulls,
     )
+    return planned.plan(report)
 
 
 def apply_grouped_with_report(
