@@ -8,7 +8,11 @@ per file.
 
 from __future__ import annotations
 
+import datetime
+import json
 import sys
+import time
+import urllib.request
 
 import numpy as np
 import pandas as pd
@@ -563,22 +567,30 @@ def test_the_function_sees_what_apply_in_pandas_gives_it(spark, tmp_path):
     assert ours.equals(native)
 
 
-def _jobs(handle) -> int:
-    """Jobs the server has run so far, from Spark's REST status API, once the count has
-    settled (the UI learns of a finished job from an asynchronous event bus)."""
-    import json
-    import time
-    import urllib.request
-
+def _jobs_submitted_since(handle, since: float) -> list[str]:
+    """The jobs the server submitted at or after the epoch time `since`, from Spark's REST
+    status API once its list has settled (the UI learns of a job from an asynchronous event
+    bus). Selecting by submission time, not by count, keeps a job of an earlier test that
+    the bus reports late out of the count."""
     base = f"http://127.0.0.1:{handle.server.ui_port}/api/v1/applications"
     with urllib.request.urlopen(base, timeout=30) as reply:
         application = json.load(reply)[0]["id"]
-    counts: list[int] = []
-    while len(counts) < 3 or len(set(counts[-3:])) > 1:
+    listings: list[list[dict]] = []
+    while len(listings) < 3 or len({len(jobs) for jobs in listings[-3:]}) > 1:
         with urllib.request.urlopen(f"{base}/{application}/jobs", timeout=30) as reply:
-            counts.append(len(json.load(reply)))
+            listings.append(json.load(reply))
         time.sleep(0.5)
-    return counts[-1]
+    floor = int(since * 1000) / 1000  # the UI keeps milliseconds
+
+    def submitted(job: dict) -> float:
+        stamp = datetime.datetime.strptime(job["submissionTime"], "%Y-%m-%dT%H:%M:%S.%f%Z")
+        return stamp.replace(tzinfo=datetime.UTC).timestamp()
+
+    return [
+        f"{job['jobId']}: {job.get('description') or job['name']}"
+        for job in listings[-1]
+        if "submissionTime" in job and submitted(job) >= floor
+    ]
 
 
 def test_the_result_is_lazy_and_the_report_fills_when_it_runs(spark, zipf_frame, zipf_data):
@@ -587,17 +599,17 @@ def test_the_result_is_lazy_and_the_report_fills_when_it_runs(spark, zipf_frame,
     # Reading a Parquet DataFrame's schema the first time is a job of Spark's own (its
     # footers), as for any PySpark user: done before counting.
     assert zipf_frame.schema["key"].dataType.simpleString() == "bigint"
-    before = _jobs(spark)
+    called = time.time()
     report: Report[GroupedReport] = Report()
     result = apply_grouped(
         zipf_frame, key="key", function=top3, merge=top3_merge, schema=TOP3, workers=16, report=report
     )
     assert type(result).__name__ == "DataFrame" and type(result).__module__.startswith("pyspark.sql")
-    assert _jobs(spark) == before
+    assert _jobs_submitted_since(spark, called) == []
     with pytest.raises(ReportPendingError, match="action"):
         _ = report.get
     assert _collect(result).select("key", "rank", "value").sort("key", "rank").equals(_expected_top3(zipf_data))
-    assert _jobs(spark) > before
+    assert _jobs_submitted_since(spark, called)
     assert report.get.rows == zipf_data.height and report.get.keys == zipf_data["key"].n_unique()
     with pytest.raises(ConfigError, match="new Report"):
         apply_grouped(zipf_frame, key="key", function=top3, merge=top3_merge, schema=TOP3, report=report)
