@@ -209,28 +209,41 @@ class MergeStage:
     call: PandasCall
 
     def groups(self, batches: Iterator[pa.RecordBatch], task: int) -> Iterator[pa.RecordBatch]:
+        import pyarrow as pa
+
+        for pieces in grouped_runs(batches, KEY):
+            yield from self.merged(pa.Table.from_batches(pieces), task)
+
+    def merged(self, group: pa.Table, task: int) -> Iterator[pa.RecordBatch]:
+        """One key's output: ``call`` on its partial results, or the results passed through."""
         import numpy as np
         import pyarrow as pa
         import pyarrow.compute as pc
 
-        for pieces in grouped_runs(batches, KEY):
-            group = pa.Table.from_batches(pieces)
-            workers = group.column(WORKER)
-            if pc.min(workers).as_py() == pc.max(workers).as_py():
-                # A whole key: the function's result, and not a call of this stage.
-                schema = self.call.schema
-                rows = group.num_rows
-                made = {
-                    ROWS: pa.chunked_array([np.full(rows, -1, np.int64)]),
-                    SECONDS: pa.chunked_array([np.zeros(rows)]),
-                    TASK: pa.chunked_array([np.full(rows, task, np.int32)]),
-                }
-                columns = [made[name] if name in made else group.column(name) for name in schema.names]
-                yield from pa.Table.from_arrays(columns, schema=schema).to_batches()
-                continue
-            parts = group.filter(pc.invert(group.column(EMPTY)))
-            if parts.num_rows:
-                yield self.call(parts, group.column(KEY)[0], worker=-1, task=task, split=True)
+        workers = group.column(WORKER)
+        if pc.min(workers).as_py() == pc.max(workers).as_py():
+            # A whole key: the function's result, and not a call of this stage.
+            schema = self.call.schema
+            rows = group.num_rows
+            made = {
+                ROWS: pa.chunked_array([np.full(rows, -1, np.int64)]),
+                SECONDS: pa.chunked_array([np.zeros(rows)]),
+                TASK: pa.chunked_array([np.full(rows, task, np.int32)]),
+            }
+            columns = [made[name] if name in made else group.column(name) for name in schema.names]
+            yield from pa.Table.from_arrays(columns, schema=schema).to_batches()
+            return
+        parts = group.filter(pc.invert(group.column(EMPTY)))
+        if parts.num_rows:
+            yield self.call(parts, group.column(KEY)[0], worker=-1, task=task, split=True)
+
+    def table(self, group: pa.Table) -> pa.Table:
+        """:meth:`merged` as ``groupBy(KEY).applyInArrow`` calls it: one key's rows in, its
+        output out. Spark starts no Python worker for a partition without a group, which a
+        ``mapInArrow`` stage does for every partition, empty or not."""
+        import pyarrow as pa
+
+        return pa.Table.from_batches(list(self.merged(group, _task())), schema=self.call.schema)
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         yield from _gathered(self.groups(batches, _task()))
