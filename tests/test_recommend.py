@@ -4,6 +4,7 @@ Pareto front, the offline bound and the pick under the stated cost model."""
 from __future__ import annotations
 
 import subprocess
+import sys
 from pathlib import Path
 
 import matplotlib.pyplot as plt
@@ -105,6 +106,7 @@ def test_a_file_sample_is_read_in_file_order(tmp_path: Path) -> None:
             r"weight must be a number in \[0, 1\]",
         ),
         (SAMPLE, {"workers": 8, "batch_rows": 0}, keysplit.ConfigError, ValueError, "batch_rows must be a positive"),
+        (SAMPLE, {"workers": 8, "max_rows": 0}, keysplit.ConfigError, ValueError, "max_rows must be a positive"),
         (SAMPLE.to_frame("a").with_columns(b=1), {"workers": 8}, keysplit.KeyInputError, ValueError, "key="),
         (SAMPLE.to_frame("a"), {"workers": 8, "key": "user"}, keysplit.KeyInputError, ValueError, "no column 'user'"),
         (SAMPLE.to_frame("a").lazy(), {"workers": 8, "key": "user"}, keysplit.KeyInputError, ValueError, "'user'"),
@@ -176,3 +178,24 @@ def test_numpy_keys_are_routed_as_their_values() -> None:
     ints = np.arange(1000, dtype=np.uint64) % 7
     found = keysplit.recommend(ints, workers=4, candidates=["key"], progress=False)
     assert found.keys == 7
+
+
+def test_ten_million_distinct_keys_route_their_first_rows_within_a_memory_limit(tmp_path: Path) -> None:
+    """10^7 distinct keys once aborted the process (a Rust allocation failed under an 8 GB
+    address-space limit) after minutes: the first max_rows are routed, and a file's rows
+    too, within a 4 GB limit."""
+    path = tmp_path / "distinct.parquet"
+    pl.DataFrame({"user": np.random.default_rng(2).permutation(10_000_000)}).write_parquet(path)
+    script = (
+        "import resource, sys, numpy as np, keysplit\n"
+        "resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))\n"
+        "keys = np.random.default_rng(2).permutation(10_000_000)\n"
+        "found = keysplit.recommend(keys, workers=32, progress=False)\n"
+        "assert (found.tuples, found.keys) == (1_000_000, 1_000_000), (found.tuples, found.keys)\n"
+        "found = keysplit.recommend(sys.argv[1], key='user', workers=32, max_rows=300_000, progress=False)\n"
+        "assert (found.tuples, found.keys) == (300_000, 300_000), (found.tuples, found.keys)\n"
+        "print(found.grouper)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script, str(path)], capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() in {info.name for info in keysplit.groupers()}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import socket
 import time
 
@@ -54,6 +55,25 @@ def test_unreachable_server_fails_fast_without_leaking_the_token():
     with pytest.raises(ValueError, match="sc://host:port") as bad:
         session("http://example.invalid/;token=s3cr3t")
     assert "s3cr3t" not in str(bad.value)
+
+
+def test_a_listener_that_never_answers_is_named_as_such():
+    # A TCP port that accepts connections and says nothing: not a Spark Connect server, or
+    # one too busy to answer. The error says which wait ran out and how to lengthen it.
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen()
+        port = silent.getsockname()[1]
+        with pytest.raises(SparkConnectError, match="accepts connections but") as caught:
+            session(f"sc://127.0.0.1:{port}/;token=s3cr3t-value", startup_timeout=10.0)
+    message = str(caught.value)
+    # Within the wait, or gRPC gave up first: either way the message says which.
+    assert re.search(r"did not answer a first query within 10 s.*startup_timeout=|a first query failed: ", message)
+    # Nothing of the failed session is left for PySpark's later calls to pick up.
+    from pyspark.sql.connect.session import SparkSession as ConnectSession
+
+    assert ConnectSession.getActiveSession() is None or not ConnectSession.getActiveSession().client.is_closed
+    assert "s3cr3t" not in message and "_MultiThreadedRendezvous" not in message
 
 
 def test_killed_server_then_resume_equals_the_uninterrupted_run(spark, tmp_path):

@@ -14,7 +14,7 @@ import polars as pl
 import pytest
 
 import keysplit
-from keysplit import metrics
+from keysplit import KeyInputError, metrics
 from keysplit.spark import (
     ExecutorSetupError,
     aggregate,
@@ -248,8 +248,10 @@ def test_null_keys_and_an_empty_frame(spark, frame):
     # The DataFrame's own session runs it when none is named.
     result = aggregate(holed, key="key", aggs=["count", "sum(value)"], output="polars", timeout=TIMEOUT)
     assert result.equals(want) and result["key"].null_count() == 1
-    with pytest.raises(Exception, match=r"null"):
+    # Refused in an executor's routing task, and raised here as the KeyInputError it was.
+    with pytest.raises(KeyInputError, match=r"null.*raised in a Spark task") as caught:
         aggregate(holed, key="key", aggs=["count"], nulls="raise", session=spark, output="polars", timeout=TIMEOUT)
+    assert type(caught.value.__cause__).__name__ == "PythonException"
     empty, report = aggregated(
         frame.filter(F.col("key") < 0), aggs=["count", "sum(value)"], session=spark, output="polars", timeout=TIMEOUT
     )

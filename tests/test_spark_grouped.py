@@ -362,6 +362,13 @@ def test_bad_arguments_are_refused_before_any_work(spark, zipf_frame):
         run(key="nope")
     with pytest.raises(ConfigError, match="workers must be an int"):
         run(workers=0)
+    # A million workers is a grouper's range, not a Spark stage's: refused before any job,
+    # whichever plan (a stage of 10^6 tasks ran until the query timeout).
+    called = time.time()
+    for grouper in (None, "elastic"):
+        with pytest.raises(ConfigError, match=r"1,000,000 Spark tasks.*at most 65,536"):
+            run(workers=10**6, grouper=grouper)
+    assert _jobs_submitted_since(spark, called) == []
     with pytest.raises(ConfigError, match="keysplit's own"):
         run(schema="__keysplit_worker long")
     with pytest.raises(ConfigError, match="nulls must be"):

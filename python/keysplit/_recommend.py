@@ -49,6 +49,11 @@ TABLE_COLUMNS = (
 )
 
 DEFAULT_WEIGHT = 0.5
+#: Rows of the sample that :func:`recommend` routes unless told otherwise: every grouper
+#: keeps state per key, so memory grows with the sample's distinct keys (10^7 distinct keys
+#: took 5.8 GB and 15 minutes); the first million rows rank the groupers as the whole does
+#: wherever the stream is stationary, and in a few seconds.
+DEFAULT_MAX_ROWS = 1_000_000
 
 
 @dataclass(frozen=True)
@@ -119,16 +124,24 @@ def _sample_keys(sample: Any, key: str | None) -> pl.Series:
     )
 
 
-def _dataset(sample: Any, key: str | None, batch_rows: int) -> Dataset:
+def _first_rows(batches: Iterator[pl.DataFrame], rows: int) -> Iterator[pl.DataFrame]:
+    for batch in batches:
+        if rows <= 0:
+            return
+        yield batch.head(rows)
+        rows -= batch.height
+
+
+def _dataset(sample: Any, key: str | None, batch_rows: int, max_rows: int) -> Dataset:
     if isinstance(sample, (str, Path)):
         path = Path(sample)
 
         def open_file() -> Iterator[pl.DataFrame]:
-            return from_file(path, key=key, batch_rows=batch_rows)
+            return _first_rows(from_file(path, key=key, batch_rows=batch_rows), max_rows)
 
         open_file()  # names a missing file or column before any routing
         return Dataset(path.name, open_file)
-    keys = _sample_keys(sample, key).rename("key")
+    keys = _sample_keys(sample, key).rename("key").head(max_rows)
 
     def open_keys() -> Iterator[pl.DataFrame]:
         frame = keys.to_frame()
@@ -187,6 +200,7 @@ def recommend(
     nulls: NullPolicy = "raise",
     progress: bool | None = None,
     batch_rows: int = DEFAULT_BATCH_ROWS,
+    max_rows: int = DEFAULT_MAX_ROWS,
 ) -> Recommendation:
     """Routes ``sample`` through every grouper (or ``candidates``: names, optionally with
     parameters as in :func:`keysplit.simulate.simulate`) over ``workers`` workers and
@@ -197,14 +211,19 @@ def recommend(
     (:func:`keysplit.datasets.from_file`). Take the sample in arrival order: bursts and
     drift are part of what decides. ``weight`` sets the cost model (module documentation);
     ``progress`` shows a bar on stderr (default: when stderr is a terminal).
+
+    Only the first ``max_rows`` rows are routed (:data:`DEFAULT_MAX_ROWS`): the groupers'
+    state, and so the memory taken, grows with the distinct keys routed. ``tuples`` of the
+    result says how many were.
     """
     workers = require_workers(workers)
     weight = require_fraction(weight, "weight")
     require_count(batch_rows, "batch_rows", minimum=1)
+    require_count(max_rows, "max_rows", minimum=1)
     names = list(candidates) if candidates is not None else [info.name for info in groupers()]
     if not names:
         raise ConfigError("recommend needs at least one candidate grouper")
-    data = _dataset(sample, key, batch_rows)
+    data = _dataset(sample, key, batch_rows, max_rows)
     results = simulate(groupers=names, workers=[workers], datasets=[data], seed=seed, progress=progress, nulls=nulls)
     table = rank(results, weight=weight)
     whole = results.filter(pl.col("window").is_null()).row(0, named=True)

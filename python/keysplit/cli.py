@@ -110,6 +110,7 @@ def _recommend(args: argparse.Namespace) -> int:
         seed=args.seed,
         nulls=args.nulls,
         progress=False if args.no_progress else None,
+        **({} if args.max_rows is None else {"max_rows": args.max_rows}),
     )
     print(f"{args.file}: {found.tuples:,} tuples, {found.keys:,} keys, {found.workers} workers")
     _print_table(found.table)
@@ -290,6 +291,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     advice.add_argument("--groupers", type=_grouper_specs, help="candidates, as simulate's --groupers (default all)")
     advice.add_argument("--chart", help="write the λ-vs-γ chart (front and bound) to this PNG")
     advice.add_argument("--seed", type=int, default=0)
+    advice.add_argument(
+        "--max-rows",
+        type=int,
+        default=None,
+        help="route only the file's first rows (default 1,000,000: the groupers' memory grows with distinct keys)",
+    )
     advice.add_argument("--nulls", choices=["raise", "group"], default="raise", help="null keys: refuse or group")
     advice.add_argument("--no-progress", action="store_true", help="no progress bar")
     advice.set_defaults(run=_recommend)

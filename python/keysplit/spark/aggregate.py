@@ -48,6 +48,7 @@ from keysplit.spark.ingest import (
     to_spark,
 )
 from keysplit.spark.intake import Intake, is_spark_frame
+from keysplit.spark.lifetime import unpersist_with
 from keysplit.spark.options import DEFAULT_GROUPER, make_grouper, order_columns, require_key, require_window
 from keysplit.spark.report import ObservationMismatch, Report, RunReport, WindowReport
 from keysplit.spark.routed_windows import WINDOW_COLUMN, ClientStream, RoutedWindow, SparkFrame, routed_input
@@ -286,8 +287,9 @@ class _Plan:
             partial_exprs += _partials(agg, self.distinct, self.lg_k)
         plan = rows.groupBy(*by_window, SOURCE_COLUMN, WORKER_COLUMN, self.key).agg(*partial_exprs)
         started = time.perf_counter()
-        partials = call("partial aggregation", lambda: plan.localCheckpoint(eager=True), timeout=self.timeout)
-        partial_seconds = time.perf_counter() - started
+        # Cached, not checkpointed: the loads query fills the cache, the merge reads it, and a
+        # block lost with an executor is recomputed from its lineage.
+        partials = call("partial aggregation", plan.persist, timeout=self.timeout)
         loads = call(
             "reading the loads",
             lambda: (
@@ -295,6 +297,7 @@ class _Plan:
             ),
             timeout=self.timeout,
         )
+        partial_seconds = time.perf_counter() - started
         merged = partials.groupBy(*by_window, self.key).agg(
             *[_merge(a, self.distinct, value_types) for a in self.aggs],
             F.count_distinct(WORKER_COLUMN).alias("__workers"),
@@ -316,7 +319,7 @@ class _Plan:
                 counts = [{"keys": table.num_rows, "gamma": pc.sum(table.column("__workers")).as_py()}]
             result = table.drop_columns(["__workers"])
         else:
-            held = call("final merge", lambda: merged.localCheckpoint(eager=True), timeout=self.timeout)
+            held = call("final merge", merged.persist, timeout=self.timeout)
             counts = call(
                 "reading Γ",
                 lambda: (
@@ -327,6 +330,8 @@ class _Plan:
                 timeout=self.timeout,
             )
             result = held.drop("__workers")
+            unpersist_with(result, held)
+        call("releasing the partials", partials.unpersist, timeout=self.timeout)
         final_seconds = time.perf_counter() - started
         seconds = {**routed.seconds, "partial": partial_seconds, "final": final_seconds}
         return result, self._reports(routed, loads, counts, seconds)

@@ -67,7 +67,7 @@ from keysplit.spark.group_runner import (
 from keysplit.spark.hot_keys import DEFAULT_CAPACITY
 from keysplit.spark.ingest import IngestOptions, choose_path, to_spark
 from keysplit.spark.intake import is_spark_frame, run_settings, session_for
-from keysplit.spark.options import make_grouper, order_columns, require_key
+from keysplit.spark.options import make_grouper, order_columns, require_key, require_task_workers
 from keysplit.spark.placement import COUNT, SLICE, TOTAL, Placer
 from keysplit.spark.report import Report
 from keysplit.spark.routing import require_key_type, route_on_executors
@@ -76,7 +76,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
     from pyspark.sql import Column, DataFrame, SparkSession
-    from pyspark.sql.types import StructType
+    from pyspark.sql.types import DataType, StructType
 
     from keysplit.spark.ingest import Stream
     from keysplit.spark.session import Session
@@ -191,6 +191,19 @@ def _require_callable(name: str, value: object) -> Callable[..., Any]:
     if not callable(value):
         raise ConfigTypeError(f"{name} must be a function of a pandas DataFrame, got {type(value).__name__}")
     return value
+
+
+def _holds_a_map(kind: DataType) -> bool:
+    """Whether a value of ``kind`` holds a map anywhere, which Spark's hashes refuse."""
+    from pyspark.sql.types import ArrayType, MapType, StructType
+
+    if isinstance(kind, MapType):
+        return True
+    if isinstance(kind, ArrayType):
+        return _holds_a_map(kind.elementType)
+    if isinstance(kind, StructType):
+        return any(_holds_a_map(f.dataType) for f in kind.fields)
+    return False
 
 
 @dataclass
@@ -313,9 +326,19 @@ class GroupedMap:
 
         return F.xxhash64(F.lit(self.seed), F.col(self.key))
 
+    def row_hash(self) -> Column:
+        """``xxhash64(seed, every column Spark can hash)``: where a split key's row goes.
+        Rows equal in all those columns go to one worker of the key's slice; a key whose rows
+        are all alike (a frame of the key column alone) is not spread at all, and its result
+        is still exact."""
+        from pyspark.sql import functions as F
+
+        hashable = [F.col(f.name) for f in self.input_schema.fields if not _holds_a_map(f.dataType)]
+        return F.xxhash64(F.lit(self.seed), *hashable)
+
     def placed(self, frame: DataFrame, table: DataFrame) -> DataFrame:
         """``frame`` with its worker: a placed key's rows spread over its workers (by a hash
-        of their position in the partition), every other key to ``pmod(xxhash64(seed, key), n)``.
+        of the row's values), every other key to ``pmod(xxhash64(seed, key), n)``.
         Spark's own expressions: no row crosses into Python before the function stage.
 
         The join is on the key's 64-bit hash, not the key: a key whose hash equals a placed
@@ -331,10 +354,10 @@ class GroupedMap:
             F.when(F.size(SLICE) > 1, F.col(SLICE)).alias(SLICE),
         )
         joined = frame.withColumn(_HASH, self.key_hash()).join(F.broadcast(table), _HASH, "left")
-        # A hash of the row's position, not the position: a key that recurs every k rows
-        # would otherwise meet the same few workers of its slice.
-        position = F.xxhash64(F.lit(self.seed), F.monotonically_increasing_id())
-        turn = (F.pmod(position, F.size(SLICE)) + 1).cast("int")
+        # A hash of the row's own values, not of its position: a re-run map task, whatever
+        # order its input comes in, sends every row where the first run did (Spark retries a
+        # lost executor's stage only when the shuffle's expressions are deterministic).
+        turn = (F.pmod(self.row_hash(), F.size(SLICE)) + 1).cast("int")
         hashed = F.pmod(F.col(_HASH), F.lit(self.workers)).cast("int")
         worker = F.when(F.col(SLICE).isNotNull(), F.element_at(SLICE, turn)).otherwise(F.coalesce(_FIRST, hashed))
         return joined.withColumns({WORKER: worker, SPLIT: F.col(SLICE).isNotNull()}).drop(_FIRST, SLICE, _HASH)
@@ -609,6 +632,7 @@ def apply_grouped(
     if online is None:
         workers = require_workers(workers)
         seed = require_seed(seed)
+    require_task_workers(online.workers if online is not None else workers)
     output = _struct(handle, schema)
     if not is_spark_frame(frame):
         frame = to_spark(handle, frame, choose_path(handle, IngestOptions()))

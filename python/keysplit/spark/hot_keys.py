@@ -166,25 +166,20 @@ def hot_keys(
         ]
     )
     summaries = frame.select(key).mapInArrow(_summariser(key, capacity), summaries_schema)
-    held = handle.call("summarising the key column", lambda: summaries.localCheckpoint(eager=True))
-    totals = handle.call(
-        "reading the summaries' totals",
-        lambda: held.filter(F.col(_MARKER)).agg(F.sum("subtracted").alias("e"), F.sum("rows").alias("n")).collect(),
-    )[0]
-    rows, subtracted = int(totals["n"] or 0), int(totals["e"] or 0)
-    top = handle.call(
-        "merging the summaries",
-        lambda: (
-            held.filter(~F.col(_MARKER))
-            .groupBy(key)
-            .agg(F.sum("count").alias("count"))
-            .orderBy(F.desc("count"), F.asc_nulls_first(key))
-            .limit(capacity + 1)
-            .toArrow()
-        ),
+    # One query, nothing held between queries: the summaries' totals ride on the marker
+    # rows, which sort first, and a lost executor's summaries are recomputed like any
+    # other task's output.
+    merged_summaries = (
+        summaries.groupBy(_MARKER, key)
+        .agg(F.sum("count").alias("count"), F.sum("subtracted").alias("subtracted"), F.sum("rows").alias("rows"))
+        .orderBy(F.desc(_MARKER), F.desc("count"), F.asc_nulls_first(key))
+        .limit(capacity + 2)
     )
-    merged = pl.from_arrow(top)
-    assert isinstance(merged, pl.DataFrame)
+    fetched = pl.from_arrow(handle.call("summarising the key column", merged_summaries.toArrow))
+    assert isinstance(fetched, pl.DataFrame)
+    markers = fetched.filter(pl.col(_MARKER))
+    rows, subtracted = int(markers["rows"].sum()), int(markers["subtracted"].sum())
+    merged = fetched.filter(~pl.col(_MARKER)).select(key, "count").head(capacity + 1)
     if merged.height > capacity:
         cut = int(merged["count"][capacity])
         merged = merged.head(capacity).with_columns(pl.col("count") - cut).filter(pl.col("count") > 0)

@@ -11,8 +11,8 @@ to an :class:`Ingestion` sink, which ends as one Spark DataFrame of every row wr
     Parquet files written here and copied to the server's filesystem with
     ``copyFromLocalToFs``, for a server that cannot see this machine's disk.
 ``arrow``
-    Each batch sent inside the plan (``createDataFrame``) and held on the server with
-    ``localCheckpoint``; it works everywhere but tops out near 0.35 M rows/s. The batches
+    Each batch sent inside the plan (``createDataFrame``) as a cached local relation, which
+    the server's driver holds; it works everywhere but tops out near 0.35 M rows/s. The batches
     are joined by a balanced tree of unions: a plan message has a depth limit, which a
     chain of about 60 unions overflows, while the tree grows with log2 of the batch count.
 
@@ -40,6 +40,8 @@ import pyarrow.parquet as pq
 
 from keysplit._errors import ConfigError, ConfigTypeError, KeyInputError
 from keysplit._routing import from_pandas
+from keysplit.spark.intake import run_settings
+from keysplit.spark.lifetime import release_with
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -65,6 +67,9 @@ _WIDER: dict[pl.DataType | type[pl.DataType], type[pl.DataType]] = {
     pl.UInt32: pl.Int64,
 }
 _PROBE_TIMEOUT = 60.0
+#: Spark Connect sends a table at least this large as an artifact the driver caches, and a
+#: smaller one inside every plan that reads it; keysplit's batches always go as artifacts.
+_CACHE_THRESHOLD = "spark.sql.session.localRelationCacheThreshold"
 
 
 @dataclass(frozen=True)
@@ -174,8 +179,10 @@ class Ingestion:
     """One window's rows on their way to Spark; :meth:`finish` gives them as a DataFrame.
 
     ``rows`` and ``seconds`` (time spent converting, writing and sending) count what was
-    written. :meth:`discard` removes what this side wrote; call it once the DataFrame's
-    rows are no longer read (after the query that uses them, or a checkpoint of it).
+    written. What this side wrote lives as long as the DataFrame :meth:`finish` gives
+    (:func:`~keysplit.spark.lifetime.release_with`): a query, or a recomputation after an
+    executor's loss, may read it any time before. :meth:`discard` removes it when no
+    DataFrame was given (a failed or abandoned stream).
     """
 
     path: IngestPath
@@ -185,6 +192,7 @@ class Ingestion:
         self.rows = 0
         self.seconds = 0.0
         self._schema: pa.Schema | None = None
+        self._given = False
 
     def write(self, frame: pl.DataFrame) -> None:
         started = time.perf_counter()
@@ -208,11 +216,18 @@ class Ingestion:
         if self._schema is None:
             raise KeyInputError("the stream is empty: nothing was written")
         frame = self._finish()
+        release_with(frame, self._remove, at_exit=True)
+        self._given = True
         self.seconds += time.perf_counter() - started
         return frame
 
     def discard(self) -> None:
-        """Removes the local files; idempotent."""
+        """Removes what was written, unless :meth:`finish` gave it to a DataFrame; idempotent."""
+        if not self._given:
+            self._remove()
+
+    def _remove(self) -> None:
+        """Removes what this side wrote; idempotent."""
 
     def _write(self, table: pa.Table) -> None:
         raise NotImplementedError
@@ -280,7 +295,7 @@ class FileIngestion(Ingestion):
         spark = self.session.spark
         return spark.read.parquet(*[str(path) for path in self._files.files])
 
-    def discard(self) -> None:
+    def _remove(self) -> None:
         shutil.rmtree(self._directory, ignore_errors=True)
 
 
@@ -311,12 +326,13 @@ class UploadIngestion(Ingestion):
             self._upload(self._files.close())
         return self.session.spark.read.parquet(*self._uploaded)
 
-    def discard(self) -> None:
+    def _remove(self) -> None:
         shutil.rmtree(self._local, ignore_errors=True)
 
 
 class ArrowIngestion(Ingestion):
-    """Each batch in the plan, held on the server by ``localCheckpoint``; any server."""
+    """Each batch sent as a cached local relation, which the server's driver holds (an
+    artifact, not a block of an executor that may die); any server."""
 
     path: IngestPath = "arrow"
 
@@ -326,11 +342,10 @@ class ArrowIngestion(Ingestion):
 
     def _write(self, table: pa.Table) -> None:
         spark = self.session.spark
-        self._parts.append(
-            self.session.call(
-                f"sending {table.num_rows} rows", lambda: spark.createDataFrame(table).localCheckpoint(eager=True)
+        with run_settings(self.session, {_CACHE_THRESHOLD: "0"}):
+            self._parts.append(
+                self.session.call(f"sending {table.num_rows} rows", lambda: spark.createDataFrame(table))
             )
-        )
 
     def _finish(self) -> DataFrame:
         return balanced_union(self._parts)
@@ -420,7 +435,6 @@ def to_spark(session: Session, data: Stream, path: IngestPath, options: IngestOp
         if not first.height:
             empty = to_arrow(first)
             return session.call("an empty result", lambda: session.spark.createDataFrame(empty))
-        rows = sink.finish()
-        return session.call("holding a result", lambda: rows.localCheckpoint(eager=True))
+        return sink.finish()
     finally:
         sink.discard()

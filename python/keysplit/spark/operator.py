@@ -23,7 +23,8 @@ from keysplit._errors import ConfigError, ConfigTypeError
 from keysplit._grouper import Grouper, NullPolicy
 from keysplit.spark.ingest import DEFAULT_BATCH_ROWS, IngestChoice, IngestOptions, Stream
 from keysplit.spark.intake import Intake
-from keysplit.spark.options import DEFAULT_GROUPER, make_grouper, order_columns, require_key
+from keysplit.spark.lifetime import unpersist_with
+from keysplit.spark.options import DEFAULT_GROUPER, make_grouper, order_columns, require_key, require_task_workers
 from keysplit.spark.report import ObservationMismatch, Report, RunReport, WindowReport
 from keysplit.spark.routed_windows import SEQUENCE_COLUMN, RoutedWindow, routed_input
 from keysplit.spark.routing import SOURCE_COLUMN, WORKER_COLUMN
@@ -147,6 +148,7 @@ def apply_operator(
     key = require_key(key)
     options = IngestOptions.of(ingest, batch_rows=batch_rows, staging_dir=staging_dir, upload_dir=upload_dir)
     routing = make_grouper(grouper, workers, seed)
+    require_task_workers(routing.workers)
     started_run = time.perf_counter()
     title = f"apply_operator ({routing.name}, {routing.workers} workers)"
     with Intake(title, stream, session=session, progress=progress) as intake:
@@ -217,12 +219,16 @@ class _OperatorRun:
             .applyInArrow(_in_arrival_order(self.operator.function), f"{schema}, __worker int, __partition int")
         )
         started = time.perf_counter()
-        partials = call("operator", lambda: partial_plan.localCheckpoint(eager=True), timeout=self.timeout)
-        partial_seconds = time.perf_counter() - started
+        # Cached, not checkpointed: a block lost with an executor is recomputed from its lineage.
+        partials = call("operator", partial_plan.persist, timeout=self.timeout)
         partial_rows = call("counting partials", partials.count, timeout=self.timeout)
-        merged_plan = self.operator.merge(partials.drop("__worker", "__partition"))
+        partial_seconds = time.perf_counter() - started
+        held = self.operator.merge(partials.drop("__worker", "__partition"))
         started = time.perf_counter()
-        merged = call("merge", lambda: merged_plan.localCheckpoint(eager=True), timeout=self.timeout)
+        call("merge", lambda: held.persist().count(), timeout=self.timeout)
+        call("releasing the partials", partials.unpersist, timeout=self.timeout)
+        merged = held.select("*")
+        unpersist_with(merged, held)
         seconds = {**routed.seconds, "partial": partial_seconds, "final": time.perf_counter() - started}
         window = self.report(routed, observed, int(keys), int(partial_rows), seconds)
         problems = window.disagreements()

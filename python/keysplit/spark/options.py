@@ -31,6 +31,22 @@ def make_grouper(grouper: Grouper | str, workers: int, seed: int) -> Grouper:
     return grouper
 
 
+#: The most workers of a plan in which each worker is a Spark task (``apply_grouped``'s
+#: function stage, ``apply_operator``'s): a stage of a million tasks runs for its tasks'
+#: scheduling alone (hundreds of seconds), where a few per core is what Spark needs.
+MAX_TASK_WORKERS = 65_536
+
+
+def require_task_workers(workers: int) -> int:
+    """``workers`` (already a checked worker count) if a plan can run one Spark task each."""
+    if workers > MAX_TASK_WORKERS:
+        raise ConfigError(
+            f"workers={workers:,} would start a stage of {workers:,} Spark tasks, one per worker; this plan "
+            f"takes at most {MAX_TASK_WORKERS:,}: pass a few workers per executor core (e.g. 32 to 1,024)"
+        )
+    return workers
+
+
 def order_columns(order_by: Sequence[str] | str | None) -> tuple[str, ...] | None:
     """``order_by`` as a tuple of column names, or None when there is none."""
     if order_by is None:

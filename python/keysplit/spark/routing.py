@@ -198,7 +198,7 @@ def in_repeatable_order(session: Session, frame: DataFrame, order_by: Sequence[s
             "the DataFrame's rows come out of a shuffle "
             f"({shuffles[0][:120]} in its plan), so each partition's order changes from run "
             "to run and so would the routing. Pass order_by=[columns unique within a partition], "
-            "or route a DataFrame read from files, or localCheckpoint() it first"
+            "or route a DataFrame read from files (write it to Parquet first)"
         )
     return frame
 

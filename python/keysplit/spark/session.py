@@ -19,6 +19,7 @@ import atexit
 import contextlib
 import functools
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -31,7 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 from urllib.parse import urlsplit
 
-from keysplit._errors import ConfigError, ConfigTypeError, KeysplitError
+from keysplit._errors import ConfigError, ConfigTypeError, KeyInputError, KeysplitError, KeyTypeError
 from keysplit.spark.cluster import StandaloneCluster, cluster_workers
 from keysplit.spark.processes import (
     DEFAULT_STARTUP_TIMEOUT,
@@ -285,6 +286,26 @@ def failure_cause(error: BaseException) -> FailureCause | None:
     return None
 
 
+#: The keysplit errors a Python task may raise on purpose (the routing's refusals).
+_TASK_ERRORS: dict[str, type[KeysplitError]] = {
+    kind.__name__: kind for kind in (KeyInputError, KeyTypeError, ConfigError, ConfigTypeError)
+}
+_TASK_ERROR_LINE = re.compile(r"^(?:[\w.]+\.)?(" + "|".join(_TASK_ERRORS) + r"): (.+)$")
+
+
+def raised_in_a_task(error: BaseException) -> KeysplitError | None:
+    """The keysplit error that a Python task raised and Spark reports as a
+    ``PythonException`` (its traceback's last line), as its own class; None for any other."""
+    if type(error).__name__ != "PythonException":
+        return None
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    for line in reversed(lines):
+        match = _TASK_ERROR_LINE.match(line)
+        if match is not None:
+            return _TASK_ERRORS[match.group(1)](f"{match.group(2)} (raised in a Spark task)")
+    return None
+
+
 def _first_line(error: BaseException) -> str:
     text = redact(str(error)).strip()
     return text.splitlines()[0] if text else type(error).__name__
@@ -374,6 +395,9 @@ class Session:
                 raise SparkConnectError(
                     f"Spark {what} failed: the Spark Connect server at {self.url} is unreachable ({_first_line(error)})"
                 ) from None
+            raised = raised_in_a_task(error)
+            if raised is not None:
+                raise raised from error
             raise error
 
     def _attempt(self, what: str, action: Callable[[], Any], limit: float) -> tuple[bool, Any]:
@@ -446,7 +470,7 @@ class Session:
         return f"Session({self.url!r}, {where})"
 
 
-def _connect(url: str, *, query_timeout: float) -> SparkSession:
+def _connect(url: str, *, query_timeout: float, handshake_timeout: float = DEFAULT_STARTUP_TIMEOUT) -> SparkSession:
     from pyspark.sql import SparkSession as SessionBuilder
 
     parts = urlsplit(url.split(";", 1)[0])
@@ -468,8 +492,41 @@ def _connect(url: str, *, query_timeout: float) -> SparkSession:
         raise SparkConnectError(f"could not open a Spark Connect session at {redact(url)}: {message}")
     _short_retries(spark)
     probe = Session(spark, url=url, server=None, query_timeout=query_timeout)
-    probe.call("handshake", lambda: spark.range(1).collect(), timeout=max(_CONNECT_TIMEOUT, 30.0))
+    try:
+        _handshake(probe, url, handshake_timeout)
+    except BaseException:
+        _discard(spark)
+        raise
     return spark
+
+
+def _discard(spark: SparkSession) -> None:
+    """Closes a session whose server never answered, and takes it out of PySpark's default
+    and active sessions, which would otherwise serve later PySpark calls. Nothing is
+    released on the server (that call would wait on it too)."""
+    spark.release_session_on_close = False  # type: ignore[attr-defined]
+    with contextlib.suppress(Exception):
+        spark.stop()
+
+
+def _handshake(probe: Session, url: str, timeout: float) -> None:
+    """A first query, whose failure says what did not answer."""
+    try:
+        probe.call("handshake", lambda: probe.spark.range(1).collect(), timeout=timeout)
+    except SparkTimeoutError:
+        raise SparkConnectError(
+            f"the Spark Connect server at {redact(url)} accepts connections but did not answer a first query "
+            f"within {timeout:.0f} s (load average {os.getloadavg()[0]:.1f}): a busy machine may need "
+            "longer, pass startup_timeout= to wait longer"
+        ) from None
+    except SparkConnectError:
+        raise
+    except Exception as error:  # noqa: BLE001 - reported without the token
+        cause = redact(f"{type(error).__name__}: {error}".strip())
+        raise SparkConnectError(
+            f"the Spark Connect server at {redact(url)} accepts connections but a first query failed: {cause}; "
+            "is it a Spark Connect server (sc://host:port), and does it run?"
+        ) from None
 
 
 def session(
@@ -501,6 +558,11 @@ def session(
     machine; the session's ``cluster`` holds it, and closing the session stops the server,
     then the cluster, with every executor and Python worker they started.
 
+    ``startup_timeout`` bounds each wait of the start (the server's port, its answer to a
+    first query, the cluster's workers and executors); a wait that runs out raises
+    :class:`SparkConnectError` with what did not answer and the load average: a busy
+    machine may need a longer one.
+
     Raises :class:`SparkConnectError` within seconds when Java 17 is missing, the port is
     taken or the server is unreachable; the message never holds the token. A malformed
     ``url`` or ``"cluster:..."`` master raises :class:`~keysplit.ConfigError` (a
@@ -524,7 +586,7 @@ def session(
                 startup_timeout=startup_timeout,
             )
             local_url = f"sc://127.0.0.1:{server.port}"
-            spark = _connect(local_url, query_timeout=query_timeout)
+            spark = _connect(local_url, query_timeout=query_timeout, handshake_timeout=startup_timeout)
             if cluster is not None:
                 cluster.await_executors(startup_timeout)
         except BaseException:
@@ -536,7 +598,7 @@ def session(
         return Session(spark, url=local_url, server=server, query_timeout=query_timeout, cluster=cluster)
     if not isinstance(url, str):
         raise ConfigTypeError(f"url must be a str or None, got {type(url).__name__}")
-    spark = _connect(url, query_timeout=query_timeout)
+    spark = _connect(url, query_timeout=query_timeout, handshake_timeout=startup_timeout)
     remote = Session(spark, url=url, server=None, query_timeout=query_timeout)
     for name, value in settings.items():
         remote.call(f"setting {name}", functools.partial(spark.conf.set, name, value), timeout=30.0)

@@ -1,0 +1,153 @@
+"""Killing one executor of a standalone cluster while a Spark plan runs, at a chosen stage.
+
+The stages come from Spark's REST status API; the executors are the
+``CoarseGrainedExecutorBackend`` JVMs of the cluster's process group. A kill is ``SIGKILL``
+(a lost node, not a shutdown): the executor's shuffle files and cached blocks are gone,
+and the standalone master starts a new executor in its place.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import threading
+import time
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+
+def executor_pids(pgid: int) -> list[int]:
+    """The live executor JVMs of the cluster whose process group is ``pgid``."""
+    pids = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            command = cmdline.read_bytes()
+            stat = (cmdline.parent / "stat").read_text()
+        except OSError:
+            continue
+        if b"CoarseGrainedExecutorBackend" not in command:
+            continue
+        state, _ppid, pgrp = stat[stat.rindex(")") + 2 :].split()[:3]
+        if int(pgrp) == pgid and state != "Z":
+            pids.append(int(cmdline.parent.name))
+    return sorted(pids)
+
+
+class StatusApi:
+    """The stages and executors of the one application of a Spark UI on loopback."""
+
+    def __init__(self, port: int) -> None:
+        self.base = f"http://127.0.0.1:{port}/api/v1/applications"
+        self.app = self._get("")[0]["id"]
+
+    def _get(self, path: str) -> Any:
+        with urllib.request.urlopen(f"{self.base}{path}", timeout=30) as reply:
+            return json.load(reply)
+
+    def stages(self) -> list[dict[str, Any]]:
+        """Every stage attempt so far."""
+        return self._get(f"/{self.app}/stages")  # type: ignore[no-any-return]
+
+    def cached(self) -> list[dict[str, Any]]:
+        """The cached RDDs (``persist``), with their partitions cached so far."""
+        return self._get(f"/{self.app}/storage/rdd")  # type: ignore[no-any-return]
+
+    def live_executors(self) -> int:
+        return sum(1 for e in self._get(f"/{self.app}/executors") if e["id"] != "driver")
+
+
+@dataclass(frozen=True)
+class Kill:
+    """Where a kill landed: the ``ordinal``-th stage the action started (from 0), with the
+    tasks of it that had finished, and the executor's pid."""
+
+    ordinal: int
+    stage: int
+    completed_tasks: int
+    pid: int
+
+
+def stages_of(api: StatusApi, action: Callable[[], Any]) -> tuple[Any, list[dict[str, Any]]]:
+    """``action``'s result and the stages it ran (first attempts, by stage id), for picking
+    the stage to kill in. The action runs twice, and the second run's stages are listed: a
+    first run may add stages of its own (reading a Parquet schema), which later runs skip."""
+    action()
+    before = {s["stageId"] for s in api.stages()}
+    result = action()
+    time.sleep(2.0)  # the UI learns of stages through an asynchronous event bus
+    ran = [s for s in api.stages() if s["stageId"] not in before and s["attemptId"] == 0]
+    return result, sorted(ran, key=lambda s: s["stageId"])
+
+
+def run_killing(
+    api: StatusApi,
+    pgid: int,
+    action: Callable[[], Any],
+    *,
+    ordinal: int | None = None,
+    completed: int = 1,
+    once_cached: bool = False,
+    victim: Callable[[], int] | None = None,
+    executors: int = 2,
+    timeout: float = 300.0,
+) -> tuple[Any, Kill]:
+    """Run ``action``, killing one executor (or the process ``victim`` names) once the
+    ``ordinal``-th stage it starts is running with at least ``completed`` finished tasks,
+    or (``once_cached``) once a DataFrame it persists is wholly cached; then wait until the
+    cluster has ``executors`` executors again. Raises if the action ended before the kill."""
+    before = {s["stageId"] for s in api.stages()}
+    cached_before = {r["id"] for r in api.cached()}
+    outcome: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            outcome["result"] = action()
+        except BaseException as error:  # noqa: BLE001 - handed to the test
+            outcome["error"] = error
+
+    def due() -> tuple[int, int] | None:
+        """(stage, its finished tasks) when the kill is due."""
+        if once_cached:
+            done = [r for r in api.cached() if r["id"] not in cached_before]
+            full = [r for r in done if r["numCachedPartitions"] == r["numPartitions"] > 0]
+            return (-1, 0) if full else None
+        assert ordinal is not None
+        started = sorted({s["stageId"] for s in api.stages()} - before)
+        if len(started) <= ordinal:
+            return None
+        attempt = max((s for s in api.stages() if s["stageId"] == started[ordinal]), key=lambda s: s["attemptId"])
+        if attempt["status"] == "ACTIVE" and attempt["numCompleteTasks"] >= completed:
+            return started[ordinal], attempt["numCompleteTasks"]
+        return None
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    kill: Kill | None = None
+    deadline = time.monotonic() + timeout
+    while thread.is_alive() and kill is None and time.monotonic() < deadline:
+        if (found := due()) is not None:
+            pid = victim() if victim is not None else executor_pids(pgid)[0]
+            os.kill(pid, signal.SIGKILL)
+            kill = Kill(-1 if ordinal is None else ordinal, found[0], found[1], pid)
+        time.sleep(0.05)
+    thread.join(timeout=max(deadline - time.monotonic(), 1.0))
+    if thread.is_alive():
+        raise TimeoutError(f"the action did not end within {timeout:.0f} s")
+    if "error" in outcome:
+        raise outcome["error"]
+    if kill is None:
+        raise AssertionError("the action ended before the kill was due: no kill")
+    wait_for_executors(api, executors, deadline)
+    return outcome["result"], kill
+
+
+def wait_for_executors(api: StatusApi, executors: int, deadline: float) -> None:
+    """Until the cluster has ``executors`` live executors (a killed one is replaced)."""
+    while api.live_executors() < executors:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"the cluster did not get back to {executors} executors")
+        time.sleep(0.5)

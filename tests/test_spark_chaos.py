@@ -1,0 +1,210 @@
+"""Every plan keysplit builds survives what Spark's own plans survive: one executor of a
+two-worker standalone cluster killed with SIGKILL mid-stage, a Worker killed, and an input
+whose row order changes from run to run. Every result is compared with an exact answer
+computed by Polars.
+
+The stage to kill in is found from a clean run of the same call (the slowest stage is the
+function's, the last one the merge's), then the kill lands while that stage runs
+(``chaos.run_killing``); the standalone master starts a new executor in the killed one's
+place, and the test waits for it before going on.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+
+import numpy as np
+import pandas as pd
+import polars as pl
+import pytest
+from pyspark import cloudpickle
+
+from chaos import Kill, StatusApi, executor_pids, run_killing, stages_of, wait_for_executors
+from keysplit.spark import Report, aggregate, apply_grouped, reference, route, session
+from keysplit.spark.grouped import GroupedReport
+
+# The functions below travel by value: the cluster's executors do not see tests/.
+cloudpickle.register_pickle_by_value(sys.modules[__name__])
+
+TIMEOUT = 300.0
+ROWS = 400_000
+SCHEMA = "key long, value long"
+
+
+def slow_top3(pdf: pd.DataFrame) -> pd.DataFrame:
+    time.sleep(len(pdf) * 20e-6)
+    return pdf.nlargest(3, "value")[["key", "value"]]
+
+
+def slow_top3_merge(pdf: pd.DataFrame) -> pd.DataFrame:
+    time.sleep(0.5)
+    return pdf.nlargest(3, "value")[["key", "value"]]
+
+
+@pytest.fixture(scope="module")
+def data() -> pl.DataFrame:
+    rng = np.random.default_rng(11)
+    return pl.DataFrame(
+        {
+            "key": np.minimum(rng.zipf(2.0, ROWS), 5_000).astype(np.int64),
+            "value": rng.permutation(ROWS).astype(np.int64),
+            "rid": np.arange(ROWS, dtype=np.int64),
+        }
+    )
+
+
+@pytest.fixture(scope="module")
+def directory(data, tmp_path_factory):
+    path = tmp_path_factory.mktemp("chaos")
+    for index, part in enumerate(data.iter_slices(ROWS // 4)):
+        part.write_parquet(path / f"part-{index}.parquet")
+    return path
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    """A cluster of its own, with its web UI: the kills must not disturb other tests."""
+    with session(master="cluster:2", ui=True, query_timeout=TIMEOUT) as handle:
+        yield handle
+
+
+@pytest.fixture(scope="module")
+def api(cluster) -> StatusApi:
+    return StatusApi(cluster.server.ui_port)
+
+
+def top3(data: pl.DataFrame) -> pl.DataFrame:
+    return data.sort("value", descending=True).group_by("key").head(3).select("key", "value").sort("key", "value")
+
+
+def fetched(frame) -> pl.DataFrame:
+    table = pl.from_arrow(frame.toArrow())
+    assert isinstance(table, pl.DataFrame)
+    return table.sort(table.columns)
+
+
+def slowest(stages: list[dict]) -> int:
+    """The ordinal of the stage whose tasks ran longest."""
+    return max(range(len(stages)), key=lambda ordinal: stages[ordinal]["executorRunTime"])
+
+
+def grouped_action(cluster, frame, **options):
+    def action() -> pl.DataFrame:
+        result = apply_grouped(
+            frame, key="key", function=slow_top3, merge=slow_top3_merge, schema=SCHEMA, workers=8, **options
+        )
+        return fetched(result)
+
+    return action
+
+
+@pytest.mark.parametrize("grouper", [None, "pstream"], ids=["two-pass", "online"])
+def test_apply_grouped_survives_a_kill_in_its_function_and_merge_stages(cluster, api, directory, data, grouper):
+    frame = cluster.spark.read.parquet(str(directory)).select("key", "value")
+    action = grouped_action(cluster, frame, grouper=grouper)
+    expected = top3(data)
+    clean, stages = stages_of(api, action)
+    assert clean.equals(expected)
+    function_stage = slowest(stages)
+    merge_stage = len(stages) - 1  # the split keys' merges, and the result
+    kills: list[Kill] = []
+    for ordinal in (function_stage, merge_stage):
+        result, kill = run_killing(api, cluster.cluster.pid, action, ordinal=ordinal, completed=1)
+        kills.append(kill)
+        assert result.equals(expected), f"wrong result after {kill}"
+    assert len({kill.pid for kill in kills}) == 2  # two executors died, each replaced
+
+
+def test_apply_grouped_routes_a_reordered_input_the_same_way_and_survives_a_kill(cluster, api, directory, data):
+    # After a shuffle, each partition's rows come in a different order every run.
+    frame = cluster.spark.read.parquet(str(directory)).repartition(6, "rid").select("key", "value")
+    expected = top3(data)
+
+    def calls() -> pl.DataFrame:
+        report: Report[GroupedReport] = Report()
+        result = apply_grouped(
+            frame, key="key", function=slow_top3, merge=slow_top3_merge, schema=SCHEMA, workers=8, report=report
+        )
+        assert fetched(result).equals(expected)
+        assert report.get.split.height > 0  # the hot keys were spread: their rows' workers matter
+        # Each call's worker and rows: a row routed elsewhere changes two calls' rows.
+        return report.get.calls.select("worker", "rows").sort("worker", "rows")
+
+    assert calls().equals(calls())
+    action = grouped_action(cluster, frame)
+    _, stages = stages_of(api, action)
+    result, kill = run_killing(api, cluster.cluster.pid, action, ordinal=slowest(stages), completed=1)
+    assert result.equals(expected), f"wrong result after {kill}"
+
+
+def test_aggregate_survives_a_kill_in_its_final_merge_and_after_it_returns(cluster, api, directory, data):
+    frame = cluster.spark.read.parquet(str(directory))
+    aggs = ["count", "sum(value)", "max(value)"]
+    expected = fetched(reference(frame, key="key", aggs=aggs))
+    assert expected["count"].sum() == data.height
+
+    def action():
+        return aggregate(frame, key="key", aggs=aggs, grouper="pdstream", workers=8, output="spark")
+
+    held = action()
+    assert fetched(held).equals(expected)
+    # Killed once the partials are cached, while the final merge reads them: the lost
+    # blocks are recomputed (a localCheckpoint's were not, and the job failed).
+    result, kill = run_killing(api, cluster.cluster.pid, action, once_cached=True)
+    assert fetched(result).equals(expected), f"wrong result after {kill}"
+    # Killed after the call returned, before its result is read: the cached result's lost
+    # blocks are recomputed.
+    held = action()
+    os.kill(executor_pids(cluster.cluster.pid)[0], signal.SIGKILL)
+    assert fetched(held).equals(expected)
+    wait_for_executors(api, 2, time.monotonic() + TIMEOUT)
+
+
+def test_route_survives_a_kill_while_it_routes(cluster, api, directory, data):
+    frame = cluster.spark.read.parquet(str(directory))
+
+    def action() -> pl.DataFrame:
+        routed = route(frame, key="key", grouper="pdstream", workers=8)
+        return fetched(routed.groupBy("worker", "key").count())
+
+    clean, stages = stages_of(api, action)
+    assert clean["count"].sum() == ROWS
+    result, kill = run_killing(api, cluster.cluster.pid, action, ordinal=0, completed=1)
+    assert result.equals(clean), f"different routing after {kill}"
+
+
+def test_aggregate_of_a_client_stream_survives_a_kill_in_its_final_merge(cluster, api, data):
+    # Routed here, ingested as files the executors read, aggregated there.
+    stream = data.select("key", "value")
+    expected = (
+        stream.group_by("key")
+        .agg(pl.len().cast(pl.Int64).alias("count"), pl.col("value").sum().alias("sum_value"))
+        .sort("key")
+    )
+
+    def action():
+        return aggregate(
+            stream, key="key", aggs=["count", "sum(value)"], grouper="pdstream", workers=8, session=cluster
+        )
+
+    result, kill = run_killing(api, cluster.cluster.pid, action, once_cached=True)
+    got = fetched(result)
+    assert got.columns == expected.columns
+    assert got.cast(expected.schema).equals(expected), f"wrong result after {kill}"
+
+
+def test_apply_grouped_survives_the_loss_of_a_worker(cluster, api, directory, data):
+    """Last in the module: the Worker stays dead, its executor with it, and the job ends on
+    the other one."""
+    frame = cluster.spark.read.parquet(str(directory)).select("key", "value")
+    action = grouped_action(cluster, frame)
+    _, stages = stages_of(api, action)
+    worker = cluster.cluster.worker_pids[0]
+    result, kill = run_killing(
+        api, cluster.cluster.pid, action, ordinal=slowest(stages), victim=lambda: worker, executors=1
+    )
+    assert result.equals(top3(data)), f"wrong result after {kill}"
+    assert not cluster.cluster.running  # the Worker is gone for good
