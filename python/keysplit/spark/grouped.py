@@ -421,7 +421,9 @@ class GroupedMap:
         whole = exchanged.filter(kept(~F.col(SPLIT) & ~F.col(EMPTY))).select(*self.columns)
         stage = MergeStage(self.pandas_call("merge", self.merge, self.columns))
         # Grouped, not mapInArrow: Spark then starts Python only where a split key's rows
-        # are, and not in every partition (the merge's cost when nothing is split).
+        # are, and not in every partition (the merge's cost when nothing is split). A lambda,
+        # not the bound method: PySpark reads a method's (string) type hints to pick the
+        # call's form, fails on them and warns.
         parts = exchanged.filter(kept(F.col(SPLIT))).groupBy(KEY)
         merged = observe(parts.applyInArrow(lambda group: stage.table(group), self.stage_schema()))
         return whole.unionByName(merged.filter(~F.col(EMPTY)).select(*self.columns))

@@ -339,16 +339,24 @@ class ArrowIngestion(Ingestion):
     def __init__(self, session: Session) -> None:
         super().__init__(session)
         self._parts: list[DataFrame] = []
+        # The setting that sends every batch as an artifact, changed once for the stream
+        # and restored when its DataFrame is made or the stream is dropped.
+        self._settings = contextlib.ExitStack()
+        self._changed = False
 
     def _write(self, table: pa.Table) -> None:
         spark = self.session.spark
-        with run_settings(self.session, {_CACHE_THRESHOLD: "0"}):
-            self._parts.append(
-                self.session.call(f"sending {table.num_rows} rows", lambda: spark.createDataFrame(table))
-            )
+        if not self._changed:
+            self._settings.enter_context(run_settings(self.session, {_CACHE_THRESHOLD: "0"}))
+            self._changed = True
+        self._parts.append(self.session.call(f"sending {table.num_rows} rows", lambda: spark.createDataFrame(table)))
 
     def _finish(self) -> DataFrame:
+        self._settings.close()
         return balanced_union(self._parts)
+
+    def _remove(self) -> None:
+        self._settings.close()
 
 
 # The path each Spark session's server takes, found once per Spark session.

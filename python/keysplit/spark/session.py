@@ -470,7 +470,7 @@ class Session:
         return f"Session({self.url!r}, {where})"
 
 
-def _connect(url: str, *, query_timeout: float, handshake_timeout: float = DEFAULT_STARTUP_TIMEOUT) -> SparkSession:
+def _connect(url: str, *, query_timeout: float, handshake_timeout: float) -> SparkSession:
     from pyspark.sql import SparkSession as SessionBuilder
 
     parts = urlsplit(url.split(";", 1)[0])
