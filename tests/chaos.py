@@ -8,16 +8,16 @@ and the standalone master starts a new executor in its place.
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import threading
 import time
-import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from spark_status import StatusApi
 
 
 def executor_pids(pgid: int) -> list[int]:
@@ -35,29 +35,6 @@ def executor_pids(pgid: int) -> list[int]:
         if int(pgrp) == pgid and state != "Z":
             pids.append(int(cmdline.parent.name))
     return sorted(pids)
-
-
-class StatusApi:
-    """The stages and executors of the one application of a Spark UI on loopback."""
-
-    def __init__(self, port: int) -> None:
-        self.base = f"http://127.0.0.1:{port}/api/v1/applications"
-        self.app = self._get("")[0]["id"]
-
-    def _get(self, path: str) -> Any:
-        with urllib.request.urlopen(f"{self.base}{path}", timeout=30) as reply:
-            return json.load(reply)
-
-    def stages(self) -> list[dict[str, Any]]:
-        """Every stage attempt so far."""
-        return self._get(f"/{self.app}/stages")  # type: ignore[no-any-return]
-
-    def cached(self) -> list[dict[str, Any]]:
-        """The cached RDDs (``persist``), with their partitions cached so far."""
-        return self._get(f"/{self.app}/storage/rdd")  # type: ignore[no-any-return]
-
-    def live_executors(self) -> int:
-        return sum(1 for e in self._get(f"/{self.app}/executors") if e["id"] != "driver")
 
 
 @dataclass(frozen=True)

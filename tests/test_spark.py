@@ -437,3 +437,23 @@ def test_the_one_line_migration_of_agg_gives_spark_s_columns_and_values(spark, z
     assert counted["count(1)"].sum() == zipf_stream.height
     with pytest.raises(TypeError, match="dict form"):
         skewed(frame).groupBy("key").agg(F.sum("value"))
+
+
+def test_a_user_operators_error_comes_back_as_its_own_type(spark, zipf_stream):
+    from keysplit.spark import Operator, apply_operator
+
+    def failing(table):
+        raise ValueError(f"the operator met a bad row among {table.num_rows}")
+
+    operator = Operator(function=failing, schema=lambda _: "key long, count long", merge=lambda partials: partials)
+    with pytest.raises(ValueError, match=r"^the operator met a bad row among \d+ \(raised in a Spark task") as caught:
+        apply_operator(
+            zipf_stream.select("key").head(1_000),
+            operator=operator,
+            grouper="pkg",
+            workers=2,
+            session=spark,
+            output="polars",
+            timeout=TIMEOUT,
+        )
+    assert type(caught.value.__cause__).__name__ == "PythonException"

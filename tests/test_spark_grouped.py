@@ -9,10 +9,8 @@ per file.
 from __future__ import annotations
 
 import datetime
-import json
 import sys
 import time
-import urllib.request
 
 import numpy as np
 import pandas as pd
@@ -24,6 +22,7 @@ from keysplit import ConfigError, KeyInputError
 from keysplit.metrics import replication_bound_of_counts
 from keysplit.spark import GroupedReport, Report, ReportPendingError, apply_grouped, hot_keys, skewed
 from keysplit.spark.hot_keys import placement
+from spark_status import StatusApi
 
 # The executors cannot import this test module: its functions travel by value, as a
 # notebook's would.
@@ -368,7 +367,7 @@ def test_bad_arguments_are_refused_before_any_work(spark, zipf_frame):
     for grouper in (None, "elastic"):
         with pytest.raises(ConfigError, match=r"1,000,000 Spark tasks.*at most 65,536"):
             run(workers=10**6, grouper=grouper)
-    assert _jobs_submitted_since(spark, called) == []
+    assert StatusApi(spark.server.ui_port).jobs_submitted_since(called) == []
     with pytest.raises(ConfigError, match="keysplit's own"):
         run(schema="__keysplit_worker long")
     with pytest.raises(ConfigError, match="nulls must be"):
@@ -523,7 +522,6 @@ def test_the_function_sees_what_apply_in_pandas_gives_it(spark, tmp_path):
     """Every column type as applyInPandas converts it (integers with nulls as floats, dates
     as objects, timestamps naive in the session time zone, decimals, bytes), and the
     output converted back the same way: both plans' results are equal, row for row."""
-    import datetime
 
     rows = 3_000
     i = pl.int_range(rows, eager=True)
@@ -574,49 +572,22 @@ def test_the_function_sees_what_apply_in_pandas_gives_it(spark, tmp_path):
     assert ours.equals(native)
 
 
-def _jobs_submitted_since(handle, since: float) -> list[str]:
-    """The jobs the server submitted at or after the epoch time `since`, from Spark's REST
-    status API once its list has settled (the UI learns of a job from an asynchronous event
-    bus). Selecting by submission time, not by count, keeps a job of an earlier test that
-    the bus reports late out of the count."""
-    base = f"http://127.0.0.1:{handle.server.ui_port}/api/v1/applications"
-    with urllib.request.urlopen(base, timeout=30) as reply:
-        application = json.load(reply)[0]["id"]
-    listings: list[list[dict]] = []
-    while len(listings) < 3 or len({len(jobs) for jobs in listings[-3:]}) > 1:
-        with urllib.request.urlopen(f"{base}/{application}/jobs", timeout=30) as reply:
-            listings.append(json.load(reply))
-        time.sleep(0.5)
-    floor = int(since * 1000) / 1000  # the UI keeps milliseconds
-
-    def submitted(job: dict) -> float:
-        stamp = datetime.datetime.strptime(job["submissionTime"], "%Y-%m-%dT%H:%M:%S.%f%Z")
-        return stamp.replace(tzinfo=datetime.UTC).timestamp()
-
-    return [
-        f"{job['jobId']}: {job.get('description') or job['name']}"
-        for job in listings[-1]
-        if "submissionTime" in job and submitted(job) >= floor
-    ]
-
-
 def test_the_result_is_lazy_and_the_report_fills_when_it_runs(spark, zipf_frame, zipf_data):
     """No Spark job runs until an action; the report is pending until then, then filled;
     a report serves one call."""
-    # Reading a Parquet DataFrame's schema the first time is a job of Spark's own (its
-    # footers), as for any PySpark user: done before counting.
-    assert zipf_frame.schema["key"].dataType.simpleString() == "bigint"
+    # Inferring a Parquet file's schema is a job of Spark's own (its footers), which the
+    # server runs again whenever its plan cache has let the DataFrame go: given the schema,
+    # the files are read without one.
+    frame = spark.spark.read.schema(zipf_frame.schema).parquet(*zipf_frame.inputFiles())
     called = time.time()
     report: Report[GroupedReport] = Report()
-    result = apply_grouped(
-        zipf_frame, key="key", function=top3, merge=top3_merge, schema=TOP3, workers=16, report=report
-    )
+    result = apply_grouped(frame, key="key", function=top3, merge=top3_merge, schema=TOP3, workers=16, report=report)
     assert type(result).__name__ == "DataFrame" and type(result).__module__.startswith("pyspark.sql")
-    assert _jobs_submitted_since(spark, called) == []
+    assert StatusApi(spark.server.ui_port).jobs_submitted_since(called) == []
     with pytest.raises(ReportPendingError, match="action"):
         _ = report.get
     assert _collect(result).select("key", "rank", "value").sort("key", "rank").equals(_expected_top3(zipf_data))
-    assert _jobs_submitted_since(spark, called)
+    assert StatusApi(spark.server.ui_port).jobs_submitted_since(called)
     assert report.get.rows == zipf_data.height and report.get.keys == zipf_data["key"].n_unique()
     with pytest.raises(ConfigError, match="new Report"):
         apply_grouped(zipf_frame, key="key", function=top3, merge=top3_merge, schema=TOP3, report=report)

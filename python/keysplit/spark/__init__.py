@@ -5,7 +5,8 @@ loopback (``master="cluster:2"``), or connects to a remote one. ``skewed(df)`` i
 front shaped like PySpark's own API: ``skewed(df).groupBy("k").applyInPandas(f, schema,
 merge=m)`` is ``apply_grouped()``, a lazy grouped map with the hot keys split, and
 ``.agg(...)`` is ``aggregate()``, a per-key aggregation through a grouper with partial and
-final phases. ``apply_operator()`` runs a stateful operator per worker over its substream,
+final phases; ``skewed(left).join(right, on, how)`` is ``join()``, Spark's equi-join with the
+hot keys of either side split over a grid of tasks. ``apply_operator()`` runs a stateful operator per worker over its substream,
 in arrival order, then merges; ``stream_aggregate()`` runs the aggregation in Structured
 Streaming, its grouper state in Spark's state store; ``route()`` routes a DataFrame
 lazily; ``hot_keys()`` finds the heavy hitters. Every verb picks its session by one rule
@@ -31,6 +32,7 @@ from keysplit.spark.frame import SkewedFrame, SkewedGroupedData, skewed
 from keysplit.spark.grouped import GroupedReport, apply_grouped, apply_grouped_with_report
 from keysplit.spark.hot_keys import hot_keys
 from keysplit.spark.ingest import DEFAULT_BATCH_ROWS, INGEST_PATHS, IngestOptions
+from keysplit.spark.join import JoinReport, join
 from keysplit.spark.operator import Operator, apply_operator, windowed_count
 from keysplit.spark.report import ObservationMismatch, Report, ReportPendingError, RunReport, WindowReport
 from keysplit.spark.routing import ExecutorSetupError, check_executors, package_archive, route, ship_keysplit
@@ -47,6 +49,7 @@ __all__ = [
     "ExecutorSetupError",
     "GroupedReport",
     "IngestOptions",
+    "JoinReport",
     "ObservationMismatch",
     "Operator",
     "Report",
@@ -65,6 +68,7 @@ __all__ = [
     "apply_operator",
     "check_executors",
     "hot_keys",
+    "join",
     "package_archive",
     "parse_aggs",
     "redact",

@@ -37,6 +37,7 @@ import pyarrow.compute as pc
 from keysplit._errors import ConfigError
 from keysplit._grouper import Grouper, NullPolicy
 from keysplit.spark.checkpoint import Checkpoint
+from keysplit.spark.columns import quoted
 from keysplit.spark.ingest import (
     DEFAULT_BATCH_ROWS,
     IngestChoice,
@@ -112,26 +113,22 @@ def parse_aggs(aggs: Sequence[str | Agg]) -> list[Agg]:
     return parsed
 
 
-def _quoted(column: str) -> str:
-    return "`" + column.replace("`", "``") + "`"
-
-
 def partial_sql(agg: Agg, distinct: DistinctMode, lg_k: int) -> list[str]:
     """``agg``'s partial aggregates as Spark SQL, each named ``__<name>`` (``mean`` has a
     sum and a count): one definition for the batch plan, which makes Columns of them, and
     the streaming sink, which gets them as text where ``foreachBatch`` runs."""
     p = f"__{agg.name}"
     if agg.function == "count":
-        return [f"count({1 if agg.column is None else _quoted(agg.column)}) AS {_quoted(p)}"]
+        return [f"count({1 if agg.column is None else quoted(agg.column)}) AS {quoted(p)}"]
     assert agg.column is not None  # parse_aggs: every aggregate but count names a column
-    column = _quoted(agg.column)
+    column = quoted(agg.column)
     if agg.function in ("sum", "min", "max"):
-        return [f"{agg.function}({column}) AS {_quoted(p)}"]
+        return [f"{agg.function}({column}) AS {quoted(p)}"]
     if agg.function == "mean":
-        return [f"sum({column}) AS {_quoted(p + '_sum')}", f"count({column}) AS {_quoted(p + '_n')}"]
+        return [f"sum({column}) AS {quoted(p + '_sum')}", f"count({column}) AS {quoted(p + '_n')}"]
     if distinct == "exact":
-        return [f"collect_set({column}) AS {_quoted(p)}"]
-    return [f"hll_sketch_agg({column}, {lg_k}) AS {_quoted(p)}"]
+        return [f"collect_set({column}) AS {quoted(p)}"]
+    return [f"hll_sketch_agg({column}, {lg_k}) AS {quoted(p)}"]
 
 
 def remerge_sql(agg: Agg, distinct: DistinctMode) -> list[str]:
@@ -145,7 +142,7 @@ def remerge_sql(agg: Agg, distinct: DistinctMode) -> list[str]:
         how = "array_distinct(flatten(collect_list({})))" if distinct == "exact" else "hll_union_agg({})"
     else:
         how = "sum({})"
-    return [f"{how.format(_quoted(name))} AS {_quoted(name)}" for name in names]
+    return [f"{how.format(quoted(name))} AS {quoted(name)}" for name in names]
 
 
 def merge_sql(agg: Agg, distinct: DistinctMode, value_type: Any) -> str:
@@ -153,14 +150,14 @@ def merge_sql(agg: Agg, distinct: DistinctMode, value_type: Any) -> str:
     unrouted rows gives, type included. ``value_type`` is the aggregated column's."""
     from pyspark.sql.types import DecimalType, DoubleType, FloatType
 
-    p = _quoted(f"__{agg.name}")
-    name = _quoted(agg.name)
+    p = quoted(f"__{agg.name}")
+    name = quoted(agg.name)
     if agg.function == "count":
         return f"CAST(sum({p}) AS BIGINT) AS {name}"
     if agg.function in ("sum", "min", "max"):
         return f"{agg.function}({p}) AS {name}"
     if agg.function == "mean":
-        total, count = f"sum({_quoted(f'__{agg.name}_sum')})", f"sum({_quoted(f'__{agg.name}_n')})"
+        total, count = f"sum({quoted(f'__{agg.name}_sum')})", f"sum({quoted(f'__{agg.name}_n')})"
         if isinstance(value_type, DecimalType):
             return f"try_divide({total}, {count}) AS {name}"
         if not isinstance(value_type, (DoubleType, FloatType)):

@@ -8,11 +8,15 @@ The migration from Spark's API is one wrapper::
     df.groupBy("k").agg({"v": "sum"})
     skewed(df).groupBy("k").agg({"v": "sum"})                       # routed by a grouper
 
+    df.join(other, "k", "left")
+    skewed(df).join(other, "k", "left")                             # hot keys of both sides split
+
 ``skewed(df).groupBy(...).applyInPandas`` is :func:`keysplit.spark.apply_grouped` and
 returns the same lazy DataFrame; ``.agg`` is :func:`keysplit.spark.aggregate` with Spark's
 result column names (``sum(v)``, ``avg(v)``, ``count(1)``). For combinable aggregates
 like these Spark's own ``groupBy`` is already right (it combines map-side, and a hot key
 does not slow it): ``.agg`` is there to see and compare the groupers' routing.
+``skewed(df).join(other, on, how)`` is :func:`keysplit.spark.join`, also a lazy DataFrame.
 """
 
 from __future__ import annotations
@@ -25,12 +29,16 @@ from keysplit.spark.aggregate import Agg, aggregate
 from keysplit.spark.grouped import apply_grouped
 from keysplit.spark.hot_keys import DEFAULT_CAPACITY
 from keysplit.spark.intake import is_spark_frame
+from keysplit.spark.join import JoinReport, join
 from keysplit.spark.options import DEFAULT_GROUPER
+
+#: The grouped verbs' workers when ``skewed`` is given none.
+DEFAULT_TASK_WORKERS = 32
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
 
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import Column, DataFrame, SparkSession
     from pyspark.sql.types import StructType
 
     from keysplit._grouper import Grouper, NullPolicy
@@ -47,7 +55,7 @@ class SkewedFrame:
     """A Spark DataFrame whose keyed verbs split hot keys; made by :func:`skewed`."""
 
     frame: DataFrame
-    workers: int = 32
+    workers: int | None = None
     grouper: Grouper | str | None = None
     seed: int = 0
     capacity: int = DEFAULT_CAPACITY
@@ -69,6 +77,21 @@ class SkewedFrame:
         return SkewedGroupedData(self, columns[0])
 
     groupby = groupBy
+
+    def join(
+        self,
+        other: DataFrame,
+        on: str | Sequence[str] | Column | Sequence[Column],
+        how: str = "inner",
+        *,
+        report: Report[JoinReport] | None = None,
+    ) -> DataFrame:
+        """``frame.join(other, on, how)`` with the hot keys of both sides split: a lazy
+        DataFrame (:func:`keysplit.spark.join`), sized for ``workers`` tasks (None: the
+        shuffle's partitions)."""
+        return join(
+            self.frame, other, on, how, workers=self.workers, seed=self.seed, session=self.session, report=report
+        )
 
 
 @dataclass(frozen=True)
@@ -102,7 +125,7 @@ class SkewedGroupedData:
             merge=merge,
             schema=schema,
             grouper=options.grouper,
-            workers=options.workers,
+            workers=options.workers if options.workers is not None else DEFAULT_TASK_WORKERS,
             seed=options.seed,
             session=options.session,
             order_by=options.order_by,
@@ -124,7 +147,7 @@ class SkewedGroupedData:
             key=self.key,
             grouper=grouper,
             aggs=aggs,
-            workers=options.workers,
+            workers=options.workers if options.workers is not None else DEFAULT_TASK_WORKERS,
             seed=options.seed,
             session=options.session,
             order_by=options.order_by,
@@ -172,7 +195,7 @@ def _spark_name(agg: Agg) -> str:
 def skewed(
     frame: DataFrame,
     *,
-    workers: int = 32,
+    workers: int | None = None,
     grouper: Grouper | str | None = None,
     seed: int = 0,
     capacity: int = DEFAULT_CAPACITY,
@@ -183,7 +206,9 @@ def skewed(
     """``frame`` with keysplit behind its keyed verbs: ``skewed(df).groupBy("k")`` then
     ``.applyInPandas(f, schema, merge=m)`` or ``.agg(...)``. The options are
     :func:`keysplit.spark.apply_grouped`'s (``grouper=None``: its two-pass plan; ``.agg``
-    then routes with :data:`~keysplit.spark.options.DEFAULT_GROUPER`)."""
+    then routes with :data:`~keysplit.spark.options.DEFAULT_GROUPER`). ``workers=None``:
+    each verb's own default, 32 for the grouped verbs, the shuffle's partitions for
+    ``.join``."""
     if not is_spark_frame(frame):
         raise ConfigTypeError(f"skewed wraps a Spark DataFrame, got {type(frame).__name__}")
     return SkewedFrame(frame, workers, grouper, seed, capacity, order_by, nulls, session)

@@ -49,6 +49,7 @@ from keysplit._grouper import Grouper, NullPolicy
 from keysplit._numbers import to_float, to_int
 from keysplit.metrics import replication_bound_of_counts
 from keysplit.spark import group_runner, placement, runs
+from keysplit.spark.columns import row_hash
 from keysplit.spark.group_runner import (
     BOOKKEEPING,
     EMPTY,
@@ -69,14 +70,14 @@ from keysplit.spark.ingest import IngestOptions, choose_path, to_spark
 from keysplit.spark.intake import is_spark_frame, run_settings, session_for
 from keysplit.spark.options import make_grouper, order_columns, require_key, require_task_workers
 from keysplit.spark.placement import COUNT, SLICE, TOTAL, Placer
-from keysplit.spark.report import Report
+from keysplit.spark.report import Report, observed, observed_rows
 from keysplit.spark.routing import require_key_type, route_on_executors
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
     from pyspark.sql import Column, DataFrame, SparkSession
-    from pyspark.sql.types import DataType, StructType
+    from pyspark.sql.types import StructType
 
     from keysplit.spark.ingest import Stream
     from keysplit.spark.session import Session
@@ -191,19 +192,6 @@ def _require_callable(name: str, value: object) -> Callable[..., Any]:
     if not callable(value):
         raise ConfigTypeError(f"{name} must be a function of a pandas DataFrame, got {type(value).__name__}")
     return value
-
-
-def _holds_a_map(kind: DataType) -> bool:
-    """Whether a value of ``kind`` holds a map anywhere, which Spark's hashes refuse."""
-    from pyspark.sql.types import ArrayType, MapType, StructType
-
-    if isinstance(kind, MapType):
-        return True
-    if isinstance(kind, ArrayType):
-        return _holds_a_map(kind.elementType)
-    if isinstance(kind, StructType):
-        return any(_holds_a_map(f.dataType) for f in kind.fields)
-    return False
 
 
 @dataclass
@@ -327,14 +315,10 @@ class GroupedMap:
         return F.xxhash64(F.lit(self.seed), F.col(self.key))
 
     def row_hash(self) -> Column:
-        """``xxhash64(seed, every column Spark can hash)``: where a split key's row goes.
-        Rows equal in all those columns go to one worker of the key's slice; a key whose rows
-        are all alike (a frame of the key column alone) is not spread at all, and its result
-        is still exact."""
-        from pyspark.sql import functions as F
-
-        hashable = [F.col(f.name) for f in self.input_schema.fields if not _holds_a_map(f.dataType)]
-        return F.xxhash64(F.lit(self.seed), *hashable)
+        """Where a split key's row goes (:func:`.columns.row_hash`). A key whose rows are
+        all alike (a frame of the key column alone) is not spread at all, and its result is
+        still exact."""
+        return row_hash(self.seed, self.input_schema)
 
     def placed(self, frame: DataFrame, table: DataFrame) -> DataFrame:
         """``frame`` with its worker: a placed key's rows spread over its workers (by a hash
@@ -354,9 +338,6 @@ class GroupedMap:
             F.when(F.size(SLICE) > 1, F.col(SLICE)).alias(SLICE),
         )
         joined = frame.withColumn(_HASH, self.key_hash()).join(F.broadcast(table), _HASH, "left")
-        # A hash of the row's own values, not of its position: a re-run map task, whatever
-        # order its input comes in, sends every row where the first run did (Spark retries a
-        # lost executor's stage only when the shuffle's expressions are deterministic).
         turn = (F.pmod(self.row_hash(), F.size(SLICE)) + 1).cast("int")
         hashed = F.pmod(F.col(_HASH), F.lit(self.workers)).cast("int")
         worker = F.when(F.col(SLICE).isNotNull(), F.element_at(SLICE, turn)).otherwise(F.coalesce(_FIRST, hashed))
@@ -485,15 +466,17 @@ class _Observed:
 
     def report(self, run: GroupedMap) -> GroupedReport | None:
         """The report, once the plan has run (None before)."""
-        seen = _seen(self.calls)
+        seen = observed(self.calls)
         if not seen:
             return None
         # A retried stage reports its calls again: one call per (key, worker), as the plan makes.
-        calls = _rows(seen["calls"], (KEY, WORKER, TASK, ROWS, SECONDS), ("key", "worker", "task", "rows", "seconds"))
-        calls = calls.unique(["key", "worker"], keep="first", maintain_order=True)
-        merges = _rows(_seen(self.merges).get("calls", []), (KEY, ROWS, SECONDS), ("key", "rows", "seconds")).unique(
-            ["key"], keep="first", maintain_order=True
+        calls = observed_rows(
+            seen["calls"], (KEY, WORKER, TASK, ROWS, SECONDS), ("key", "worker", "task", "rows", "seconds"), _TYPES
         )
+        calls = calls.unique(["key", "worker"], keep="first", maintain_order=True)
+        merges = observed_rows(
+            observed(self.merges).get("calls", []), (KEY, ROWS, SECONDS), ("key", "rows", "seconds"), _TYPES
+        ).unique(["key"], keep="first", maintain_order=True)
         per_key = calls.group_by("key").agg(pl.col("rows").sum(), pl.col("worker").n_unique().alias("workers"))
         key_rows = per_key["rows"].cast(pl.Float64)
         salting_calls = float((SALTS * (1 - (1 - 1 / SALTS) ** key_rows)).sum()) if per_key.height else 0.0
@@ -520,9 +503,9 @@ class _Observed:
 
     def hot_keys(self, run: GroupedMap) -> pl.DataFrame:
         """The placement table, as :func:`keysplit.spark.hot_keys` reports keys (exact counts)."""
-        seen = _seen(self.placement)
+        seen = observed(self.placement)
         total = int(seen.get("total") or 0)
-        table = _rows(seen.get("keys", []), ("key", COUNT, "workers"), (run.key, "count", "workers"))
+        table = observed_rows(seen.get("keys", []), ("key", COUNT, "workers"), (run.key, "count", "workers"), _TYPES)
         return table.sort("count", run.key, descending=[True, False], nulls_last=False).select(
             run.key,
             "count",
@@ -534,29 +517,15 @@ class _Observed:
         )
 
 
-def _seen(observation: Any) -> dict[str, Any]:
-    """An observation's metrics; empty before its plan has run, or when the plan has no
-    such stage (the merge stage of a plan that splits nothing)."""
-    from pyspark.errors import PySparkAssertionError
-
-    try:
-        return dict(observation.get or {})
-    except PySparkAssertionError:
-        return {}
-
-
-_TYPES = {"worker": pl.Int32, "task": pl.Int32, "rows": pl.Int64, "seconds": pl.Float64, "count": pl.Int64}
-
-
-def _rows(rows: Sequence[Any], fields: Sequence[str], names: Sequence[str]) -> pl.DataFrame:
-    """Observed rows (``pyspark.sql.Row``) as a Polars frame; keys take the type they convert to."""
-    columns = {name: [row[f] for row in rows] for f, name in zip(fields, names, strict=True)}
-    return pl.DataFrame(
-        [
-            pl.Series(name, values, dtype=_TYPES.get(name, pl.Int64 if name == "workers" else None), strict=False)
-            for name, values in columns.items()
-        ]
-    )
+#: Polars types of the observed rows' columns (others: inferred).
+_TYPES = {
+    "worker": pl.Int32,
+    "task": pl.Int32,
+    "rows": pl.Int64,
+    "seconds": pl.Float64,
+    "count": pl.Int64,
+    "workers": pl.Int64,
+}
 
 
 def apply_grouped(

@@ -17,7 +17,7 @@ from keysplit import metrics
 from keysplit._errors import ConfigError, KeysplitError
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Mapping, Sequence
 
 T = TypeVar("T")
 
@@ -291,3 +291,29 @@ class RunReport(_Balance):
             **{f"{phase}_s": seconds for phase, seconds in self.phase_seconds.items()},
             "wall_s": self.wall_seconds,
         }
+
+
+def observed(observation: Any) -> dict[str, Any]:
+    """An ``Observation``'s metrics; empty before its plan has run, or when the plan has no
+    such stage (the merge stage of a plan that splits nothing)."""
+    from pyspark.errors import PySparkAssertionError
+
+    try:
+        return dict(observation.get or {})
+    except PySparkAssertionError:
+        return {}
+
+
+def observed_rows(
+    rows: Sequence[Any], fields: Sequence[str], names: Sequence[str], types: Mapping[str, Any] | None = None
+) -> pl.DataFrame:
+    """Observed rows (``pyspark.sql.Row``) as a Polars frame: field ``fields[i]`` as column
+    ``names[i]``, of ``types[name]`` where given; other columns take the type their values
+    convert to."""
+    types = types or {}
+    return pl.DataFrame(
+        [
+            pl.Series(name, [row[f] for row in rows], dtype=types.get(name), strict=False)
+            for f, name in zip(fields, names, strict=True)
+        ]
+    )

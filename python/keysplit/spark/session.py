@@ -16,6 +16,7 @@ logs, process groups) is in :mod:`keysplit.spark.processes`.
 from __future__ import annotations
 
 import atexit
+import builtins
 import contextlib
 import functools
 import os
@@ -293,9 +294,14 @@ _TASK_ERRORS: dict[str, type[KeysplitError]] = {
 _TASK_ERROR_LINE = re.compile(r"^(?:[\w.]+\.)?(" + "|".join(_TASK_ERRORS) + r"): (.+)$")
 
 
-def raised_in_a_task(error: BaseException) -> KeysplitError | None:
-    """The keysplit error that a Python task raised and Spark reports as a
-    ``PythonException`` (its traceback's last line), as its own class; None for any other."""
+_BUILTIN_ERROR_LINE = re.compile(r"^(\w+): (.*)$")
+
+
+def raised_in_a_task(error: BaseException) -> Exception | None:
+    """The error a Python task raised, which Spark reports as a ``PythonException`` with the
+    task's traceback: a keysplit error as its own class; a built-in exception (a user
+    function's ``ValueError``, ``KeyError``, ...) as its own type, its message first; None
+    for any other (a user's own exception class stays Spark's ``PythonException``)."""
     if type(error).__name__ != "PythonException":
         return None
     lines = [line.strip() for line in str(error).splitlines() if line.strip()]
@@ -303,6 +309,13 @@ def raised_in_a_task(error: BaseException) -> KeysplitError | None:
         match = _TASK_ERROR_LINE.match(line)
         if match is not None:
             return _TASK_ERRORS[match.group(1)](f"{match.group(2)} (raised in a Spark task)")
+    for line in reversed(lines):
+        match = _BUILTIN_ERROR_LINE.match(line)
+        kind = getattr(builtins, match.group(1), None) if match is not None else None
+        if match is not None and isinstance(kind, type) and issubclass(kind, Exception):
+            with contextlib.suppress(Exception):
+                return kind(f"{match.group(2)} (raised in a Spark task; Spark's error is its __cause__)")
+            return None
     return None
 
 

@@ -1,0 +1,267 @@
+"""Joins with the hot keys split (``keysplit.spark.join``), against Spark's own join on the
+real embedded server (the ``spark`` fixture).
+
+Every result is compared with ``left.join(right, on, how)`` on the same DataFrames as a
+multiset of rows (nulls and duplicate rows included), with Spark's column names and types
+in Spark's order. The tables are read from Parquet files the tests write: a fact side whose
+key 0 holds half the rows, null keys and rows alike in every column; a dimension side with
+key 0 three times, keys the facts lack, and null keys.
+"""
+
+from __future__ import annotations
+
+import datetime
+import time
+
+import numpy as np
+import polars as pl
+import pytest
+
+from keysplit import ConfigError, ConfigTypeError, KeyInputError, KeyTypeError
+from keysplit.spark import JoinReport, Report, join, skewed
+from keysplit.spark.join_grid import grid_shape
+from spark_status import StatusApi
+
+HOWS = ["inner", "left", "right", "full", "left_semi", "left_anti"]
+FACT_ROWS = 200_000
+KEYS = 5_000
+
+
+def _facts(rows: int = FACT_ROWS, seed: int = 1) -> pl.DataFrame:
+    """Half the rows on key 0, the rest uniform over 1..KEYS, 1 % null keys, and 100 rows
+    alike in every column."""
+    rng = np.random.default_rng(seed)
+    keys = np.where(rng.random(rows) < 0.5, 0, rng.integers(1, KEYS + 1, rows))
+    frame = pl.DataFrame(
+        {
+            "id": np.arange(rows, dtype=np.int64),
+            "key": keys.astype(np.int64),
+            "v": rng.integers(0, 1000, rows).astype(np.int64),
+            "tag": rng.choice(["a", "b", "c"], rows),
+        }
+    ).with_columns(pl.when(pl.col("id") % 100 == 7).then(None).otherwise(pl.col("key")).alias("key"))
+    alike = pl.DataFrame({"id": [-1] * 100, "key": [0] * 100, "v": [1] * 100, "tag": ["alike"] * 100})
+    return pl.concat([frame, alike])
+
+
+def _dimension() -> pl.DataFrame:
+    """Keys 0..KEYS once (key 0 three times, key 7 missing), keys the facts lack, null keys;
+    a column ``v`` as the facts have."""
+    keys = [0, 0, *range(KEYS + 1), *range(KEYS + 100, KEYS + 150)]
+    keys.remove(7)
+    frame = pl.DataFrame({"key": keys, "v": [k % 13 for k in keys], "name": [f"n{k}" for k in keys]})
+    nulls = pl.DataFrame({"key": [None] * 5, "v": list(range(5)), "name": ["null"] * 5})
+    return pl.concat([frame, nulls.cast(frame.schema)])
+
+
+@pytest.fixture(scope="module")
+def tables(spark, tmp_path_factory):
+    directory = tmp_path_factory.mktemp("join")
+    _facts().write_parquet(directory / "facts.parquet")
+    _dimension().write_parquet(directory / "dimension.parquet")
+    read = spark.spark.read.parquet
+    return read(str(directory / "facts.parquet")), read(str(directory / "dimension.parquet"))
+
+
+def _rows(frame) -> pl.DataFrame:
+    """A DataFrame's rows in a canonical order, its columns named by position (a join may
+    hold two columns of one name)."""
+    table = frame.toArrow()
+    table = table.rename_columns([f"c{i}" for i in range(table.num_columns)])
+    result = pl.from_arrow(table)
+    assert isinstance(result, pl.DataFrame)
+    return result.sort(result.columns, nulls_last=True)
+
+
+def assert_same_join(ours, theirs) -> None:
+    assert [(f.name, f.dataType) for f in ours.schema.fields] == [(f.name, f.dataType) for f in theirs.schema.fields]
+    mine, spark = _rows(ours), _rows(theirs)
+    assert mine.height == spark.height
+    assert mine.equals(spark)
+
+
+@pytest.mark.parametrize("how", HOWS)
+def test_every_join_type_equals_sparks_with_the_hot_key_on_either_side(spark, tables, how):
+    facts, dimension = tables
+    for left, right in ((facts, dimension), (dimension, facts)):
+        report: Report[JoinReport] = Report()
+        ours = join(left, right, "key", how, report=report)
+        assert_same_join(ours, left.join(right, "key", how))
+        # The rows with a key: the facts' but their 1 % null keys, the dimension's 5,052.
+        assert report.get.left_rows == (FACT_ROWS - FACT_ROWS // 100 + 100 if left is facts else 5_052)
+        if how in ("left_semi", "left_anti") and left is dimension:
+            # Only the facts' distinct keys are read: nothing is hot.
+            assert report.get.hot.height == 0
+            continue
+        # Key 0 holds half the facts: split, its grid copying only the dimension's 3 rows
+        # (of a semi join, its one distinct key).
+        grid = report.get.hot.row(0, named=True)
+        big, small = ("grid_rows", "grid_columns") if left is facts else ("grid_columns", "grid_rows")
+        assert grid["key"] == 0 and grid[big] > 1 and grid[small] == 1
+        assert grid["copied"] == (1 if how in ("left_semi", "left_anti") else 3) * (grid[big] - 1)
+
+
+def test_output_skew_is_split_over_a_grid_of_both_sides(spark):
+    # Key 0 holds 2,000 rows on the left and 1,000 on the right: 2 M of the 2.01 M output rows.
+    left = spark.spark.range(0, 12_000).selectExpr("id", "IF(id < 2000, 0, id) AS k", "id % 7 AS v")
+    right = spark.spark.range(0, 11_000).selectExpr("IF(id < 1000, 0, id) AS k", "id AS w")
+    for how in ("inner", "full"):
+        report: Report[JoinReport] = Report()
+        ours = join(left, right, "k", how, report=report)
+        theirs = left.join(right, "k", how)
+        # 2 M rows of key 0, 9,000 of the keys 2,000..10,999; a full join adds 1,000 rows of
+        # each side's own keys.
+        assert ours.count() == theirs.count() == (2_009_000 if how == "inner" else 2_011_000)
+        assert ours.groupBy("k").sum("v", "w").exceptAll(theirs.groupBy("k").sum("v", "w")).isEmpty()
+        row = report.get.hot.row(0, named=True)
+        assert row["k"] == 0 and row["grid_rows"] > 1 and row["grid_columns"] > 1
+        assert row["copied"] == 2_000 * (row["grid_columns"] - 1) + 1_000 * (row["grid_rows"] - 1)
+
+
+@pytest.mark.parametrize("kind", ["string", "binary", "date", "int"])
+def test_key_types_and_multi_column_keys(spark, tables, kind):
+    facts, dimension = tables
+    casts = {
+        "string": "CAST(key AS STRING)",
+        "binary": "CAST(CAST(key AS STRING) AS BINARY)",
+        "date": "DATE_ADD(DATE'2020-01-01', CAST(key AS INT))",
+        "int": "CAST(key AS INT)",
+    }
+    left = facts.selectExpr("id", f"{casts[kind]} AS k", "key % 2 AS part", "v")
+    right = dimension.selectExpr(f"{casts[kind]} AS k", "key % 2 AS part", "name")
+    for how in ("inner", "left_anti", "full"):
+        assert_same_join(join(left, right, ["k", "part"], how), left.join(right, ["k", "part"], how))
+
+
+def test_an_equality_of_columns_keeps_both_key_columns(spark, tables):
+    facts, dimension = tables
+    left = facts.withColumnRenamed("key", "a")
+    right = dimension.withColumnRenamed("key", "b").selectExpr("*", "CAST(b AS INT) AS b32")
+    for how in ("inner", "left", "right", "full", "semi", "anti"):
+        on = left["a"] == right["b"]
+        assert_same_join(join(left, right, on, how), left.join(right, on, how))
+    # Two equalities, joined by & or listed; integer keys of two widths compare as Spark's do.
+    both = (left["a"] == right["b32"]) & (left["v"] == right["v"])
+    assert_same_join(join(left, right, both, "left"), left.join(right, both, "left"))
+    listed = [left["a"] == right["b"], left["v"] == right["v"]]
+    assert_same_join(join(left, right, listed, "inner"), left.join(right, listed, "inner"))
+
+
+def test_a_self_join_and_the_skewed_front(spark, tables):
+    facts, _ = tables
+    small = facts.filter("id % 50 = 0")
+    assert_same_join(join(small, small, "key", "inner"), small.join(small, "key", "inner"))
+    facts, dimension = tables
+    assert_same_join(skewed(facts).join(dimension, "key", "left"), facts.join(dimension, "key", "left"))
+
+
+def test_the_hot_key_lands_on_partitions_of_its_own(spark, tables):
+    # Spark's own join puts key 0's 100,000 facts on one task; here no join task holds more
+    # than twice the mean (the hash of each cell's extra key is chosen for its partition).
+    facts, dimension = tables
+    conf = spark.spark.conf
+    settings = {"spark.sql.shuffle.partitions": "16", "spark.sql.adaptive.coalescePartitions.enabled": "false"}
+    previous = {name: conf.get(name) for name in settings}
+    for name, value in settings.items():
+        conf.set(name, value)
+    try:
+
+        def per_task(frame) -> list[int]:
+            from pyspark.sql import functions as F
+
+            counts = frame.select(F.spark_partition_id().alias("p")).groupBy("p").count().toArrow()
+            return counts.column("count").to_pylist()
+
+        ours = per_task(join(facts, dimension, "key", "inner"))
+        theirs = per_task(facts.join(dimension, "key", "inner"))
+    finally:
+        for name, value in previous.items():
+            conf.set(name, value)
+    assert sum(ours) == sum(theirs)
+    assert max(theirs) > 0.45 * sum(theirs)
+    assert max(ours) <= 2 * sum(ours) / 16
+
+
+def test_the_result_is_lazy(spark, tables):
+    # Given their schemas, the files are read without a job of Spark's own (inferring a
+    # Parquet schema is one).
+    facts, dimension = (spark.spark.read.schema(t.schema).parquet(*t.inputFiles()) for t in tables)
+    api = StatusApi(spark.server.ui_port)
+    called = time.time()
+    report: Report[JoinReport] = Report()
+    result = join(facts, dimension, "key", "left", report=report)
+    assert api.jobs_submitted_since(called) == []
+    assert not report.ready
+    assert result.count() == facts.join(dimension, "key", "left").count()
+    assert report.get.hot.height >= 1 and report.get.rows_copied > 0
+
+
+def test_bad_input_is_refused_before_any_job(spark, tables):
+    facts, dimension = tables
+    with pytest.raises(KeyInputError, match=r"\['nope'\] is not a column of the left side"):
+        join(facts, dimension, "nope")
+    with pytest.raises(KeyInputError, match="right side"):
+        join(facts, dimension.withColumnRenamed("key", "k"), "key")
+    with pytest.raises(KeyTypeError, match="left side is bigint, the right side string.*cast"):
+        join(facts, dimension.withColumn("key", dimension["key"].cast("string")), "key")
+    with pytest.raises(ConfigError, match="crossJoin"):
+        join(facts, dimension, "key", "cross")
+    with pytest.raises(ConfigError, match="'sideways' is not a join type"):
+        join(facts, dimension, "key", "sideways")
+    with pytest.raises(ConfigError, match=r"workers must be an int in \[1"):
+        join(facts, dimension, "key", workers=0)
+    with pytest.raises(ConfigError, match="equalities of columns"):
+        join(facts, dimension, facts["key"] < dimension["key"])
+    with pytest.raises(ConfigError, match="same side"):
+        join(facts, dimension, facts["key"] == facts["v"])
+    with pytest.raises(ConfigTypeError, match="Spark DataFrame"):
+        join(facts, _dimension(), "key")
+
+
+def test_dates_come_back_as_dates(spark):
+    left = spark.spark.createDataFrame([(datetime.date(2024, 1, d % 3 + 1), d) for d in range(30)], "day date, n int")
+    right = spark.spark.createDataFrame([(datetime.date(2024, 1, 1), "x")], "day date, label string")
+    assert_same_join(join(left, right, "day", "left"), left.join(right, "day", "left"))
+
+
+@pytest.mark.parametrize(
+    ("cells", "left", "right"), [(8, 100_000, 3), (8, 3, 100_000), (16, 2_000, 1_000), (7, 50, 50)]
+)
+def test_the_grid_copies_the_fewest_rows(cells, left, right):
+    rows, columns = grid_shape(cells, left, right, copy_left=True)
+    assert rows * columns >= cells
+    best = min(left * -(-cells // r) + right * r for r in range(1, cells + 1))
+    assert left * columns + right * rows == best
+    # A side with no rows is never copied to; a semi join never copies a left row.
+    assert grid_shape(cells, left, 0, copy_left=True) == (cells, 1)
+    assert grid_shape(cells, 0, right, copy_left=True) == (1, cells)
+    assert grid_shape(cells, left, right, copy_left=False) == (cells, 1)
+
+
+def test_the_grid_task_puts_each_cell_on_a_partition_of_its_own():
+    import pyarrow as pa
+
+    from keysplit.spark.join_grid import CELLS, KEY_HASH, LEFT_ROWS, PARTITION, RIGHT_ROWS, SALT, SALTS, JoinGrid
+
+    partitions = 8
+    rows = []
+    # Two hot keys of 5 and 3 cells, each with salts 0..15 spread over the partitions; a
+    # third key shares the first one's hash but is lighter; the totals' row.
+    for key, hashed, left, cells in ((10, 111, 50_000, 5), (20, 222, 30_000, 3), (30, 111, 9_000, 2)):
+        rows += [(hashed, key, left, 1, cells, salt, (salt * 5 + key) % partitions) for salt in range(16)]
+    rows.append((None, None, 90_000, 5_000, 0, None, None))
+    names = (KEY_HASH, "k", LEFT_ROWS, RIGHT_ROWS, CELLS, SALT, PARTITION)
+    table = pa.table([pa.array([row[i] for row in rows], pa.int64()) for i in range(len(names))], names=names)
+    out = pa.Table.from_batches(list(JoinGrid(("k",), partitions, copy_left=True)(iter(table.to_batches()))))
+    grids = {row["k"]: row for row in out.to_pylist()}
+    assert set(grids) == {10, 20, None}  # key 30 lost its hash to the heavier key 10: it stays cold
+    assert grids[None][LEFT_ROWS] == 90_000 and grids[None][SALTS] == []
+    placed: list[int] = []
+    for key in (10, 20):
+        salts = grids[key][SALTS]
+        parts = [(salt * 5 + key) % partitions for salt in salts]
+        assert len(salts) == grids[key]["__keysplit_join_grid_rows"] * grids[key]["__keysplit_join_grid_columns"]
+        assert len(set(parts)) == len(parts)
+        placed += parts
+    # Eight cells on eight partitions: one each.
+    assert sorted(placed) == list(range(partitions))
