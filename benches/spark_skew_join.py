@@ -1,20 +1,36 @@
-"""A skewed join on Spark with and without adaptive execution's skew-join split, in one session.
+"""Skewed joins on Spark: ``keysplit.spark.join`` against Spark's own plan, Spark with its
+skew settings tuned, and salting by hand, in one session.
 
-Backs the "joins" row of ``docs/spark.md``'s "which plan" table: for joins Spark's own
-adaptive execution already splits a skewed partition, so keysplit has nothing to add. The
-fact side is the Zipf 2.0 DataFrame of ``benches/spark_grouped_map.py`` (``--rows`` rows,
-int64 ``key``, ``value``, ``user``; the hot key holds 61 %), joined with a dimension of
-one row per key by a sort-merge join (broadcast joins off), then summed. Two plans,
-alternated, ``--repeats`` times each: ``spark.sql.adaptive.skewJoin.enabled`` true (Spark's
-default) and false; 32 shuffle partitions, coalescing off, and the skew threshold and
-advisory partition size at 16 MB (at the default 256 MB threshold the hot partition, about
-100 MB here, is not split at all). Reported per plan: wall time,
-the join stage's task count and slowest over median task (Spark's REST status API), and
-the makespan on 32 slots computed by LPT from the measured task times. The sums must agree.
+The shapes are those where adaptive execution's skew-join rule leaves the hot key on one
+task (``../shared/notes/spark-skew-beyond-grouped-maps.md`` §1.2), and its good case as a
+control. ``--rows`` rows on the big side, whose key 0 holds ``--share`` of them (the rest
+uniform over ``--keys`` keys); a dimension of one row per key:
 
-    python benches/spark_skew_join.py --rows 1e7
+1. left outer join, the hot key on the null-supplying side (``dim ⟕ facts``);
+2. full outer join (``facts ⟗ dim``);
+3. inner join at Spark's default skew threshold (256 MB), which the hot partition is under;
+4. a join followed by ``groupBy`` on the same key;
+5. a chain of two joins on the same key;
+6. the hot key written by one map task (the facts partitioned by key);
+7. output skew: 5,000 rows of key 0 on one side of ``--rows``/10 and 10,000 on the other;
+8. control: the inner join of shape 3, against Spark with its threshold lowered, where it
+   splits the hot partition itself.
 
-Writes ``benches/results/spark_skew_join.json``.
+Plans, alternated (A B C D, then D C B A, ...): ``spark`` (Spark's defaults, adaptive
+execution on), ``spark tuned`` (skew threshold and advisory size 4 MB,
+``forceOptimizeSkewedJoin``), ``salted`` (16 salts on the big side, the other side copied
+16 times), ``keysplit`` (``keysplit.spark.join``). 32 shuffle partitions, coalescing off,
+broadcast joins off (the sides are tables too big to broadcast). Every plan ends in the
+same fingerprint of its output (rows, and a sum of a hash of each row), which must equal
+Spark's own; a salted plan that does not (salting a join whose preserved side is copied
+duplicates its unmatched rows) is reported as wrong. Per run, from Spark's REST status API:
+the join stage's hottest task's records over the mean, the rows shuffled, the hottest
+task's peak execution memory, and the makespan on 32 slots **computed** by LPT from the
+measured task times of every stage (this machine has 2 cores).
+
+    python benches/spark_skew_join.py --rows 1e7 --share 0.3 0.6 --setup local
+
+Writes ``benches/results/spark_skew_join[_cluster].json``.
 """
 
 from __future__ import annotations
@@ -24,94 +40,230 @@ import json
 import statistics
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from keysplit import spark as ks
-from spark_vs_native import BENCH_CONF, SparkStatus, dataset, lpt_makespan, machine
+from spark_vs_native import BENCH_CONF, SparkStatus, lpt_makespan, machine
 
 RESULTS = Path(__file__).parent / "results"
+SETUPS = {"local": "local[2]", "cluster": "cluster:2"}
+PLANS = ("spark", "spark tuned", "salted", "keysplit")
+SALTS = 16
+SLOTS = 32
+TUNED = {
+    "spark.sql.adaptive.skewJoin.skewedPartitionThresholdInBytes": "4MB",
+    "spark.sql.adaptive.advisoryPartitionSizeInBytes": "4MB",
+    "spark.sql.adaptive.forceOptimizeSkewedJoin": "true",
+}
+CONF = {
+    **BENCH_CONF,
+    "spark.sql.shuffle.partitions": str(SLOTS),
+    "spark.sql.adaptive.coalescePartitions.enabled": "false",
+    "spark.sql.autoBroadcastJoinThreshold": "-1",
+}
+
+Join = Callable[[Any, Any, str, str], Any]
+
+
+def spark_join(left: Any, right: Any, on: str, how: str) -> Any:
+    return left.join(right, on, how)
+
+
+def keysplit_join(left: Any, right: Any, on: str, how: str) -> Any:
+    return ks.join(left, right, on, how)
+
+
+def salted_join(left: Any, right: Any, on: str, how: str) -> Any:
+    """Salting by hand, as users write it: the bigger side (the one named ``facts``, or the
+    left) gets a salt of 16, the other side is copied once per salt."""
+    from pyspark.sql import functions as F
+
+    big_left = "id" in left.columns or "id" not in right.columns
+    salt = F.pmod(F.xxhash64(*[F.col(c) for c in (left if big_left else right).columns]), F.lit(SALTS)).alias("salt")
+    copies = F.explode(F.sequence(F.lit(0), F.lit(SALTS - 1))).alias("salt")
+    if big_left:
+        left, right = left.select("*", salt), right.select("*", copies)
+    else:
+        left, right = left.select("*", copies), right.select("*", salt)
+    return left.join(right, [on, "salt"], how).drop("salt")
+
+
+def inputs(spark: Any, directory: Path, rows: int, keys: int, share: float) -> dict[str, Any]:
+    """The sides of every shape, written and counted first."""
+    from pyspark.sql import functions as F
+
+    hot = F.when(F.rand(7) < share, F.lit(0)).otherwise(1 + F.pmod(F.xxhash64("id"), F.lit(keys - 1)))
+    facts = spark.range(0, rows, numPartitions=16).select("id", hot.alias("k"), F.pmod("id", F.lit(1000)).alias("v"))
+    frames = {
+        "facts": facts,
+        "clustered": facts.repartition(16, "k"),
+        "dim": spark.range(0, keys).select(F.col("id").alias("k"), (F.col("id") % 7).alias("w")),
+        "dim2": spark.range(0, keys).select(F.col("id").alias("k"), (F.col("id") % 11).alias("u")),
+        "few": spark.range(0, rows // 10, numPartitions=16).select(
+            "id",
+            F.when(F.col("id") < 5_000, 0).otherwise(1 + F.pmod("id", F.lit(keys - 1))).alias("k"),
+            F.pmod("id", F.lit(1000)).alias("v"),
+        ),
+        "many": spark.range(0, keys + 10_000).select(
+            F.when(F.col("id") < 10_000, 0).otherwise(F.col("id") - 10_000).alias("k"), (F.col("id") % 5).alias("x")
+        ),
+    }
+    # Written once as Parquet and read back: a scan Spark reuses within a plan (it does not
+    # reuse an exchange over a cached DataFrame referenced twice), read from the page cache.
+    for name, frame in frames.items():
+        path = str(directory / f"{name}-{rows}-{keys}-{share}")
+        frame.write.mode("overwrite").parquet(path)
+        frames[name] = spark.read.parquet(path)
+        frames[name].count()
+    return frames
+
+
+def shapes(frames: dict[str, Any]) -> dict[str, Callable[[Join], Any]]:
+    from pyspark.sql import functions as F
+
+    f, d, d2 = frames["facts"], frames["dim"], frames["dim2"]
+    return {
+        "1 left outer, hot on the null-supplying side": lambda j: j(d, f, "k", "left"),
+        "2 full outer": lambda j: j(f, d, "k", "full"),
+        "3 inner under the threshold": lambda j: j(f, d, "k", "inner"),
+        "4 join then groupBy on the key": lambda j: (
+            j(f, d, "k", "inner").groupBy("k").agg(F.sum(F.col("v") * F.col("w")).alias("total"))
+        ),
+        "5 chain of joins": lambda j: j(j(f, d, "k", "inner"), d2, "k", "inner"),
+        "6 hot key from one map task": lambda j: j(frames["clustered"], d, "k", "inner"),
+        "7 output skew": lambda j: j(frames["few"], frames["many"], "k", "inner"),
+        "control: inner, Spark splits it": lambda j: j(f, d, "k", "inner"),
+    }
+
+
+def fingerprint(frame: Any) -> Any:
+    """Rows, and a sum of a hash of each row (an exact multiset check, but for collisions)."""
+    from pyspark.sql import functions as F
+
+    digest = F.pmod(F.xxhash64(*[F.col(c) for c in frame.columns]), F.lit(2**31))
+    return frame.agg(F.count(F.lit(1)).alias("rows"), F.sum(digest).alias("digest"))
+
+
+def measure(handle: Any, status: SparkStatus, plan: str, build: Callable[[Join], Any]) -> dict[str, Any]:
+    conf = handle.spark.conf
+    for name, value in TUNED.items():
+        if plan == "spark tuned":
+            conf.set(name, value)
+        else:
+            conf.unset(name)
+    join = {"spark": spark_join, "spark tuned": spark_join, "salted": salted_join, "keysplit": keysplit_join}[plan]
+    query = fingerprint(build(join))
+    first = status.next_execution()
+    started = time.perf_counter()
+    row = handle.call(plan, query.collect)[0]
+    wall = time.perf_counter() - started
+    stages = status.stages_since(first, native=True)
+    reading = [s for s in stages if sum(s["task_shuffle_records_read"])]
+    heaviest = max(reading, key=lambda s: sum(s["task_shuffle_records_read"]))
+    records = heaviest["task_shuffle_records_read"]
+    return {
+        "wall_s": wall,
+        "result": [row["rows"], row["digest"]],
+        "join_tasks": len(records),
+        "hottest_over_mean_records": max(records) / (sum(records) / len(records)),
+        "hottest_share_of_records": max(records) / sum(records),
+        "rows_shuffled": sum(s["shuffle_write_records"] for s in stages),
+        "peak_memory_bytes": heaviest["peak_memory"],
+        "makespan_32_slots_computed_s": sum(lpt_makespan(s["task_seconds"], SLOTS) for s in stages),
+        "stages": len(stages),
+    }
+
+
+def run_shape(
+    handle: Any, status: SparkStatus, name: str, build: Callable[[Join], Any], repeats: int
+) -> dict[str, list[dict[str, Any]]]:
+    # The control is Spark's good case: its plan is the tuned one.
+    plans = ("spark tuned", "salted", "keysplit") if name.startswith("control") else PLANS
+    runs: dict[str, list[dict[str, Any]]] = {plan: [] for plan in plans}
+    for plan in plans:  # warm-up
+        measure(handle, status, plan, build)
+    for repeat in range(repeats):
+        for plan in plans if repeat % 2 == 0 else tuple(reversed(plans)):
+            figures = measure(handle, status, plan, build)
+            runs[plan].append(figures)
+            print(
+                f"  {plan}: {figures['wall_s']:.2f} s, hottest task {figures['hottest_share_of_records']:.1%} of "
+                f"the join's records ({figures['hottest_over_mean_records']:.1f}x the mean), 32-slot makespan "
+                f"(computed) {figures['makespan_32_slots_computed_s']:.2f} s",
+                flush=True,
+            )
+    return runs
+
+
+def summarise(runs: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
+    numeric = [k for k, v in next(iter(runs.values()))[0].items() if isinstance(v, (int, float))]
+    median = {plan: {k: statistics.median(r[k] for r in rs) for k in numeric} for plan, rs in runs.items()}
+    exact = runs["spark tuned"][0]["result"]
+    summary: dict[str, Any] = {
+        "median": median,
+        "exact": {p: all(r["result"] == exact for r in rs) for p, rs in runs.items()},
+    }
+    ours = median["keysplit"]
+    for plan in runs:
+        if plan != "keysplit":
+            summary[f"makespan {plan} / keysplit"] = (
+                median[plan]["makespan_32_slots_computed_s"] / ours["makespan_32_slots_computed_s"]
+            )
+            summary[f"wall keysplit / {plan}"] = ours["wall_s"] / median[plan]["wall_s"]
+            summary[f"rows shuffled {plan} / keysplit"] = median[plan]["rows_shuffled"] / ours["rows_shuffled"]
+            summary[f"peak memory {plan} / keysplit"] = median[plan]["peak_memory_bytes"] / max(
+                ours["peak_memory_bytes"], 1
+            )
+    return summary
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=lambda t: int(float(t)), default=10_000_000)
-    parser.add_argument("--keys", type=lambda t: int(float(t)), default=10_000)
+    parser.add_argument("--keys", type=lambda t: int(float(t)), default=100_000)
+    parser.add_argument("--share", type=float, nargs="+", default=[0.3, 0.6])
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--data-dir", type=Path, default=Path(tempfile.gettempdir()) / "keysplit-spark-vs-native")
-    parser.add_argument("--output", type=Path, default=RESULTS / "spark_skew_join.json")
+    parser.add_argument("--setup", choices=sorted(SETUPS), default="local")
+    parser.add_argument("--shapes", nargs="*", help="run only the shapes whose names start so (e.g. 1 2 control)")
+    parser.add_argument("--output", type=Path)
+    parser.add_argument("--data-dir", type=Path, default=Path(tempfile.gettempdir()) / "keysplit-skew-join")
     args = parser.parse_args()
-    directory = dataset(args.data_dir, "zipf-2.0", rows=args.rows, keys=args.keys, files=8, seed=1)
-    conf = {
-        **BENCH_CONF,
-        "spark.sql.shuffle.partitions": "32",
-        "spark.sql.adaptive.coalescePartitions.enabled": "false",
-        "spark.sql.autoBroadcastJoinThreshold": "-1",
-        # The hot key's partition is about 100 MB, below the default skew threshold (256 MB),
-        # so Spark would not split it at all; at 16 MB it does, into about 16 MB pieces.
-        "spark.sql.adaptive.skewJoin.skewedPartitionThresholdInBytes": "16MB",
-        "spark.sql.adaptive.advisoryPartitionSizeInBytes": "16MB",
-    }
-    results: dict[str, list[dict[str, Any]]] = {"skew join split (default)": [], "skew join split off": []}
-    with ks.session(ui=True, driver_memory="4g", **conf) as handle:
+    output = args.output or RESULTS / (
+        "spark_skew_join.json" if args.setup == "local" else "spark_skew_join_cluster.json"
+    )
+    results: dict[str, Any] = {}
+    with ks.session(master=SETUPS[args.setup], ui=True, driver_memory="4g", **CONF) as handle:
         assert handle.server is not None and handle.server.ui_port is not None
         status = SparkStatus(handle.server.ui_port)
-        from pyspark.sql import functions as F
-
-        facts = handle.spark.read.parquet(str(directory))
-        dimension = handle.spark.range(0, args.keys).select(F.col("id").alias("key"), (F.col("id") % 7).alias("weight"))
-        plan = facts.join(dimension, "key").agg(F.sum(F.col("value") * F.col("weight")).alias("total"))
-        handle.call("warm-up", plan.collect)
-        totals = set()
-        for repeat in range(args.repeats):
-            for label in list(results) if repeat % 2 == 0 else list(reversed(results)):
-                handle.spark.conf.set("spark.sql.adaptive.skewJoin.enabled", str(label.endswith("(default)")).lower())
-                first = status.next_execution()
-                started = time.perf_counter()
-                totals.add(handle.call(label, plan.collect)[0]["total"])
-                wall = time.perf_counter() - started
-                stages = status.stages_since(first, native=True)
-                join = max(stages, key=lambda s: sum(s["task_seconds"]) if s["role"] != "map" else 0.0)
-                results[label].append(
-                    {
-                        "wall_s": wall,
-                        "join_tasks": join["tasks"],
-                        "join_max_task_s": join["max_task_s"],
-                        "join_median_task_s": join["median_task_s"],
-                        "makespan_32_slots_computed_s": sum(lpt_makespan(s["task_seconds"], 32) for s in stages),
-                    }
-                )
-                print(
-                    f"{label}: {wall:.2f} s, join stage {join['tasks']} tasks, slowest "
-                    f"{join['max_task_s']:.2f} s / median {join['median_task_s']:.2f} s",
-                    flush=True,
-                )
-    if len(totals) != 1:
-        raise AssertionError(f"the plans disagree: {totals}")
-    summary = {
-        label: {name: statistics.median(run[name] for run in runs) for name in runs[0]}
-        for label, runs in results.items()
-    }
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(
+        for share in args.share:
+            frames = inputs(handle.spark, args.data_dir, args.rows, args.keys, share)
+            for name, build in shapes(frames).items():
+                if args.shapes and not any(name.startswith(prefix) for prefix in args.shapes):
+                    continue
+                print(f"share {share:.0%}, {name}", flush=True)
+                runs = run_shape(handle, status, name, build, args.repeats)
+                results[f"{share:.0%} {name}"] = {"runs": runs, **summarise(runs)}
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text(
         json.dumps(
             {
-                "benchmark": "a skewed sort-merge join with and without adaptive execution's skew-join split",
+                "benchmark": "skewed joins: keysplit.spark.join against Spark, Spark tuned and salting by hand",
                 "machine": machine(),
-                "settings": {"rows": args.rows, "keys": args.keys, "repeats": args.repeats, "conf": conf},
-                "runs": results,
-                "median": summary,
+                "settings": {**vars(args), "output": str(output), "conf": CONF, "tuned": TUNED, "salts": SALTS},
+                "shapes": results,
             },
             indent=1,
+            default=str,
         )
         + "\n"
     )
-    for label, figures in summary.items():
-        print(
-            f"{label}: median {figures['wall_s']:.2f} s, join stage {figures['join_tasks']:.0f} tasks, slowest "
-            f"{figures['join_max_task_s']:.2f} s / median {figures['join_median_task_s']:.2f} s; "
-            f"32-slot makespan (computed) {figures['makespan_32_slots_computed_s']:.2f} s"
+    for name, figures in results.items():
+        line = ", ".join(
+            f"{k} {v:.2f}" for k, v in figures.items() if isinstance(v, float) and k.startswith(("makespan", "wall"))
         )
+        print(f"{name}: exact {figures['exact']}; {line}")
 
 
 if __name__ == "__main__":

@@ -314,7 +314,10 @@ class SparkStatus:
                     done = sorted((t for t in tasks if t["status"] == "SUCCESS"), key=lambda t: t["index"])
                     seconds = [t["taskMetrics"]["executorRunTime"] / 1000 for t in done]
                     records = [t["taskMetrics"]["shuffleReadMetrics"]["recordsRead"] for t in done]
-                    stages.append(stage_figures(attempt, seconds, records, execution["id"], phase))
+                    peak = max((t["taskMetrics"]["peakExecutionMemory"] for t in done), default=0)
+                    stages.append(
+                        stage_figures(attempt, seconds, records, execution["id"], phase) | {"peak_memory": peak}
+                    )
         return stages
 
 

@@ -39,7 +39,7 @@ from pyspark import cloudpickle
 from keysplit._checks import require_seed, require_workers
 from keysplit._errors import ConfigError, ConfigTypeError, KeyInputError, KeyTypeError
 from keysplit.spark import join_grid
-from keysplit.spark.columns import column, holds_a_map, quoted, row_hash
+from keysplit.spark.columns import column, holds_a_map, quoted
 from keysplit.spark.intake import is_spark_frame, session_for
 from keysplit.spark.join_grid import (
     CELLS,
@@ -89,7 +89,6 @@ _LEFT_SEEN = PREFIX + "left_seen"
 _RIGHT_SEEN = PREFIX + "right_seen"
 _LEFT_PARTNERS = PREFIX + "left_partners"
 _RIGHT_PARTNERS = PREFIX + "right_partners"
-_HASH = PREFIX + "hash"
 _WORK = PREFIX + "work"
 _TOTAL_WORK = PREFIX + "total_work"
 
@@ -290,29 +289,32 @@ class SkewJoin:
 
     def _sides(self) -> tuple[DataFrame, DataFrame]:
         """Each side as the join's key columns, then its own columns under names of their own
-        (both sides may hold a column of one name), then its row hash; the right side of a
-        semi or anti join is its distinct keys."""
-        from pyspark.sql import functions as F
+        (both sides may hold a column of one name); the right side of a semi or anti join is
+        its distinct keys."""
 
         def own(side: str, schema: StructType) -> list[Column]:
             rename = _left if side == "left" else _right
             names = {rename(i): f.name for i, f in enumerate(schema.fields)}
             return [column(names[name]).alias(name) for name in self.own(side)]
 
-        left = self.left.select(
-            *self._keys(self.keys.left),
-            *own("left", self.left_schema),
-            row_hash(self.seed, self.left_schema).alias(_HASH),
-        )
+        left = self.left.select(*self._keys(self.keys.left), *own("left", self.left_schema))
         if self.semi:
-            right = self.right.select(*self._keys(self.keys.right)).distinct().withColumn(_HASH, F.lit(0).cast("long"))
+            right = self.right.select(*self._keys(self.keys.right)).distinct()
         else:
-            right = self.right.select(
-                *self._keys(self.keys.right),
-                *own("right", self.right_schema),
-                row_hash(self.seed, self.right_schema).alias(_HASH),
-            )
+            right = self.right.select(*self._keys(self.keys.right), *own("right", self.right_schema))
         return left, right
+
+    def row_hash(self, side: str) -> Column:
+        """``xxhash64(seed, the row's keys and columns)`` of a row of ``side`` (but columns
+        holding a map, which Spark's hashes refuse): where a hot key's row goes among its
+        cells, and a null key's row among the partitions. Of the row's values, not its
+        position, so that a re-run task sends each row where the first run did."""
+        from pyspark.sql import functions as F
+
+        schema, rename = (self.left_schema, _left) if side == "left" else (self.right_schema, _right)
+        hashable = {rename(i) for i, f in enumerate(schema.fields) if not holds_a_map(f.dataType)}
+        names = [_key(j) for j in range(len(self.key_types))] + [n for n in self.own(side) if n in hashable]
+        return F.xxhash64(F.lit(self.seed), *[column(name) for name in names])
 
     def grid(self, left: DataFrame, right: DataFrame) -> DataFrame:
         """The hot keys' grids (:mod:`.join_grid`), computed in the plan from exact counts,
@@ -373,7 +375,8 @@ class SkewJoin:
             ]
         )
         task = JoinGrid(tuple(keys), self.partitions, copy_left=not self.semi)
-        return candidates.unionByName(marker).coalesce(1).mapInArrow(task, schema)
+        # Repartitioned, not coalesced: coalescing would run the counting stage in one task.
+        return candidates.unionByName(marker).repartition(1).mapInArrow(task, schema)
 
     def plan(self, report: Report[JoinReport] | None) -> DataFrame:
         from pyspark.sql import functions as F
@@ -399,21 +402,20 @@ class SkewJoin:
         for j, name in enumerate(keys):
             is_hot = is_hot & F.coalesce(column(name) == column(_hot(j)), F.lit(False))
 
-        def cells(hot: Column) -> Column:
-            """A row's cells: ``hot`` for a hot key's; cell 0 for a cold key's; for a null
-            key's, which never matches, a cell by its hash, so that nulls are spread."""
-            spread = F.array(F.pmod(column(_HASH), F.lit(self.partitions)).cast("int"))
-            cold = F.when(missing, spread).otherwise(F.array(F.lit(0)))
-            return F.when(is_hot, hot).otherwise(cold)
+        def cold_cell(side: str) -> Column:
+            """A cold key's row's cell, 0; a null key's, which never matches, a cell by its
+            hash, so that nulls are spread over the partitions."""
+            spread = F.pmod(self.row_hash(side), F.lit(self.partitions)).cast("int")
+            return F.when(missing, spread).otherwise(F.lit(0))
 
-        # A left row's grid row (by its hash) and the cells along it; a right row's grid
-        # column and the cells down it.
-        grid_row = F.pmod(column(_HASH), column(GRID_ROWS)).cast("int")
+        # A hot key's left row: its grid row (by its hash) and the cells along it; a right
+        # row: its grid column and the cells down it. Hashed only for a hot key's rows.
+        grid_row = F.pmod(self.row_hash("left"), column(GRID_ROWS)).cast("int")
         along = F.transform(
             F.sequence(F.lit(0), column(GRID_COLUMNS) - 1),
             lambda b: F.element_at(column(SALTS), grid_row * column(GRID_COLUMNS) + b + 1),
         )
-        grid_column = F.pmod(column(_HASH), column(GRID_COLUMNS)).cast("int")
+        grid_column = F.pmod(self.row_hash("right"), column(GRID_COLUMNS)).cast("int")
         down = F.transform(
             F.sequence(F.lit(0), column(GRID_ROWS) - 1),
             lambda a: F.element_at(column(SALTS), a * column(GRID_COLUMNS) + grid_column + 1),
@@ -443,14 +445,21 @@ class SkewJoin:
             )
             return side.withColumn(KEY_HASH, self.key_hash()).join(F.broadcast(lookup), KEY_HASH, "left")
 
-        # A semi or anti join copies no left row: one cell each, no explode.
-        left_cell = F.element_at(cells(along), 1) if self.semi else F.explode(cells(along))
+        # A hot key's row has its cells (one for a semi or anti join's left row, which is
+        # never copied); a cold key's row comes out of the explode once, as a null, and takes
+        # its one cell after.
+        left_cell = F.element_at(F.when(is_hot, along), 1) if self.semi else F.explode_outer(F.when(is_hot, along))
         left = tagged(left, tables[0]).select(
             *keys, left_cell.alias(_CELL), *[column(name) for name in self.own("left")], *left_marks
         )
         right = tagged(right, tables[1]).select(
-            *keys, F.explode(cells(down)).alias(_CELL), *[column(name) for name in self.own("right")], *right_marks
+            *keys,
+            F.explode_outer(F.when(is_hot, down)).alias(_CELL),
+            *[column(name) for name in self.own("right")],
+            *right_marks,
         )
+        left = left.withColumn(_CELL, F.coalesce(column(_CELL), cold_cell("left")))
+        right = right.withColumn(_CELL, F.coalesce(column(_CELL), cold_cell("right")))
         joined = left.join(right, [*keys, _CELL], self.how)
         if self.outer:
             # A hot key's row copied to a cell without its partners came out unmatched
