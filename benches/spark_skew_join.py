@@ -172,7 +172,16 @@ def measure(handle: Any, status: SparkStatus, plan: str, build: Callable[[Join],
         "rows_shuffled": sum(s["shuffle_write_records"] for s in stages),
         "peak_memory_bytes": heaviest["peak_memory"],
         "makespan_32_slots_computed_s": sum(lpt_makespan(s["task_seconds"], SLOTS) for s in stages),
-        "stages": len(stages),
+        "stages": [
+            {
+                "tasks": s["tasks"],
+                "task_s": round(sum(s["task_seconds"]), 3),
+                "max_task_s": round(s["max_task_s"], 3),
+                "makespan_32_slots_computed_s": round(lpt_makespan(s["task_seconds"], SLOTS), 3),
+                "shuffle_write_records": s["shuffle_write_records"],
+            }
+            for s in stages
+        ],
     }
 
 

@@ -155,9 +155,10 @@ def test_a_self_join_and_the_skewed_front(spark, tables):
     assert_same_join(skewed(facts).join(dimension, "key", "left"), facts.join(dimension, "key", "left"))
 
 
-def test_the_hot_key_lands_on_partitions_of_its_own(spark, tables):
+def test_the_hot_key_and_the_null_keys_land_on_partitions_of_their_own(spark, tables):
     # Spark's own join puts key 0's 100,000 facts on one task; here no join task holds more
     # than twice the mean (the hash of each cell's extra key is chosen for its partition).
+    # Null keys, which never match, are spread by their rows' hash.
     facts, dimension = tables
     conf = spark.spark.conf
     settings = {"spark.sql.shuffle.partitions": "16", "spark.sql.adaptive.coalescePartitions.enabled": "false"}
@@ -174,12 +175,19 @@ def test_the_hot_key_lands_on_partitions_of_its_own(spark, tables):
 
         ours = per_task(join(facts, dimension, "key", "inner"))
         theirs = per_task(facts.join(dimension, "key", "inner"))
+        # A left join whose left side holds 40 % null keys: Spark hashes them all to one task.
+        holed = facts.selectExpr("id", "IF(id % 5 < 2, NULL, key) AS key", "v")
+        null_ours = per_task(join(holed, dimension, "key", "left"))
+        null_theirs = per_task(holed.join(dimension, "key", "left"))
     finally:
         for name, value in previous.items():
             conf.set(name, value)
     assert sum(ours) == sum(theirs)
     assert max(theirs) > 0.45 * sum(theirs)
     assert max(ours) <= 2 * sum(ours) / 16
+    assert sum(null_ours) == sum(null_theirs)
+    assert max(null_theirs) > 0.3 * sum(null_theirs)
+    assert max(null_ours) <= 2 * sum(null_ours) / 16
 
 
 def test_the_result_is_lazy(spark, tables):
