@@ -161,7 +161,12 @@ def test_the_hot_key_and_the_null_keys_land_on_partitions_of_their_own(spark, ta
     # Null keys, which never match, are spread by their rows' hash.
     facts, dimension = tables
     conf = spark.spark.conf
-    settings = {"spark.sql.shuffle.partitions": "16", "spark.sql.adaptive.coalescePartitions.enabled": "false"}
+    # 16 shuffle partitions, each a task; no broadcast join (whose tasks are the input's).
+    settings = {
+        "spark.sql.shuffle.partitions": "16",
+        "spark.sql.adaptive.coalescePartitions.enabled": "false",
+        "spark.sql.autoBroadcastJoinThreshold": "-1",
+    }
     previous = {name: conf.get(name) for name in settings}
     for name, value in settings.items():
         conf.set(name, value)
