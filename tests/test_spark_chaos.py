@@ -23,7 +23,7 @@ import pytest
 from pyspark import cloudpickle
 
 from chaos import Kill, StatusApi, executor_pids, run_killing, stages_of, wait_for_executors
-from keysplit.spark import Report, aggregate, apply_grouped, reference, route, session
+from keysplit.spark import Report, aggregate, apply_grouped, join, reference, route, session
 from keysplit.spark.grouped import GroupedReport
 
 # The functions below travel by value: the cluster's executors do not see tests/.
@@ -209,3 +209,20 @@ def test_apply_grouped_survives_the_loss_of_a_worker(cluster, api, directory, da
     )
     assert result.equals(top3(data)), f"wrong result after {kill}"
     assert not cluster.cluster.running  # the Worker is gone for good
+
+
+def test_join_survives_a_kill_in_its_counting_and_join_stages(cluster, api, directory):
+    # A full outer join of the Zipf facts (key 1 holds 61 %) with a dimension holding null
+    # keys and lacking some: killed in its slowest stage and in its last, exact each time.
+    frame = cluster.spark.read.parquet(str(directory))
+    dimension = cluster.spark.range(0, 5_200).selectExpr("IF(id % 97 = 5, NULL, id) AS key", "id % 13 AS w")
+
+    def action() -> pl.DataFrame:
+        return fetched(join(frame, dimension, "key", "full"))
+
+    expected = fetched(frame.join(dimension, "key", "full"))
+    clean, stages = stages_of(api, action)
+    assert clean.equals(expected)
+    for ordinal in sorted({slowest(stages), len(stages) - 1}):
+        result, kill = run_killing(api, cluster.cluster.pid, action, ordinal=ordinal, completed=0)
+        assert result.equals(expected), f"a different join after {kill}"
