@@ -278,3 +278,32 @@ def test_the_grid_task_puts_each_cell_on_a_partition_of_its_own():
         placed += parts
     # Eight cells on eight partitions: one each.
     assert sorted(placed) == list(range(partitions))
+
+
+@pytest.fixture(scope="module")
+def words(spark, tmp_path_factory):
+    """Real identifiers: the King James Bible's words in text order ("the" 8 % of them), and
+    a dictionary of its words holding "the" and "and" three times each, lacking "god", and
+    with words the text lacks."""
+    from keysplit import datasets
+
+    text = pl.concat(list(datasets.kjv(batch_rows=1_000_000))).with_row_index("position")
+    vocabulary = text["key"].unique().sort().filter(text["key"].unique().sort() != "god")
+    extra = pl.Series("key", ["the", "the", "and", "and", "zyzzyva", "quokka"])
+    dictionary = pl.DataFrame({"key": pl.concat([vocabulary, extra])}).with_columns(
+        pl.col("key").str.len_chars().alias("letters"), pl.int_range(pl.len()).alias("entry")
+    )
+    directory = tmp_path_factory.mktemp("words")
+    text.with_columns(pl.col("position").cast(pl.Int64)).write_parquet(directory / "text.parquet")
+    dictionary.write_parquet(directory / "dictionary.parquet")
+    read = spark.spark.read.parquet
+    return read(str(directory / "text.parquet")), read(str(directory / "dictionary.parquet"))
+
+
+@pytest.mark.parametrize("how", HOWS)
+def test_real_words_joined_with_a_dictionary_equal_sparks_join(spark, words, how):
+    text, dictionary = words
+    report: Report[JoinReport] = Report()
+    assert_same_join(join(text, dictionary, "key", how, workers=32, report=report), text.join(dictionary, "key", how))
+    split = report.get.hot["key"].to_list()
+    assert "the" in split and "and" in split

@@ -267,7 +267,8 @@ class SkewJoin:
     key_types: list[DataType]
 
     @property
-    def semi(self) -> bool:
+    def existence(self) -> bool:
+        """A semi or anti join (Spark's existence joins): the left side's rows only."""
         return self.how in ("left_semi", "left_anti")
 
     @property
@@ -298,7 +299,7 @@ class SkewJoin:
             return [column(names[name]).alias(name) for name in self.own(side)]
 
         left = self.left.select(*self._keys(self.keys.left), *own("left", self.left_schema))
-        if self.semi:
+        if self.existence:
             right = self.right.select(*self._keys(self.keys.right)).distinct()
         else:
             right = self.right.select(*self._keys(self.keys.right), *own("right", self.right_schema))
@@ -333,7 +334,7 @@ class SkewJoin:
             .join(right.filter(present).groupBy(*keys).agg(F.count(F.lit(1)).alias(RIGHT_ROWS)), keys, "full")
             .fillna(0, subset=[LEFT_ROWS, RIGHT_ROWS])
         )
-        output = F.lit(0) if self.semi else column(LEFT_ROWS).cast("double") * column(RIGHT_ROWS)
+        output = F.lit(0) if self.existence else column(LEFT_ROWS).cast("double") * column(RIGHT_ROWS)
         counts = counts.withColumn(_WORK, column(LEFT_ROWS) + column(RIGHT_ROWS) + output)
         totals = counts.agg(
             F.sum(_WORK).alias(_WORK), F.sum(LEFT_ROWS).alias(LEFT_ROWS), F.sum(RIGHT_ROWS).alias(RIGHT_ROWS)
@@ -374,7 +375,7 @@ class SkewJoin:
                 StructField(SALTS, ArrayType(IntegerType(), False), False),
             ]
         )
-        task = JoinGrid(tuple(keys), self.partitions, copy_left=not self.semi)
+        task = JoinGrid(tuple(keys), self.partitions, copy_left=not self.existence)
         # Repartitioned, not coalesced: coalescing would run the counting stage in one task.
         return candidates.unionByName(marker).repartition(1).mapInArrow(task, schema)
 
@@ -448,7 +449,7 @@ class SkewJoin:
         # A hot key's row has its cells (one for a semi or anti join's left row, which is
         # never copied); a cold key's row comes out of the explode once, as a null, and takes
         # its one cell after.
-        left_cell = F.element_at(F.when(is_hot, along), 1) if self.semi else F.explode_outer(F.when(is_hot, along))
+        left_cell = F.element_at(F.when(is_hot, along), 1) if self.existence else F.explode_outer(F.when(is_hot, along))
         left = tagged(left, tables[0]).select(
             *keys, left_cell.alias(_CELL), *[column(name) for name in self.own("left")], *left_marks
         )
@@ -483,7 +484,7 @@ class SkewJoin:
             if side == "left"
             else (self.right_schema, self.keys.right, _right)
         )
-        if side == "right" and self.semi:
+        if side == "right" and self.existence:
             return []
         return [rename(i) for i, f in enumerate(schema.fields) if not (self.keys.using and f.name in keys)]
 
