@@ -197,20 +197,6 @@ def test_aggregate_of_a_client_stream_survives_a_kill_in_its_final_merge(cluster
     assert got.cast(expected.schema).equals(expected), f"wrong result after {kill}"
 
 
-def test_apply_grouped_survives_the_loss_of_a_worker(cluster, api, directory, data):
-    """Last in the module: the Worker stays dead, its executor with it, and the job ends on
-    the other one."""
-    frame = cluster.spark.read.parquet(str(directory)).select("key", "value")
-    action = grouped_action(cluster, frame)
-    _, stages = stages_of(api, action)
-    worker = cluster.cluster.worker_pids[0]
-    result, kill = run_killing(
-        api, cluster.cluster.pid, action, ordinal=slowest(stages), victim=lambda: worker, executors=1
-    )
-    assert result.equals(top3(data)), f"wrong result after {kill}"
-    assert not cluster.cluster.running  # the Worker is gone for good
-
-
 def test_join_survives_a_kill_in_its_counting_and_join_stages(cluster, api, directory):
     # A full outer join of the Zipf facts (key 1 holds 61 %) with a dimension holding null
     # keys and lacking some: killed in its slowest stage and in its last, exact each time.
@@ -226,3 +212,18 @@ def test_join_survives_a_kill_in_its_counting_and_join_stages(cluster, api, dire
     for ordinal in sorted({slowest(stages), len(stages) - 1}):
         result, kill = run_killing(api, cluster.cluster.pid, action, ordinal=ordinal, completed=0)
         assert result.equals(expected), f"a different join after {kill}"
+
+
+# Last: the cluster keeps one Worker after it.
+def test_apply_grouped_survives_the_loss_of_a_worker(cluster, api, directory, data):
+    """Last in the module: the Worker stays dead, its executor with it, and the job ends on
+    the other one."""
+    frame = cluster.spark.read.parquet(str(directory)).select("key", "value")
+    action = grouped_action(cluster, frame)
+    _, stages = stages_of(api, action)
+    worker = cluster.cluster.worker_pids[0]
+    result, kill = run_killing(
+        api, cluster.cluster.pid, action, ordinal=slowest(stages), victim=lambda: worker, executors=1
+    )
+    assert result.equals(top3(data)), f"wrong result after {kill}"
+    assert not cluster.cluster.running  # the Worker is gone for good

@@ -19,7 +19,7 @@ import pytest
 
 from keysplit import ConfigError, ConfigTypeError, KeyInputError, KeyTypeError
 from keysplit.spark import JoinReport, Report, join, skewed
-from keysplit.spark.join_grid import grid_shape
+from keysplit.spark.join_grid import grid_shape, spark_hash
 from spark_status import StatusApi
 
 HOWS = ["inner", "left", "right", "full", "left_semi", "left_anti"]
@@ -254,30 +254,67 @@ def test_the_grid_copies_the_fewest_rows(cells, left, right):
 def test_the_grid_task_puts_each_cell_on_a_partition_of_its_own():
     import pyarrow as pa
 
-    from keysplit.spark.join_grid import CELLS, KEY_HASH, LEFT_ROWS, PARTITION, RIGHT_ROWS, SALT, SALTS, JoinGrid
+    from keysplit.spark.join_grid import KEY_HASH, LEFT_ROWS, RIGHT_ROWS, SALTS, TOTALS, WORK, JoinGrid, spark_hash
 
-    partitions = 8
-    rows = []
-    # Two hot keys of 5 and 3 cells, each with salts 0..15 spread over the partitions; a
-    # third key shares the first one's hash but is lighter; the totals' row.
-    for key, hashed, left, cells in ((10, 111, 50_000, 5), (20, 222, 30_000, 3), (30, 111, 9_000, 2)):
-        rows += [(hashed, key, left, 1, cells, salt, (salt * 5 + key) % partitions) for salt in range(16)]
-    rows.append((None, None, 90_000, 5_000, 0, None, None))
-    names = (KEY_HASH, "k", LEFT_ROWS, RIGHT_ROWS, CELLS, SALT, PARTITION)
-    table = pa.table([pa.array([row[i] for row in rows], pa.int64()) for i in range(len(names))], names=names)
-    out = pa.Table.from_batches(list(JoinGrid(("k",), partitions, copy_left=True)(iter(table.to_batches()))))
+    partitions, workers = 8, 8
+    # Two partitions' heaviest keys and totals: key 10 holds 5/8 of the work, key 20 3/8 of
+    # it less a little, key 30 shares key 10's hash but is lighter, key 40 is cold.
+    rows = [
+        (111, 10, 50_000, 1, 50_001.0 + 50_000, False),
+        (222, 20, 29_000, 1, 29_001.0 + 29_000, False),
+        (111, 30, 9_000, 1, 9_001.0 + 9_000, False),
+        (333, 40, 10, 1, 21.0, False),
+        (None, None, 60_000, 2, 120_000.0, True),
+        (None, None, 38_010, 2, 76_022.0, True),
+    ]
+    names = (KEY_HASH, "k", LEFT_ROWS, RIGHT_ROWS, WORK, TOTALS)
+    types = (pa.int64(), pa.int64(), pa.int64(), pa.int64(), pa.float64(), pa.bool_())
+    table = pa.table([pa.array([row[i] for row in rows], types[i]) for i in range(len(names))], names=names)
+    task = JoinGrid(("k",), ("bigint",), partitions, workers, copy_left=True)
+    out = pa.Table.from_batches(list(task(iter(table.to_batches()))))
     grids = {row["k"]: row for row in out.to_pylist()}
-    assert set(grids) == {10, 20, None}  # key 30 lost its hash to the heavier key 10: it stays cold
-    assert grids[None][LEFT_ROWS] == 90_000 and grids[None][SALTS] == []
-    placed: list[int] = []
-    for key in (10, 20):
-        salts = grids[key][SALTS]
-        parts = [(salt * 5 + key) % partitions for salt in salts]
-        assert len(salts) == grids[key]["__keysplit_join_grid_rows"] * grids[key]["__keysplit_join_grid_columns"]
-        assert len(set(parts)) == len(parts)
-        placed += parts
-    # Eight cells on eight partitions: one each.
+    assert set(grids) == {10, 20, None}  # key 30 lost its hash to the heavier key 10; key 40 is cold
+    assert grids[None][LEFT_ROWS] == 98_010 and grids[None][RIGHT_ROWS] == 4 and grids[None][SALTS] == []
+    placed = [spark_hash((key, salt), ("bigint", "int")) % partitions for key in (10, 20) for salt in grids[key][SALTS]]
+    # 5 + 3 cells (⌈8 · work / W⌉) on the 8 partitions: one each.
+    assert [len(grids[key][SALTS]) for key in (10, 20)] == [5, 3]
     assert sorted(placed) == list(range(partitions))
+
+
+def test_spark_hash_is_sparks(spark):
+    # The cells' partitions are computed in Python: they must be the ones Spark's exchange picks.
+    frame = spark.spark.sql(
+        """SELECT id, CAST(id * 7919 - 40000 AS BIGINT) AS l, CAST(id AS INT) AS i, CAST(id % 100 AS SMALLINT) AS s,
+                  CAST(id % 100 AS TINYINT) AS t, id % 2 = 0 AS b, DATE_ADD(DATE'1969-12-25', CAST(id AS INT)) AS d,
+                  REPEAT(CHR(65 + id % 50), CAST(id % 9 AS INT)) || 'é' AS str,
+                  CAST(REPEAT(CHR(200 + id % 50), CAST(id % 7 AS INT)) AS BINARY) AS bin,
+                  IF(id % 5 = 0, NULL, id) AS n
+           FROM range(0, 400)"""
+    )
+    from pyspark.sql import functions as F
+
+    kinds = {
+        "l": "bigint",
+        "i": "int",
+        "s": "smallint",
+        "t": "tinyint",
+        "b": "boolean",
+        "d": "date",
+        "str": "string",
+        "bin": "binary",
+        "n": "bigint",
+    }
+    spark_side = (
+        frame.select(
+            *kinds, *[F.hash(F.col(c), F.col("i")).alias(f"h_{c}") for c in kinds], F.hash(*kinds).alias("h_all")
+        )
+        .toArrow()
+        .to_pylist()
+    )
+    for row in spark_side:
+        for c, kind in kinds.items():
+            assert spark_hash((row[c], row["i"]), (kind, "int")) == row[f"h_{c}"], (c, row[c])
+        assert spark_hash(tuple(row[c] for c in kinds), tuple(kinds.values())) == row["h_all"]
 
 
 @pytest.fixture(scope="module")

@@ -9,13 +9,15 @@ returns a lazy DataFrame equal to Spark's join as a multiset of rows, whose plan
    tables are joined without another shuffle). A key's work is its rows on both sides and
    the rows it outputs, ``L + R + L·R``; a key whose work is more than a mean task's, of
    ``n`` tasks (``workers``; by default the shuffle's partitions), is hot and gets
-   ``g = ⌈work·n/W⌉`` cells (at most the partitions).
-2. **A grid per hot key** (:mod:`.join_grid`): its left rows spread over ``r`` grid rows by
-   a hash of the row's values and copied along theirs, its right rows over ``c`` columns,
+   ``g = ⌈work·n/W⌉`` cells (at most the partitions). Each count partition sends its ``n``
+   heaviest keys and its totals to one small Python task (:mod:`.join_grid`), in one chain,
+   so that Spark computes the counts once.
+2. **A grid per hot key**, in that task: its left rows spread over ``r`` grid rows by a
+   hash of the row's values and copied along theirs, its right rows over ``c`` columns,
    each pair meeting in one cell; ``r·c ≥ g`` with the fewest rows copied, so a key hot on
    one side only copies the other side's few rows ``r`` times and moves nothing else. Each
-   cell is a value of one extra join key, chosen so that Spark's exchange puts the cell on
-   a partition of its own. One small Python task chooses them; its table is broadcast.
+   cell is a value of one extra join key, chosen (by Spark's own hash function, ported)
+   so that Spark's exchange puts the cell on a partition of its own. The table is broadcast.
 3. **One Spark join** on the keys and the cell: every cold key is in cell 0, so its rows go
    through Spark's own join as they would have (adaptive execution still on). A hot key's
    row copied to a cell that holds none of its partners would come out null-extended in an
@@ -42,17 +44,17 @@ from keysplit.spark import join_grid
 from keysplit.spark.columns import column, holds_a_map, quoted
 from keysplit.spark.intake import is_spark_frame, session_for
 from keysplit.spark.join_grid import (
-    CELLS,
     GRID_COLUMNS,
     GRID_ROWS,
     KEY_HASH,
     LEFT_ROWS,
-    PARTITION,
     PREFIX,
     RIGHT_ROWS,
-    SALT,
     SALTS,
+    TOTALS,
+    WORK,
     JoinGrid,
+    LocalTop,
 )
 from keysplit.spark.report import Report, observed, observed_rows
 
@@ -89,8 +91,6 @@ _LEFT_SEEN = PREFIX + "left_seen"
 _RIGHT_SEEN = PREFIX + "right_seen"
 _LEFT_PARTNERS = PREFIX + "left_partners"
 _RIGHT_PARTNERS = PREFIX + "right_partners"
-_WORK = PREFIX + "work"
-_TOTAL_WORK = PREFIX + "total_work"
 
 
 def _key(j: int) -> str:
@@ -321,7 +321,15 @@ class SkewJoin:
         """The hot keys' grids (:mod:`.join_grid`), computed in the plan from exact counts,
         and a row of the totals."""
         from pyspark.sql import functions as F
-        from pyspark.sql.types import ArrayType, IntegerType, LongType, StructField, StructType
+        from pyspark.sql.types import (
+            ArrayType,
+            BooleanType,
+            DoubleType,
+            IntegerType,
+            LongType,
+            StructField,
+            StructType,
+        )
 
         keys = [_key(j) for j in range(len(self.key_types))]
         present = F.lit(True)
@@ -335,35 +343,24 @@ class SkewJoin:
             .fillna(0, subset=[LEFT_ROWS, RIGHT_ROWS])
         )
         output = F.lit(0) if self.existence else column(LEFT_ROWS).cast("double") * column(RIGHT_ROWS)
-        counts = counts.withColumn(_WORK, column(LEFT_ROWS) + column(RIGHT_ROWS) + output)
-        totals = counts.agg(
-            F.sum(_WORK).alias(_WORK), F.sum(LEFT_ROWS).alias(LEFT_ROWS), F.sum(RIGHT_ROWS).alias(RIGHT_ROWS)
-        )
-        # The total work as one value: Spark turns a column of a one-row aggregate joined to
-        # every row into a scalar subquery, one per column used.
-        cells = F.least(F.lit(self.partitions), F.ceil(column(_WORK) * self.workers / column(_TOTAL_WORK)))
-        hot = (
-            counts.crossJoin(totals.select(column(_WORK).alias(_TOTAL_WORK)))
-            .withColumn(CELLS, cells.cast("int"))
-            .filter(column(CELLS) >= 2)
-            .select(self.key_hash().alias(KEY_HASH), *keys, LEFT_ROWS, RIGHT_ROWS, CELLS)
-        )
-        # Candidate salts: enough for the key's cells to find partitions of their own.
-        tried = F.least(F.lit(4 * self.partitions), F.greatest(F.lit(64), column(CELLS) * 8))
-        candidates = hot.withColumn(SALT, F.explode(F.sequence(F.lit(0), tried - 1))).withColumn(
-            PARTITION, F.pmod(F.hash(*[column(name) for name in keys], column(SALT)), F.lit(self.partitions))
-        )
-        # With them, one row of both sides' totals (null keys, no cells), for the report.
-        marker = totals.select(
-            F.lit(None).cast("long").alias(KEY_HASH),
-            *[F.lit(None).cast(kind).alias(name) for name, kind in zip(keys, self.key_types, strict=True)],
-            F.coalesce(column(LEFT_ROWS), F.lit(0)).alias(LEFT_ROWS),
-            F.coalesce(column(RIGHT_ROWS), F.lit(0)).alias(RIGHT_ROWS),
-            F.lit(0).alias(CELLS),
-            F.lit(None).cast("int").alias(SALT),
-            F.lit(None).cast("int").alias(PARTITION),
+        counts = counts.select(
+            self.key_hash().alias(KEY_HASH),
+            *keys,
+            LEFT_ROWS,
+            RIGHT_ROWS,
+            (column(LEFT_ROWS) + column(RIGHT_ROWS) + output).cast("double").alias(WORK),
         )
         key_fields = [StructField(_key(j), kind, True) for j, kind in enumerate(self.key_types)]
+        summaries = StructType(
+            [
+                StructField(KEY_HASH, LongType(), True),
+                *key_fields,
+                StructField(LEFT_ROWS, LongType(), False),
+                StructField(RIGHT_ROWS, LongType(), False),
+                StructField(WORK, DoubleType(), False),
+                StructField(TOTALS, BooleanType(), False),
+            ]
+        )
         schema = StructType(
             [
                 StructField(KEY_HASH, LongType(), False),
@@ -375,9 +372,18 @@ class SkewJoin:
                 StructField(SALTS, ArrayType(IntegerType(), False), False),
             ]
         )
-        task = JoinGrid(tuple(keys), self.partitions, copy_left=not self.existence)
-        # Repartitioned, not coalesced: coalescing would run the counting stage in one task.
-        return candidates.unionByName(marker).repartition(1).mapInArrow(task, schema)
+        task = JoinGrid(
+            tuple(keys),
+            tuple(kind.simpleString() for kind in self.key_types),
+            self.partitions,
+            self.workers,
+            copy_left=not self.existence,
+        )
+        # One chain from the counts, so that Spark computes them once: each count partition's
+        # heaviest keys and totals, then the grids in one task (repartitioned, not
+        # coalesced: coalescing would run the counting in that one task).
+        local = counts.mapInArrow(LocalTop(tuple(keys), self.workers + 1), summaries)
+        return local.repartition(1).mapInArrow(task, schema)
 
     def plan(self, report: Report[JoinReport] | None) -> DataFrame:
         from pyspark.sql import functions as F

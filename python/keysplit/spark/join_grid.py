@@ -12,11 +12,17 @@ met twice would be kept twice.
 
 Each cell is a salt value ``s`` of the join's extra key column, chosen so that Spark's
 exchange, which sends a row to partition ``pmod(hash(keys, s), P)``, puts the cell on the
-least-loaded partition not yet holding a cell of the same key: the placement task gets
-every hot key's candidate salts with their partitions, computed by Spark's own ``hash``.
+least-loaded partition not yet holding a cell of the same key. :func:`spark_hash` is
+Spark's ``hash`` (Murmur3, seed 42) for the key types it covers (integers, dates,
+booleans, strings, binary); for another key type the cells take salts ``0, 1, ...`` and
+may share partitions, which costs balance, never exactness.
 
-This module runs in a Spark task on executors that may lack keysplit: it travels by value
-and needs only PyArrow.
+The hot keys are found in one linear chain of the plan, so that the counts are computed
+once: :class:`LocalTop` keeps each count partition's heaviest keys and its totals, and
+:class:`JoinGrid`, in one task, sums the totals and sizes the grids.
+
+This module runs in Spark tasks on executors that may lack keysplit: it travels by value
+and needs only PyArrow and NumPy.
 """
 
 from __future__ import annotations
@@ -36,11 +42,10 @@ LEFT_ROWS = PREFIX + "left_rows"
 RIGHT_ROWS = PREFIX + "right_rows"
 #: The key's hash, ``xxhash64(seed, keys)``: what the rows find their key's grid by.
 KEY_HASH = PREFIX + "key_hash"
-#: Cells the key needs.
-CELLS = PREFIX + "cells"
-#: A candidate salt and the partition Spark's exchange sends it to.
-SALT = PREFIX + "salt"
-PARTITION = PREFIX + "partition"
+#: The key's work, ``L + R + L·R`` (``L + R`` for a semi or anti join).
+WORK = PREFIX + "work"
+#: Marks :class:`LocalTop`'s row of a partition's totals.
+TOTALS = PREFIX + "totals"
 #: The grid: its rows, its columns and the salt of each cell, row-major.
 GRID_ROWS = PREFIX + "grid_rows"
 GRID_COLUMNS = PREFIX + "grid_columns"
@@ -67,15 +72,52 @@ def grid_shape(cells: int, left: int, right: int, *, copy_left: bool) -> tuple[i
 
 
 @dataclass(frozen=True)
-class JoinGrid:
-    """The placement task: hot keys (:data:`KEY_HASH`, ``keys``, :data:`LEFT_ROWS`,
-    :data:`RIGHT_ROWS`, :data:`CELLS`), one row per candidate :data:`SALT` with its
-    :data:`PARTITION` of ``partitions``, in one Spark partition, to each key's grid, one
-    row per key hash. A row of no cells holds both sides' total rows; it comes out as a
-    grid of no cells with null keys."""
+class LocalTop:
+    """Per partition of the count table (:data:`KEY_HASH`, ``keys``, :data:`LEFT_ROWS`,
+    :data:`RIGHT_ROWS`, :data:`WORK`): its ``count`` heaviest keys, then one row of its totals
+    (null keys, :data:`TOTALS` true). A key is in one partition, and a hot key has more than
+    ``1/workers`` of all work, so the partitions' ``workers`` heaviest hold every hot key."""
 
     keys: tuple[str, ...]
+    count: int
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        import numpy as np
+        import pyarrow as pa
+
+        received = list(batches)
+        if not received:
+            return
+        table = pa.Table.from_batches(received)
+        work = table.column(WORK).to_numpy(zero_copy_only=False)
+        hashes = table.column(KEY_HASH).to_numpy(zero_copy_only=False)
+        # Heaviest first, ties by the key's hash: the same rows in every run.
+        order = np.lexsort((hashes, -work))[: self.count]
+        top = table.take(pa.array(order)).append_column(TOTALS, pa.array(np.zeros(len(order), bool)))
+        totals = {
+            KEY_HASH: pa.nulls(1, pa.int64()),
+            **{name: pa.nulls(1, table.schema.field(name).type) for name in self.keys},
+            LEFT_ROWS: pa.array([int(table.column(LEFT_ROWS).to_numpy().sum())], pa.int64()),
+            RIGHT_ROWS: pa.array([int(table.column(RIGHT_ROWS).to_numpy().sum())], pa.int64()),
+            WORK: pa.array([float(work.sum())], pa.float64()),
+            TOTALS: pa.array([True]),
+        }
+        yield from top.select(list(totals)).to_batches()
+        yield pa.RecordBatch.from_pydict(totals, schema=top.select(list(totals)).schema)
+
+
+@dataclass(frozen=True)
+class JoinGrid:
+    """The placement task: :class:`LocalTop`'s rows, in one Spark partition, to each hot
+    key's grid (:data:`KEY_HASH`, ``keys``, :data:`LEFT_ROWS`, :data:`RIGHT_ROWS`,
+    :data:`GRID_ROWS`, :data:`GRID_COLUMNS`, :data:`SALTS`), one row per key hash, then a
+    row of both sides' totals: null keys, a grid of no cells, and a hash no hot key has.
+    ``kinds`` are the keys' Spark types (``simpleString``), for :func:`spark_hash`."""
+
+    keys: tuple[str, ...]
+    kinds: tuple[str, ...]
     partitions: int
+    workers: int
     copy_left: bool
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -85,26 +127,23 @@ class JoinGrid:
         if not received:
             return
         table = pa.Table.from_batches(received)
-        candidates: dict[int, list[tuple[int, int]]] = {}
+        rows = table.to_pylist()
+        totals = [row for row in rows if row[TOTALS]]
+        left_total = sum(row[LEFT_ROWS] for row in totals)
+        right_total = sum(row[RIGHT_ROWS] for row in totals)
+        total_work = sum(row[WORK] for row in totals)
         facts: dict[int, tuple[tuple[Any, ...], int, int, int]] = {}
-        columns = [table.column(name).to_pylist() for name in self.keys]
-        hashes, left, right, cells = (table.column(n).to_pylist() for n in (KEY_HASH, LEFT_ROWS, RIGHT_ROWS, CELLS))
-        salts, partitions = table.column(SALT).to_pylist(), table.column(PARTITION).to_pylist()
-        totals = (0, 0)
-        for i in range(table.num_rows):
-            if cells[i] == 0:
-                totals = (left[i], right[i])
+        for row in rows:
+            if row[TOTALS] or total_work <= 0:
                 continue
-            key = tuple(column[i] for column in columns)
+            cells = min(self.partitions, math.ceil(row[WORK] * self.workers / total_work))
+            key = tuple(row[name] for name in self.keys)
+            held = facts.get(row[KEY_HASH])
             # Keys are found by their hash: of two hot keys of one hash (about one chance in
             # 10^13 for a thousand), the lighter stays cold, which is exact too.
-            held = facts.get(hashes[i])
-            if held is not None and held[0] != key and _work(held[1:]) >= _work((left[i], right[i], cells[i])):
+            if cells < 2 or (held is not None and _work(held[1:]) >= _work((row[LEFT_ROWS], row[RIGHT_ROWS], 0))):
                 continue
-            if held is None or held[0] != key:
-                candidates[hashes[i]] = []
-            facts[hashes[i]] = (key, left[i], right[i], cells[i])
-            candidates[hashes[i]].append((salts[i], partitions[i]))
+            facts[row[KEY_HASH]] = (key, row[LEFT_ROWS], row[RIGHT_ROWS], cells)
         # The cold keys' rows spread evenly: only the hot cells tell partitions apart.
         load = [0.0] * self.partitions
         out: dict[str, list[Any]] = {
@@ -114,27 +153,23 @@ class JoinGrid:
         # order is fixed by the counts and the hash, so every run places alike.
         for hashed in sorted(facts, key=lambda h: (-_work(facts[h][1:]), h)):
             key, left_rows, right_rows, wanted = facts[hashed]
-            rows, cols = grid_shape(wanted, left_rows, right_rows, copy_left=self.copy_left)
-            cell_load = left_rows / rows + right_rows / cols + left_rows * right_rows / (rows * cols)
-            # One salt per partition (the smallest): a key's cells want distinct partitions.
-            firsts: dict[int, int] = {}
-            for salt, part in sorted(candidates[hashed]):
-                firsts.setdefault(part, salt)
-            options = sorted((salt, part) for part, salt in firsts.items())
+            rows_, cols = grid_shape(wanted, left_rows, right_rows, copy_left=self.copy_left)
+            cell_load = left_rows / rows_ + right_rows / cols + left_rows * right_rows / (rows_ * cols)
+            options = self.salts(key, rows_ * cols)
             used: set[int] = set()
             chosen: list[int] = []
-            for _ in range(rows * cols):
+            for _ in range(rows_ * cols):
                 fresh = [(salt, part) for salt, part in options if part not in used] or options
                 salt, part = min(fresh, key=lambda option: (load[option[1]], option[0]))
                 chosen.append(salt)
                 used.add(part)
                 load[part] += cell_load
-            _append(out, (hashed, *key, left_rows, right_rows, rows, cols, chosen))
-        # The totals' row: null keys, a grid of no cells, and a hash no hot key has, so that
-        # the table is never empty (Spark drops a join with an empty side from the plan, and
-        # the report's observation with it) and joins each row once at most.
+            _append(out, (hashed, *key, left_rows, right_rows, rows_, cols, chosen))
+        # The totals' row: its hash is none of the hot keys', so that the table is never empty
+        # (Spark drops a join with an empty side from the plan, and the report's observation
+        # with it) and joins each row once at most.
         free = next(value for value in range(len(facts) + 1) if value not in facts)
-        _append(out, (free, *[None] * len(self.keys), totals[0], totals[1], 0, 0, []))
+        _append(out, (free, *[None] * len(self.keys), left_total, right_total, 0, 0, []))
         schema = pa.schema(
             [
                 pa.field(KEY_HASH, pa.int64()),
@@ -148,6 +183,18 @@ class JoinGrid:
         )
         yield pa.RecordBatch.from_pydict(out, schema=schema)
 
+    def salts(self, key: tuple[Any, ...], cells: int) -> list[tuple[int, int]]:
+        """Candidate salts of ``key`` with their partitions, one per partition (the
+        smallest salt): enough for ``cells`` cells to find partitions of their own. Without
+        :func:`spark_hash` for the key's types, salts ``0..cells-1`` on unknown partitions."""
+        if not all(kind in _HASHED for kind in self.kinds):
+            return [(salt, -1 - salt) for salt in range(cells)]
+        firsts: dict[int, int] = {}
+        for salt in range(min(4 * self.partitions, max(64, 8 * cells))):
+            part = spark_hash((*key, salt), (*self.kinds, "int")) % self.partitions
+            firsts.setdefault(part, salt)
+        return sorted((salt, part) for part, salt in firsts.items())
+
 
 def _work(counts: tuple[int, int, int]) -> int:
     left, right, _ = counts
@@ -157,3 +204,76 @@ def _work(counts: tuple[int, int, int]) -> int:
 def _append(out: dict[str, list[Any]], row: tuple[Any, ...]) -> None:
     for column, value in zip(out.values(), row, strict=True):
         column.append(value)
+
+
+# --- Spark's ``hash``: Murmur3_x86_32 as Spark applies it, seed 42 -----------------------
+
+_MASK = 0xFFFFFFFF
+_C1, _C2 = 0xCC9E2D51, 0x1B873593
+#: The key types :func:`spark_hash` covers (Spark's ``simpleString``).
+_HASHED = frozenset({"tinyint", "smallint", "int", "bigint", "date", "boolean", "string", "binary"})
+
+
+def _rotl(x: int, r: int) -> int:
+    return ((x << r) | (x >> (32 - r))) & _MASK
+
+
+def _mix_k1(k1: int) -> int:
+    return (_rotl((k1 * _C1) & _MASK, 15) * _C2) & _MASK
+
+
+def _mix_h1(h1: int, k1: int) -> int:
+    return (_rotl(h1 ^ k1, 13) * 5 + 0xE6546B64) & _MASK
+
+
+def _fmix(h1: int, length: int) -> int:
+    h1 ^= length
+    h1 ^= h1 >> 16
+    h1 = (h1 * 0x85EBCA6B) & _MASK
+    h1 ^= h1 >> 13
+    h1 = (h1 * 0xC2B2AE35) & _MASK
+    return h1 ^ (h1 >> 16)
+
+
+def _hash_int(value: int, seed: int) -> int:
+    return _fmix(_mix_h1(seed, _mix_k1(value & _MASK)), 4)
+
+
+def _hash_long(value: int, seed: int) -> int:
+    value &= 0xFFFFFFFFFFFFFFFF
+    return _fmix(_mix_h1(_mix_h1(seed, _mix_k1(value & _MASK)), _mix_k1(value >> 32)), 8)
+
+
+def _hash_bytes(data: bytes, seed: int) -> int:
+    """Spark's ``hashUnsafeBytes``: little-endian words, then each byte left, signed, alone."""
+    h1 = seed
+    aligned = len(data) - len(data) % 4
+    for i in range(0, aligned, 4):
+        h1 = _mix_h1(h1, _mix_k1(int.from_bytes(data[i : i + 4], "little")))
+    for byte in data[aligned:]:
+        h1 = _mix_h1(h1, _mix_k1((byte - 256 if byte > 127 else byte) & _MASK))
+    return _fmix(h1, len(data))
+
+
+def spark_hash(values: tuple[Any, ...], kinds: tuple[str, ...], seed: int = 42) -> int:
+    """Spark's ``hash(values...)`` for columns of ``kinds``: a signed 32-bit int; a null
+    value leaves the hash as it was."""
+    import datetime
+
+    h = seed
+    for value, kind in zip(values, kinds, strict=True):
+        if value is None:
+            continue
+        if kind in ("tinyint", "smallint", "int", "boolean"):
+            h = _hash_int(int(value), h)
+        elif kind == "date":
+            h = _hash_int((value - datetime.date(1970, 1, 1)).days, h)
+        elif kind == "bigint":
+            h = _hash_long(value, h)
+        elif kind == "string":
+            h = _hash_bytes(value.encode("utf-8"), h)
+        elif kind == "binary":
+            h = _hash_bytes(bytes(value), h)
+        else:
+            raise TypeError(f"spark_hash does not cover {kind}")
+    return h - (1 << 32) if h >= 1 << 31 else h
