@@ -281,6 +281,26 @@ def test_the_grid_task_puts_each_cell_on_a_partition_of_its_own():
     assert sorted(placed) == list(range(partitions))
 
 
+def test_a_grid_of_more_cells_than_partitions_never_repeats_a_salt():
+    import pyarrow as pa
+
+    from keysplit.spark.join_grid import KEY_HASH, LEFT_ROWS, RIGHT_ROWS, SALTS, TOTALS, WORK, JoinGrid
+
+    # One key hot on both sides over 5 partitions: 5 cells wanted, a grid of 2 × 3, one
+    # partition twice; a repeated salt would make two cells one, and their rows meet twice.
+    # Also for a key type the ported hash does not cover.
+    rows = [(7, 1, 1_000, 1_000, 1_002_000.0, False), (None, None, 1_100, 1_100, 1_002_000.0 + 200, True)]
+    names = (KEY_HASH, "k", LEFT_ROWS, RIGHT_ROWS, WORK, TOTALS)
+    types = (pa.int64(), pa.int64(), pa.int64(), pa.int64(), pa.float64(), pa.bool_())
+    table = pa.table([pa.array([row[i] for row in rows], types[i]) for i in range(len(names))], names=names)
+    for kinds, workers in ((("bigint",), 5), (("bigint",), 9), (("decimal(20,0)",), 9)):
+        task = JoinGrid(("k",), kinds, 5, workers, copy_left=True)
+        grid = pa.Table.from_batches(list(task(iter(table.to_batches())))).to_pylist()[0]
+        salts = grid[SALTS]
+        assert len(salts) == grid["__keysplit_join_grid_rows"] * grid["__keysplit_join_grid_columns"] == 6
+        assert len(set(salts)) == len(salts)
+
+
 def test_spark_hash_is_sparks(spark):
     # The cells' partitions are computed in Python: they must be the ones Spark's exchange picks.
     frame = spark.spark.sql(

@@ -159,8 +159,11 @@ class JoinGrid:
             used: set[int] = set()
             chosen: list[int] = []
             for _ in range(rows_ * cols):
+                # Never one salt for two cells (their rows would meet twice); a partition of
+                # its own while there is one.
                 fresh = [(salt, part) for salt, part in options if part not in used] or options
                 salt, part = min(fresh, key=lambda option: (load[option[1]], option[0]))
+                options.remove((salt, part))
                 chosen.append(salt)
                 used.add(part)
                 load[part] += cell_load
@@ -184,16 +187,14 @@ class JoinGrid:
         yield pa.RecordBatch.from_pydict(out, schema=schema)
 
     def salts(self, key: tuple[Any, ...], cells: int) -> list[tuple[int, int]]:
-        """Candidate salts of ``key`` with their partitions, one per partition (the
-        smallest salt): enough for ``cells`` cells to find partitions of their own. Without
-        :func:`spark_hash` for the key's types, salts ``0..cells-1`` on unknown partitions."""
+        """Candidate salts of ``key`` with their partitions, at least ``cells`` of them and
+        enough for the cells to find partitions of their own. Without :func:`spark_hash` for
+        the key's types, salts ``0..cells-1``, their partitions unknown (taken as
+        ``salt mod P`` for the load count only)."""
         if not all(kind in _HASHED for kind in self.kinds):
-            return [(salt, -1 - salt) for salt in range(cells)]
-        firsts: dict[int, int] = {}
-        for salt in range(min(4 * self.partitions, max(64, 8 * cells))):
-            part = spark_hash((*key, salt), (*self.kinds, "int")) % self.partitions
-            firsts.setdefault(part, salt)
-        return sorted((salt, part) for part, salt in firsts.items())
+            return [(salt, salt % self.partitions) for salt in range(cells)]
+        tried = max(cells, min(4 * self.partitions, max(64, 8 * cells)))
+        return [(salt, spark_hash((*key, salt), (*self.kinds, "int")) % self.partitions) for salt in range(tried)]
 
 
 def _work(counts: tuple[int, int, int]) -> int:
