@@ -320,6 +320,30 @@ class SparkStatus:
                     )
         return stages
 
+    def largest_build_side(self, first: int) -> int:
+        """The largest hash table a hash join built in one task, in bytes, over the SQL
+        executions from id ``first`` on (Spark's SQL metric "data size of build side", whose
+        memory the tasks' ``peakExecutionMemory`` leaves out); 0 without a hash join."""
+        largest = 0
+        for execution in self._executions(first):
+            detail = self._get(f"applications/{self.app}/sql/{execution['id']}?details=true&planDescription=false")
+            for node in detail.get("nodes", []):
+                for metric in node.get("metrics", []):
+                    if metric["name"] == "data size of build side":
+                        # "total (min, med, max (stageId: taskId))\n<total> (<min>, <med>, <max> (...))",
+                        # or one size for one task.
+                        sizes = [_bytes(number, unit) for number, unit in _SIZE.findall(metric["value"])]
+                        largest = max(largest, sizes[3] if len(sizes) >= 4 else max(sizes, default=0))
+        return largest
+
+
+_SIZE = re.compile(r"([0-9][0-9.,]*) (B|KiB|MiB|GiB|TiB)\b")
+_UNITS = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40}
+
+
+def _bytes(number: str, unit: str) -> int:
+    return int(float(number.replace(",", "")) * _UNITS[unit])
+
 
 def stage_figures(
     stage: dict[str, Any], seconds: list[float], records: list[int], execution: int, phase: str

@@ -98,7 +98,10 @@ def test_every_join_type_equals_sparks_with_the_hot_key_on_either_side(spark, ta
         grid = report.get.hot.row(0, named=True)
         big, small = ("grid_rows", "grid_columns") if left is facts else ("grid_columns", "grid_rows")
         assert grid["key"] == 0 and grid[big] > 1 and grid[small] == 1
-        assert grid["copied"] == (1 if how in ("left_semi", "left_anti") else 3) * (grid[big] - 1)
+        assert report.get.rows_copied == (1 if how in ("left_semi", "left_anti") else 3) * (grid[big] - 1)
+        # Key 0's 100,100 facts, estimated from the sample within the bound given.
+        side = "left" if left is facts else "right"
+        assert abs(grid[f"{side}_rows"] - 100_100) <= grid[f"{side}_error"] < 10_000
 
 
 def test_output_skew_is_split_over_a_grid_of_both_sides(spark):
@@ -115,7 +118,7 @@ def test_output_skew_is_split_over_a_grid_of_both_sides(spark):
         assert ours.groupBy("k").sum("v", "w").exceptAll(theirs.groupBy("k").sum("v", "w")).isEmpty()
         row = report.get.hot.row(0, named=True)
         assert row["k"] == 0 and row["grid_rows"] > 1 and row["grid_columns"] > 1
-        assert row["copied"] == 2_000 * (row["grid_columns"] - 1) + 1_000 * (row["grid_rows"] - 1)
+        assert report.get.rows_copied == 2_000 * (row["grid_columns"] - 1) + 1_000 * (row["grid_rows"] - 1)
 
 
 @pytest.mark.parametrize("kind", ["string", "binary", "date", "int"])
@@ -281,10 +284,55 @@ def test_the_grid_task_puts_each_cell_on_a_partition_of_its_own():
     assert sorted(placed) == list(range(partitions))
 
 
+def test_a_sampled_key_whose_other_side_the_sample_missed_is_sized_for_its_output():
+    import pyarrow as pa
+
+    from keysplit.spark.join_grid import (
+        CELLS,
+        GRID_COLUMNS,
+        GRID_ROWS,
+        KEY_HASH,
+        LEFT_ROWS,
+        RIGHT_ROWS,
+        SALTS,
+        TOTALS,
+        WORK,
+        JoinGrid,
+    )
+
+    # Counts from a 2 % sample: key 1's 1,000 sampled left rows (50,000), no right row seen
+    # (a dimension's few rows of it may still be there, and each left row would output one
+    # per row); key 2 seen on both sides, its output most of the work; key 3 is cold.
+    fraction, partitions, workers = 0.02, 16, 16
+    rows = [
+        (11, 1, 50_000, 0, 50_000.0, False),
+        (22, 2, 10_000, 50, 10_050.0 + 10_000 * 50, False),
+        (33, 3, 1_000, 0, 1_000.0, False),
+        (None, None, 100_000, 5_000, 600_000.0, True),
+    ]
+    names = (KEY_HASH, "k", LEFT_ROWS, RIGHT_ROWS, WORK, TOTALS)
+    types = (pa.int64(), pa.int64(), pa.int64(), pa.int64(), pa.float64(), pa.bool_())
+    table = pa.table([pa.array([row[i] for row in rows], types[i]) for i in range(len(names))], names=names)
+    task = JoinGrid(("k",), ("bigint",), partitions, workers, copy_left=True, fraction=fraction)
+    # The rule of three: no row in a 2 % sample bounds the count by 150 (95 %).
+    assert task.upper(0) == pytest.approx(150) and task.upper(50_000) > 50_000
+    assert JoinGrid(("k",), ("bigint",), 8, 8, copy_left=True).upper(1_234) == 1_234  # exact counts
+    grids = {row["k"]: row for row in pa.Table.from_batches(list(task(iter(table.to_batches())))).to_pylist()}
+    assert set(grids) == {1, 2, None}
+    # Key 1's sampled work is 4/3 of a mean task's: 2 cells. But with the up to 150 right rows
+    # the sample may have missed it could output 50,000 · 150 rows: every partition; its left
+    # rows are never copied (no right row is known to exist), the right ones down its column.
+    assert (grids[1][GRID_ROWS], grids[1][GRID_COLUMNS]) == (partitions, 1)
+    assert grids[1][CELLS] == grids[1][SALTS] * 2
+    # Key 2 (13.6 mean tasks' work): every partition too, its 50 right rows copied, not its
+    # 10,000 left ones.
+    assert (grids[2][GRID_ROWS], grids[2][GRID_COLUMNS]) == (partitions, 1)
+
+
 def test_a_grid_of_more_cells_than_partitions_never_repeats_a_salt():
     import pyarrow as pa
 
-    from keysplit.spark.join_grid import KEY_HASH, LEFT_ROWS, RIGHT_ROWS, SALTS, TOTALS, WORK, JoinGrid
+    from keysplit.spark.join_grid import CELLS, KEY_HASH, LEFT_ROWS, RIGHT_ROWS, SALTS, TOTALS, WORK, JoinGrid
 
     # One key hot on both sides over 5 partitions: 5 cells wanted, a grid of 2 × 3, one
     # partition twice; a repeated salt would make two cells one, and their rows meet twice.
@@ -299,6 +347,9 @@ def test_a_grid_of_more_cells_than_partitions_never_repeats_a_salt():
         salts = grid[SALTS]
         assert len(salts) == grid["__keysplit_join_grid_rows"] * grid["__keysplit_join_grid_columns"] == 6
         assert len(set(salts)) == len(salts)
+        # Column-major too: a right row's cells, down its grid column, side by side.
+        rows_, columns = grid["__keysplit_join_grid_rows"], grid["__keysplit_join_grid_columns"]
+        assert grid[CELLS] == salts + [salts[a * columns + b] for b in range(columns) for a in range(rows_)]
 
 
 def test_spark_hash_is_sparks(spark):

@@ -1,13 +1,15 @@
 """Where a hot join key's rows meet: a grid of ``r × c`` cells, each on a shuffle partition of its own.
 
 A hot key with ``L`` rows on the left and ``R`` on the right is given ``g`` cells, the
-fewest that keep each cell's work at or below a mean task's (see :mod:`keysplit.spark.join`).
+fewest that keep each cell's work at or below a mean task's (see :mod:`keysplit.spark.join`)
+when ``L`` and ``R`` are at the upper bounds of their estimates from a sample.
 Its left rows are spread over ``r`` grid rows and each is copied to the ``c`` cells of its
 grid row; its right rows are spread over ``c`` grid columns and copied to the ``r`` cells of
 their column; so each pair of a left and a right row meets in exactly one cell, the grid of
 tresata/spark-skewjoin. ``r`` and ``c`` minimise the rows copied, ``L·c + R·r``, for
-``r·c ≥ g``: ``r ≈ √(g·L/R)``. A key on one side only (``R = 0``) is spread over ``g`` rows
-and copied nowhere; a semi or anti join copies no left row (``c = 1``), since a left row
+``r·c ≥ g``: ``r ≈ √(g·L/R)``. A key the sample saw on one side only (``R = 0``) is
+spread over ``g`` rows and its rows copied nowhere (a right row the sample missed is copied
+down its one column); a semi or anti join copies no left row (``c = 1``), since a left row
 met twice would be kept twice.
 
 Each cell is a salt value ``s`` of the join's extra key column, chosen so that Spark's
@@ -17,7 +19,7 @@ Spark's ``hash`` (Murmur3, seed 42) for the key types it covers (integers, dates
 booleans, strings, binary); for another key type the cells take salts ``0, 1, ...`` and
 may share partitions, which costs balance, never exactness.
 
-The hot keys are found in one linear chain of the plan, so that the counts are computed
+The hot keys are found in one linear chain of the plan, so that the sample is counted
 once: :class:`LocalTop` keeps each count partition's heaviest keys and its totals, and
 :class:`JoinGrid`, in one task, sums the totals and sizes the grids.
 
@@ -37,10 +39,10 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
 PREFIX = "__keysplit_join_"
-#: Rows of the key on the left and on the right (exact counts).
+#: Rows of the key on the left and on the right (estimated from a sample, or exact).
 LEFT_ROWS = PREFIX + "left_rows"
 RIGHT_ROWS = PREFIX + "right_rows"
-#: The key's hash, ``xxhash64(seed, keys)``: what the rows find their key's grid by.
+#: The key's hash, ``xxhash64(seed, keys)``: what the grid task orders and tells keys apart by.
 KEY_HASH = PREFIX + "key_hash"
 #: The key's work, ``L + R + L·R`` (``L + R`` for a semi or anti join).
 WORK = PREFIX + "work"
@@ -50,6 +52,12 @@ TOTALS = PREFIX + "totals"
 GRID_ROWS = PREFIX + "grid_rows"
 GRID_COLUMNS = PREFIX + "grid_columns"
 SALTS = PREFIX + "salts"
+#: What a row reads its cells from: the salts row-major (a grid row's, a left row's cells,
+#: side by side), then column-major (a right row's). One column for both sides, so that
+#: Spark broadcasts one table.
+CELLS = PREFIX + "cells"
+#: Which sides the counts saw rows of the key on: 1 the left, 2 the right (both: 3).
+SEEN = PREFIX + "seen"
 
 
 def grid_shape(cells: int, left: int, right: int, *, copy_left: bool) -> tuple[int, int]:
@@ -119,6 +127,27 @@ class JoinGrid:
     partitions: int
     workers: int
     copy_left: bool
+    #: The fraction of each side's rows the counts are of (1: exact counts).
+    fraction: float = 1.0
+
+    def upper(self, estimate: int) -> float:
+        """A 95 % upper bound of a count estimated as ``n/fraction`` from ``n`` sampled rows
+        (Poisson: ``n + 2√n + 3``; the rule of three when ``n = 0``)."""
+        if self.fraction >= 1:
+            return float(estimate)
+        sampled = estimate * self.fraction
+        return (sampled + 2 * math.sqrt(sampled) + 3) / self.fraction
+
+    def cells(self, left: int, right: int, work: float, total_work: float) -> int:
+        """A key's cells: 0 when its work is at most a mean task's, else enough for the work
+        its rows could output at the counts' upper bounds (a side sampled small, such as a
+        dimension's one row, may hold more than the sample saw, and copying a small side to
+        more cells costs little)."""
+        if work * self.workers <= total_work:
+            return 0
+        if self.copy_left:
+            work = max(work, left + right + self.upper(left) * self.upper(right))
+        return min(self.partitions, math.ceil(work * self.workers / total_work))
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         import pyarrow as pa
@@ -136,7 +165,7 @@ class JoinGrid:
         for row in rows:
             if row[TOTALS] or total_work <= 0:
                 continue
-            cells = min(self.partitions, math.ceil(row[WORK] * self.workers / total_work))
+            cells = self.cells(row[LEFT_ROWS], row[RIGHT_ROWS], row[WORK], total_work)
             key = tuple(row[name] for name in self.keys)
             held = facts.get(row[KEY_HASH])
             # Keys are found by their hash: of two hot keys of one hash (about one chance in
@@ -147,7 +176,8 @@ class JoinGrid:
         # The cold keys' rows spread evenly: only the hot cells tell partitions apart.
         load = [0.0] * self.partitions
         out: dict[str, list[Any]] = {
-            name: [] for name in (KEY_HASH, *self.keys, LEFT_ROWS, RIGHT_ROWS, GRID_ROWS, GRID_COLUMNS, SALTS)
+            name: []
+            for name in (KEY_HASH, *self.keys, LEFT_ROWS, RIGHT_ROWS, GRID_ROWS, GRID_COLUMNS, SALTS, CELLS, SEEN)
         }
         # Heaviest key first, so that the largest cells take the emptiest partitions; the
         # order is fixed by the counts and the hash, so every run places alike.
@@ -167,12 +197,13 @@ class JoinGrid:
                 chosen.append(salt)
                 used.add(part)
                 load[part] += cell_load
-            _append(out, (hashed, *key, left_rows, right_rows, rows_, cols, chosen))
-        # The totals' row: its hash is none of the hot keys', so that the table is never empty
-        # (Spark drops a join with an empty side from the plan, and the report's observation
-        # with it) and joins each row once at most.
+            by_column = [chosen[a * cols + b] for b in range(cols) for a in range(rows_)]
+            seen = (left_rows > 0) + 2 * (right_rows > 0)
+            _append(out, (hashed, *key, left_rows, right_rows, rows_, cols, chosen, chosen + by_column, seen))
+        # The totals' row, for the report's shares: null keys, which match no row, and a hash
+        # none of the hot keys has.
         free = next(value for value in range(len(facts) + 1) if value not in facts)
-        _append(out, (free, *[None] * len(self.keys), left_total, right_total, 0, 0, []))
+        _append(out, (free, *[None] * len(self.keys), left_total, right_total, 0, 0, [], [], 0))
         schema = pa.schema(
             [
                 pa.field(KEY_HASH, pa.int64()),
@@ -182,6 +213,8 @@ class JoinGrid:
                 pa.field(GRID_ROWS, pa.int32()),
                 pa.field(GRID_COLUMNS, pa.int32()),
                 pa.field(SALTS, pa.list_(pa.int32())),
+                pa.field(CELLS, pa.list_(pa.int32())),
+                pa.field(SEEN, pa.int32()),
             ]
         )
         yield pa.RecordBatch.from_pydict(out, schema=schema)
