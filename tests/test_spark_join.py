@@ -254,10 +254,17 @@ def test_the_grid_copies_the_fewest_rows(cells, left, right):
     assert grid_shape(cells, left, right, copy_left=False) == (cells, 1)
 
 
+def _salts(grid: dict) -> list[int]:
+    """A grid task's output row's salts, row-major: the first ``r·c`` of its cells."""
+    from keysplit.spark.join_grid import CELLS, GRID_COLUMNS, GRID_ROWS
+
+    return grid[CELLS][: grid[GRID_ROWS] * grid[GRID_COLUMNS]]
+
+
 def test_the_grid_task_puts_each_cell_on_a_partition_of_its_own():
     import pyarrow as pa
 
-    from keysplit.spark.join_grid import KEY_HASH, LEFT_ROWS, RIGHT_ROWS, SALTS, TOTALS, WORK, JoinGrid, spark_hash
+    from keysplit.spark.join_grid import KEY_HASH, LEFT_ROWS, RIGHT_ROWS, TOTALS, WORK, JoinGrid, spark_hash
 
     partitions, workers = 8, 8
     # Two partitions' heaviest keys and totals: key 10 holds 5/8 of the work, key 20 3/8 of
@@ -277,10 +284,12 @@ def test_the_grid_task_puts_each_cell_on_a_partition_of_its_own():
     out = pa.Table.from_batches(list(task(iter(table.to_batches()))))
     grids = {row["k"]: row for row in out.to_pylist()}
     assert set(grids) == {10, 20, None}  # key 30 lost its hash to the heavier key 10; key 40 is cold
-    assert grids[None][LEFT_ROWS] == 98_010 and grids[None][RIGHT_ROWS] == 4 and grids[None][SALTS] == []
-    placed = [spark_hash((key, salt), ("bigint", "int")) % partitions for key in (10, 20) for salt in grids[key][SALTS]]
+    assert grids[None][LEFT_ROWS] == 98_010 and grids[None][RIGHT_ROWS] == 4 and _salts(grids[None]) == []
+    placed = [
+        spark_hash((key, salt), ("bigint", "int")) % partitions for key in (10, 20) for salt in _salts(grids[key])
+    ]
     # 5 + 3 cells (⌈8 · work / W⌉) on the 8 partitions: one each.
-    assert [len(grids[key][SALTS]) for key in (10, 20)] == [5, 3]
+    assert [len(_salts(grids[key])) for key in (10, 20)] == [5, 3]
     assert sorted(placed) == list(range(partitions))
 
 
@@ -294,7 +303,6 @@ def test_a_sampled_key_whose_other_side_the_sample_missed_is_sized_for_its_outpu
         KEY_HASH,
         LEFT_ROWS,
         RIGHT_ROWS,
-        SALTS,
         TOTALS,
         WORK,
         JoinGrid,
@@ -323,7 +331,7 @@ def test_a_sampled_key_whose_other_side_the_sample_missed_is_sized_for_its_outpu
     # the sample may have missed it could output 50,000 · 150 rows: every partition; its left
     # rows are never copied (no right row is known to exist), the right ones down its column.
     assert (grids[1][GRID_ROWS], grids[1][GRID_COLUMNS]) == (partitions, 1)
-    assert grids[1][CELLS] == grids[1][SALTS] * 2
+    assert grids[1][CELLS] == _salts(grids[1]) * 2
     # Key 2 (13.6 mean tasks' work): every partition too, its 50 right rows copied, not its
     # 10,000 left ones.
     assert (grids[2][GRID_ROWS], grids[2][GRID_COLUMNS]) == (partitions, 1)
@@ -332,7 +340,7 @@ def test_a_sampled_key_whose_other_side_the_sample_missed_is_sized_for_its_outpu
 def test_a_grid_of_more_cells_than_partitions_never_repeats_a_salt():
     import pyarrow as pa
 
-    from keysplit.spark.join_grid import CELLS, KEY_HASH, LEFT_ROWS, RIGHT_ROWS, SALTS, TOTALS, WORK, JoinGrid
+    from keysplit.spark.join_grid import CELLS, KEY_HASH, LEFT_ROWS, RIGHT_ROWS, TOTALS, WORK, JoinGrid
 
     # One key hot on both sides over 5 partitions: 5 cells wanted, a grid of 2 × 3, one
     # partition twice; a repeated salt would make two cells one, and their rows meet twice.
@@ -344,7 +352,7 @@ def test_a_grid_of_more_cells_than_partitions_never_repeats_a_salt():
     for kinds, workers in ((("bigint",), 5), (("bigint",), 9), (("decimal(20,0)",), 9)):
         task = JoinGrid(("k",), kinds, 5, workers, copy_left=True)
         grid = pa.Table.from_batches(list(task(iter(table.to_batches())))).to_pylist()[0]
-        salts = grid[SALTS]
+        salts = _salts(grid)
         assert len(salts) == grid["__keysplit_join_grid_rows"] * grid["__keysplit_join_grid_columns"] == 6
         assert len(set(salts)) == len(salts)
         # Column-major too: a right row's cells, down its grid column, side by side.

@@ -56,7 +56,6 @@ from keysplit.spark.join_grid import (
     LEFT_ROWS,
     PREFIX,
     RIGHT_ROWS,
-    SALTS,
     SEEN,
     TOTALS,
     WORK,
@@ -393,7 +392,6 @@ class SkewJoin:
                 StructField(RIGHT_ROWS, LongType(), False),
                 StructField(GRID_ROWS, IntegerType(), False),
                 StructField(GRID_COLUMNS, IntegerType(), False),
-                StructField(SALTS, ArrayType(IntegerType(), False), False),
                 StructField(CELLS, ArrayType(IntegerType(), False), False),
                 StructField(SEEN, IntegerType(), False),
             ]
@@ -445,7 +443,7 @@ class SkewJoin:
                     F.count(F.when(self.present(), F.lit(1))).alias("rows"),
                     F.coalesce(F.sum(F.when(is_hot, column(copies) - 1)), F.lit(0)).alias("copied"),
                 )
-            # Null for a cold key's row.
+            # Hashed only for a hot key's row (a cold one's cells are null).
             rows_, columns = column(GRID_ROWS), column(GRID_COLUMNS)
             if name == "left":
                 grid_row = F.pmod(self.row_hash(name), rows_).cast("int")
@@ -453,7 +451,7 @@ class SkewJoin:
             else:
                 grid_column = F.pmod(self.row_hash(name), columns).cast("int")
                 cells = F.slice(column(CELLS), rows_ * columns + grid_column * rows_ + 1, rows_)
-            return side.withColumn(_ROW_CELLS, cells)
+            return side.withColumn(_ROW_CELLS, F.when(is_hot, cells))
 
         left, right = tagged(left, tables[0], 2), tagged(right, tables[1], 3)
         if report is not None:

@@ -48,13 +48,12 @@ KEY_HASH = PREFIX + "key_hash"
 WORK = PREFIX + "work"
 #: Marks :class:`LocalTop`'s row of a partition's totals.
 TOTALS = PREFIX + "totals"
-#: The grid: its rows, its columns and the salt of each cell, row-major.
+#: The grid: its rows and its columns.
 GRID_ROWS = PREFIX + "grid_rows"
 GRID_COLUMNS = PREFIX + "grid_columns"
-SALTS = PREFIX + "salts"
-#: What a row reads its cells from: the salts row-major (a grid row's, a left row's cells,
-#: side by side), then column-major (a right row's). One column for both sides, so that
-#: Spark broadcasts one table.
+#: The salt of each cell, row-major (a grid row's, a left row's cells, side by side), then
+#: again column-major (a right row's): what a row reads its cells from. One column for both
+#: sides, so that Spark broadcasts one table.
 CELLS = PREFIX + "cells"
 #: Which sides the counts saw rows of the key on: 1 the left, 2 the right (both: 3).
 SEEN = PREFIX + "seen"
@@ -118,7 +117,7 @@ class LocalTop:
 class JoinGrid:
     """The placement task: :class:`LocalTop`'s rows, in one Spark partition, to each hot
     key's grid (:data:`KEY_HASH`, ``keys``, :data:`LEFT_ROWS`, :data:`RIGHT_ROWS`,
-    :data:`GRID_ROWS`, :data:`GRID_COLUMNS`, :data:`SALTS`), one row per key hash, then a
+    :data:`GRID_ROWS`, :data:`GRID_COLUMNS`, :data:`CELLS`, :data:`SEEN`), one row per key hash, then a
     row of both sides' totals: null keys, a grid of no cells, and a hash no hot key has.
     ``kinds`` are the keys' Spark types (``simpleString``), for :func:`spark_hash`."""
 
@@ -176,8 +175,7 @@ class JoinGrid:
         # The cold keys' rows spread evenly: only the hot cells tell partitions apart.
         load = [0.0] * self.partitions
         out: dict[str, list[Any]] = {
-            name: []
-            for name in (KEY_HASH, *self.keys, LEFT_ROWS, RIGHT_ROWS, GRID_ROWS, GRID_COLUMNS, SALTS, CELLS, SEEN)
+            name: [] for name in (KEY_HASH, *self.keys, LEFT_ROWS, RIGHT_ROWS, GRID_ROWS, GRID_COLUMNS, CELLS, SEEN)
         }
         # Heaviest key first, so that the largest cells take the emptiest partitions; the
         # order is fixed by the counts and the hash, so every run places alike.
@@ -199,11 +197,11 @@ class JoinGrid:
                 load[part] += cell_load
             by_column = [chosen[a * cols + b] for b in range(cols) for a in range(rows_)]
             seen = (left_rows > 0) + 2 * (right_rows > 0)
-            _append(out, (hashed, *key, left_rows, right_rows, rows_, cols, chosen, chosen + by_column, seen))
+            _append(out, (hashed, *key, left_rows, right_rows, rows_, cols, chosen + by_column, seen))
         # The totals' row, for the report's shares: null keys, which match no row, and a hash
         # none of the hot keys has.
         free = next(value for value in range(len(facts) + 1) if value not in facts)
-        _append(out, (free, *[None] * len(self.keys), left_total, right_total, 0, 0, [], [], 0))
+        _append(out, (free, *[None] * len(self.keys), left_total, right_total, 0, 0, [], 0))
         schema = pa.schema(
             [
                 pa.field(KEY_HASH, pa.int64()),
@@ -212,7 +210,6 @@ class JoinGrid:
                 pa.field(RIGHT_ROWS, pa.int64()),
                 pa.field(GRID_ROWS, pa.int32()),
                 pa.field(GRID_COLUMNS, pa.int32()),
-                pa.field(SALTS, pa.list_(pa.int32())),
                 pa.field(CELLS, pa.list_(pa.int32())),
                 pa.field(SEEN, pa.int32()),
             ]
