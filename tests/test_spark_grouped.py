@@ -191,6 +191,15 @@ def test_uniform_keys_split_nothing_and_merge_nothing(spark, tmp_path):
     assert report.split.height == 0 and report.merge_calls.height == 0 and report.merge_rows == 0
     assert report.calls.height == report.keys == 2_000
     assert report.replication_factor == 1.0
+    # The hottest key holds about 1/8 of a worker's mean load: nothing is worth placing, and
+    # every key goes to its hash worker (the placement table is empty; adaptive execution
+    # drops it, with its join).
+    assert report.hot_keys is not None and report.hot_keys.height == 0
+    from pyspark.sql import functions as F
+
+    hashed = frame.groupBy(F.pmod(F.xxhash64(F.lit(0), "key"), F.lit(16)).alias("worker")).count().collect()
+    by_worker = {row["worker"]: row["count"] for row in hashed}
+    assert report.worker_rows == [by_worker.get(w, 0) for w in range(16)]
 
 
 def test_aqe_coalescing_cannot_undo_the_spread(spark, zipf_frame):

@@ -10,6 +10,9 @@ Spark cannot split it (adaptive execution splits skewed partitions of joins only
    share ``p`` over ``⌈p·n⌉`` workers chosen least loaded first, the others whole on a
    least-loaded worker. That is the replication of the offline bound γ*: no key is split
    that need not be. The table is broadcast; every other key goes whole to a hash worker.
+   When even the hottest key holds no more than a quarter of a worker's mean load
+   (:data:`WHOLE_KEY_PLACED_FROM`), the table is empty, no task places it, and adaptive
+   execution drops its join: Spark's own hash placement.
    Spark runs this pass as a job of the same query, before the function stage: it reads
    the input once more (only the key column) and shuffles one row per key and partition.
    With ``grouper=`` an online keysplit grouper routes instead, one per input partition
@@ -86,6 +89,12 @@ if TYPE_CHECKING:
 SALTS = 32
 _FIRST = PREFIX + "first"
 _HASH = PREFIX + "hash"
+_HOTTEST = PREFIX + "hottest"
+#: The two-pass plan places keys only when the hottest holds more than this fraction of a
+#: worker's mean load (1/4). A smaller key never makes a straggler of its own: what
+#: unbalances hashing then is how many keys land on each worker, which placing the
+#: ``capacity`` commonest of many small keys barely changes, and the plan is Spark's own.
+WHOLE_KEY_PLACED_FROM = 4
 
 # The stages' code runs on executors that may lack keysplit: it travels by value.
 for _module in (runs, group_runner, placement):
@@ -287,8 +296,13 @@ class GroupedMap:
         from pyspark.sql.types import ArrayType, IntegerType, LongType, StructField, StructType
 
         counts = frame.groupBy(self.key).agg(F.count(F.lit(1)).alias(COUNT))
-        total = counts.agg(F.sum(COUNT).alias(TOTAL))
+        stats = counts.agg(F.sum(COUNT).alias(TOTAL), F.max(COUNT).alias(_HOTTEST))
         top = counts.orderBy(F.desc(COUNT), F.asc_nulls_first(self.key)).limit(self.capacity)
+        # Nothing worth placing: the table is empty, no Python task starts (the exchange
+        # before it tells adaptive execution so), and adaptive execution drops the empty
+        # broadcast with its join: the plan is Spark's own hash placement.
+        worth_placing = F.col(_HOTTEST) * F.lit(self.workers * WHOLE_KEY_PLACED_FROM) > F.col(TOTAL)
+        candidates = top.crossJoin(stats).filter(worth_placing).drop(_HOTTEST)
         schema = StructType(
             [
                 StructField(self.key, self.input_schema[self.key].dataType, True),
@@ -297,7 +311,7 @@ class GroupedMap:
                 StructField(SLICE, ArrayType(IntegerType(), False), False),
             ]
         )
-        return top.crossJoin(total).coalesce(1).mapInArrow(Placer(self.key, self.workers), schema)
+        return candidates.repartition(1).mapInArrow(Placer(self.key, self.workers), schema)
 
     def hashed(self, frame: DataFrame) -> DataFrame:
         """``frame`` with every key whole on its hash worker: ``applyInPandas``' placement."""
