@@ -38,6 +38,7 @@ from keysplit.spark.report import ObservationMismatch, Report, ReportPendingErro
 from keysplit.spark.routing import ExecutorSetupError, check_executors, package_archive, route, ship_keysplit
 from keysplit.spark.session import EmbeddedServer, Session, SparkConnectError, redact, session
 from keysplit.spark.streaming import StreamAggregation, stream_aggregate
+from keysplit.spark.window import WindowSplitReport, window
 
 __all__ = [
     "DEFAULT_BATCH_ROWS",
@@ -61,6 +62,7 @@ __all__ = [
     "StreamAggregation",
     "SparkConnectError",
     "WindowReport",
+    "WindowSplitReport",
     "aggregate",
     "aggregate_with_report",
     "apply_grouped",
@@ -79,5 +81,6 @@ __all__ = [
     "skewed",
     "sketch_error",
     "stream_aggregate",
+    "window",
     "windowed_count",
 ]

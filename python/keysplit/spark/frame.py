@@ -11,12 +11,17 @@ The migration from Spark's API is one wrapper::
     df.join(other, "k", "left")
     skewed(df).join(other, "k", "left")                             # hot keys of both sides split
 
+    df.withColumns({"run": F.sum("v").over(w)})
+    skewed(df).withColumns({"run": F.sum("v").over(w)})             # hot window partitions cut
+
 ``skewed(df).groupBy(...).applyInPandas`` is :func:`keysplit.spark.apply_grouped` and
 returns the same lazy DataFrame; ``.agg`` is :func:`keysplit.spark.aggregate` with Spark's
 result column names (``sum(v)``, ``avg(v)``, ``count(1)``). For combinable aggregates
 like these Spark's own ``groupBy`` is already right (it combines map-side, and a hot key
 does not slow it): ``.agg`` is there to see and compare the groupers' routing.
-``skewed(df).join(other, on, how)`` is :func:`keysplit.spark.join`, also a lazy DataFrame.
+``skewed(df).join(other, on, how)`` is :func:`keysplit.spark.join`, and
+``skewed(df).withColumns({...})`` of window columns :func:`keysplit.spark.window`, each
+also a lazy DataFrame.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ from keysplit.spark.hot_keys import DEFAULT_CAPACITY
 from keysplit.spark.intake import is_spark_frame
 from keysplit.spark.join import JoinReport, join
 from keysplit.spark.options import DEFAULT_GROUPER
+from keysplit.spark.window import WindowSplitReport, window
 
 #: The grouped verbs' workers when ``skewed`` is given none.
 DEFAULT_TASK_WORKERS = 32
@@ -92,6 +98,23 @@ class SkewedFrame:
         return join(
             self.frame, other, on, how, workers=self.workers, seed=self.seed, session=self.session, report=report
         )
+
+    def withColumns(  # noqa: N802 - PySpark's name
+        self, *columns: Mapping[str, Column], report: Report[WindowSplitReport] | None = None
+    ) -> DataFrame:
+        """``frame.withColumns({name: F.f(...).over(w)})`` with a hot key's window partition
+        cut into ranges: a lazy DataFrame (:func:`keysplit.spark.window`), in ``workers``
+        tasks (None: the shuffle's partitions)."""
+        if len(columns) != 1 or not isinstance(columns[0], dict):
+            raise ConfigTypeError("withColumns takes one dict of {name: window column}, as PySpark's")
+        return window(self.frame, columns[0], workers=self.workers, seed=self.seed, session=self.session, report=report)
+
+    def withColumn(  # noqa: N802 - PySpark's name
+        self, name: str, col: Column, *, report: Report[WindowSplitReport] | None = None
+    ) -> DataFrame:
+        """``frame.withColumn(name, F.f(...).over(w))`` with a hot key's window partition
+        cut into ranges (:meth:`withColumns`)."""
+        return self.withColumns({name: col}, report=report)
 
 
 @dataclass(frozen=True)

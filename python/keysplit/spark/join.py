@@ -554,7 +554,7 @@ class SkewJoin:
         )
 
 
-def _shuffle_partitions(session: Session) -> int:
+def shuffle_partitions(session: Session) -> int:
     """The partitions of the join's exchange: adaptive execution's initial number if set,
     else ``spark.sql.shuffle.partitions``."""
     conf = session.spark.conf
@@ -612,7 +612,7 @@ def join(
         )
         for a, b in zip(keys.left, keys.right, strict=True)
     ]
-    partitions = _shuffle_partitions(handle)
+    partitions = shuffle_partitions(handle)
     workers = partitions if workers is None else require_workers(workers)
     spark_on: Any = on
     target = handle.call("reading the join's schema", lambda: left.join(right, spark_on, how).schema)

@@ -1,0 +1,577 @@
+"""``window``: Spark's window functions, with a hot key's window partition cut into ranges.
+
+``F.sum("x").over(Window.partitionBy("k").orderBy("t"))`` puts every row of a key in one
+task, which sorts and scans them alone; Spark has no way to split it (adaptive execution
+never touches a window). :func:`window` returns a lazy DataFrame equal to
+``df.withColumns(columns)``, whose plan does:
+
+1. **Hot keys and their cuts from a sample** (:data:`SAMPLE_FRACTION` of the rows, in the
+   plan). A key whose rows, at the count's 95 % upper bound, are more than a mean task's
+   of ``n`` (``workers``; by default the shuffle's partitions) is hot; the hot keys' rows
+   fill the partitions on top of the others, a key getting its part of ``n`` chunks (at
+   most :data:`MAX_CHUNKS`): ranges of the window's ordering, cut at sampled order values,
+   so that rows with equal order values (peers) are never apart. A small table of the hot
+   keys, their candidate cuts and where their chunks go is broadcast.
+2. **One exchange, one Spark window.** Each row finds its chunk by binary lifting over its
+   key's cuts (Spark's own expressions), and goes to a partition: a chunk of a hot key to
+   one of its own, any other key whole to its hash partition. Spark's window runs over
+   ``partitionBy(key, cell)`` with the user's ordering and frames: for a key that is not
+   hot it is Spark's window over the key, unchanged.
+3. **Carries.** Each chunk's totals (rows, sums, counts, minimums, maximums, distinct
+   order values), from a second read of the input's hot rows only, aggregated in Spark;
+   a chunk's carry is the totals of the chunks before it (a window over the few chunk
+   rows). A hot row's value is its chunk's value combined with the carry: a running sum
+   plus the sums before, a row number plus the rows before, and so on.
+
+When nothing is hot the tables are empty and adaptive execution drops both their joins:
+the plan is Spark's window, plus the sample's pass. A row's chunk depends on its values
+only, so a re-run task sends it where the first run did.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import polars as pl
+
+from keysplit._checks import require_seed, require_workers
+from keysplit._errors import ConfigError, ConfigTypeError
+from keysplit.spark.columns import column, row_hash
+from keysplit.spark.intake import is_spark_frame, session_for
+from keysplit.spark.join import LOCAL_TOP_TASKS, SAMPLE_FRACTION, shuffle_partitions
+from keysplit.spark.options import require_task_workers
+from keysplit.spark.report import Report, observed, observed_rows
+from keysplit.spark.window_spec import AGGREGATES, WindowColumn, WindowRequest, window_request
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
+
+    from pyspark.sql import Column, DataFrame, SparkSession
+    from pyspark.sql.types import StructType
+
+    from keysplit.spark.session import Session
+
+PREFIX = "__keysplit_w_"
+_FIRST_CELL = PREFIX + "first_cell"
+_CHUNK = PREFIX + "chunk"
+_CELL = PREFIX + "cell"
+_SAMPLED = PREFIX + "sampled"
+_KEY_HASH = PREFIX + "key_hash"
+_UPPER = PREFIX + "upper"
+_LOW = PREFIX + "low"
+_HIGH = PREFIX + "high"
+_CHUNKS = PREFIX + "chunks"
+_RANK = PREFIX + "rank"
+_PEERS = PREFIX + "peers"
+_ROWS = PREFIX + "rows"
+_DISTINCT = PREFIX + "distinct"
+_BEFORE = PREFIX + "before_"
+_KEY = PREFIX + "key_"
+
+
+def _part(i: int) -> str:
+    return f"{PREFIX}p{i}"
+
+
+def _order(i: int) -> str:
+    return f"{PREFIX}o{i}"
+
+
+def _argument(k: int) -> str:
+    return f"{PREFIX}a{k}"
+
+
+def _cuts(i: int) -> str:
+    """The candidate cuts' values of order column ``i``, an array."""
+    return f"{PREFIX}cuts{i}"
+
+
+def _local(k: int) -> str:
+    return f"{PREFIX}l{k}"
+
+
+#: The most chunks a hot key is cut into: with more workers, a key holding more than
+#: ``MAX_CHUNKS`` mean tasks' rows has chunks of more than one mean task.
+MAX_CHUNKS = 128
+
+#: What the verb does not split yet: refused by name, never computed differently.
+_NOT_YET = ("lag", "lead", "first", "last")
+
+
+@dataclass(frozen=True)
+class SkewWindow:
+    """One :func:`window` call's plan: checked arguments in, a lazy DataFrame out."""
+
+    frame: DataFrame
+    request: WindowRequest
+    columns: Mapping[str, Column]
+    workers: int
+    seed: int
+    schema: StructType
+    target: StructType
+
+    @property
+    def parts(self) -> list[str]:
+        return [_part(i) for i in range(len(self.request.partition))]
+
+    @property
+    def orders(self) -> list[str]:
+        return [_order(i) for i in range(len(self.request.order))]
+
+    def sort_orders(self) -> list[Column]:
+        """The window's ordering over the internal order columns."""
+        orders = []
+        for name, key in zip(self.orders, self.request.order, strict=True):
+            base = column(name)
+            if key.ascending:
+                orders.append(base.asc_nulls_first() if key.nulls_first else base.asc_nulls_last())
+            else:
+                orders.append(base.desc_nulls_first() if key.nulls_first else base.desc_nulls_last())
+        return orders
+
+    def prepared(self) -> DataFrame:
+        """The input with the window's partition and order expressions and the functions'
+        arguments as columns of their own."""
+        request = self.request
+        extra = [p.alias(name) for p, name in zip(request.partition, self.parts, strict=True)]
+        extra += [key.expression.alias(name) for key, name in zip(request.order, self.orders, strict=True)]
+        extra += [c.argument.alias(_argument(k)) for k, c in enumerate(request.columns) if c.argument is not None]
+        return self.frame.select("*", *extra)
+
+    def key_hash(self) -> Column:
+        """``xxhash64(seed, partition values)``: what the hot table is looked up by (one long:
+        Spark's fastest broadcast join). Two keys of one hash share a hot key's cuts, and
+        stay apart everywhere else (each is its own window partition, with its own carries):
+        the result stays exact."""
+        from pyspark.sql import functions as F
+
+        return F.xxhash64(F.lit(self.seed), *[column(name) for name in self.parts])
+
+    @property
+    def candidates(self) -> int:
+        """How many ranges a hot key's sampled rows are cut into (``C``): the most chunks a
+        key can have (``workers``, at most :data:`MAX_CHUNKS`)."""
+        return min(self.workers, MAX_CHUNKS)
+
+    def hot_table(self, prepared: DataFrame) -> DataFrame:
+        """The hot keys (by :meth:`key_hash`), each with its chunks ``g``, its first cell and
+        its ``C - 1`` candidate cuts in the window's order (an array per order column): from
+        a sample, in the plan, read from one exchange.
+
+        Spark computes this table twice, once for each branch that reads it (the window's
+        and the chunk totals'): it does not see the two copies of the plan as one. Both
+        read one exchange of the sample, and the table's stages are small.
+        """
+        from pyspark.sql import Window
+        from pyspark.sql import functions as F
+
+        sample = prepared.select(self.key_hash().alias(_KEY_HASH), *self.orders).sample(
+            fraction=SAMPLE_FRACTION, seed=self.seed
+        )
+        by_key = Window.partitionBy(_KEY_HASH)
+        rows = sample.repartition(LOCAL_TOP_TASKS, _KEY_HASH)
+        n, c = self.workers, self.candidates
+        if self.request.order:
+            # Candidate j (0 < j < C) is the sampled row at rank ⌈j·m/C⌉ of the key's m.
+            rank = F.row_number().over(by_key.orderBy(*self.sort_orders()))
+            rows = rows.withColumns({_RANK: rank, _SAMPLED: F.count(F.lit(1)).over(by_key)})
+            # The row is candidate j for ⌊(r-1)·C/m⌋ < j ≤ ⌊r·C/m⌋ (integers, once per row).
+            r, m = column(_RANK).cast("long"), column(_SAMPLED)
+            rows = rows.withColumns({_LOW: ((r - 1) * c).cast("long") / m, _HIGH: (r * c) / m})
+            rows = rows.withColumns({_LOW: F.floor(_LOW), _HIGH: F.floor(_HIGH)})
+            # Each j is one row's (the ranges partition (0, C]): a null is a null order value.
+            chosen = {j: (column(_HIGH) >= j) & (column(_LOW) < j) for j in range(1, c)}
+            candidates = [
+                F.array(*[F.max(F.when(chosen[j], column(name))) for j in range(1, c)]).alias(_cuts(i))
+                for i, name in enumerate(self.orders)
+            ]
+            keys = rows.groupBy(_KEY_HASH).agg(F.max(_SAMPLED).alias(_SAMPLED), *candidates)
+        else:
+            keys = rows.groupBy(_KEY_HASH).agg(F.count(F.lit(1)).alias(_SAMPLED))
+        # The sampled keys in one task: a key is hot when its rows at the count's 95 % upper
+        # bound are more than a mean task's (both in sampled rows: the fraction cancels).
+        keys = keys.repartition(1)
+        everything = Window.partitionBy(F.lit(0))
+        sampled = column(_SAMPLED)
+        keys = keys.withColumns(
+            {_UPPER: sampled + F.lit(2) * F.sqrt(sampled) + F.lit(3), _ROWS: F.sum(_SAMPLED).over(everything)}
+        )
+        hot = keys.filter(column(_UPPER) * F.lit(n) > column(_ROWS))
+        # The hot keys' rows fill the partitions evenly on top of the others (which hash
+        # evenly): a key's chunks are its part of n, so that each partition holds about one
+        # chunk and its share of the other keys, a mean task's in all.
+        chunks = F.ceil(column(_UPPER) * F.lit(n) / F.sum(_UPPER).over(everything))
+        hot = hot.withColumn(_CHUNKS, F.least(F.lit(c), F.greatest(F.lit(2), chunks)).cast("int"))
+        # Chunks go round the partitions, hottest key first, each key's on partitions of
+        # their own (a key has at most n chunks).
+        placed = everything.orderBy(F.desc(_SAMPLED), F.asc(_KEY_HASH)).rowsBetween(Window.unboundedPreceding, -1)
+        before = F.coalesce(F.sum(_CHUNKS).over(placed), F.lit(0))
+        cuts = self.cut_columns if self.request.order else []
+        return hot.select(_KEY_HASH, _CHUNKS, F.pmod(before, F.lit(n)).cast("int").alias(_FIRST_CELL), *cuts)
+
+    def lookup(self, rows: DataFrame, table: DataFrame, how: str) -> DataFrame:
+        """``rows`` with their key's entry of the hot table (broadcast), by key hash."""
+        from pyspark.sql import functions as F
+
+        return rows.withColumn(_KEY_HASH, self.key_hash()).join(F.broadcast(table), _KEY_HASH, how).drop(_KEY_HASH)
+
+    def with_carries(self, rows: DataFrame, carries: DataFrame) -> DataFrame:
+        """``rows`` with their chunk's carry (broadcast), by partition values (null-safe: a
+        null key is a window partition as any other, and may be hot) and chunk (a cold
+        row's is null: it looks up nothing)."""
+        from pyspark.sql import functions as F
+
+        names = [*self.parts, _CHUNK]
+        keys = [f"{name}_t" for name in names]
+        renamed = carries.withColumnsRenamed(dict(zip(names, keys, strict=True)))
+        condition = column(_CHUNK) == column(f"{_CHUNK}_t")
+        for name, key in zip(self.parts, keys, strict=False):
+            condition = condition & column(name).eqNullSafe(column(key))
+        return rows.join(F.broadcast(renamed), condition, "left").drop(*keys)
+
+    @property
+    def cut_columns(self) -> list[str]:
+        """The hot table's arrays of candidate cuts, one per order column (primitive values,
+        which Spark reads from a broadcast row faster than a struct's fields)."""
+        return [_cuts(i) for i in range(len(self.orders))]
+
+    def precedes(self, j: Column) -> Column:
+        """Whether candidate cut ``j`` (1-based) comes strictly before the row, in the
+        window's ordering (each column's direction and null placement)."""
+        from pyspark.sql import functions as F
+
+        before: Column | None = None
+        equal = F.lit(True)
+        for i, (name, key) in enumerate(zip(self.orders, self.request.order, strict=True)):
+            a, b = F.element_at(column(_cuts(i)), j), column(name)
+            nulls = (a.isNull() & b.isNotNull()) if key.nulls_first else (a.isNotNull() & b.isNull())
+            less = F.coalesce(a < b if key.ascending else a > b, F.lit(False))
+            term = equal & (nulls | less)
+            before = term if before is None else before | term
+            equal = equal & a.eqNullSafe(b)
+        assert before is not None
+        return before
+
+    def chunked(self, rows: DataFrame) -> DataFrame:
+        """``rows`` (looked up in the hot table) with their chunk, null for a key that is not
+        hot. With an ordering: the candidate cuts that come before the row, ``j`` of ``C - 1``
+        (found in ``⌈log2 C⌉`` steps), make chunk
+        ``⌊j·g/C⌋`` of the key's ``g``: ranges of the ordering, never apart at equal order
+        values. Without: a hash of the row."""
+        from pyspark.sql import functions as F
+
+        if not self.request.order:
+            return rows.withColumn(_CHUNK, F.pmod(row_hash(self.seed, self.schema), column(_CHUNKS)).cast("int"))
+        c = self.candidates
+        # Binary lifting over the C - 1 candidates, one step of Spark's own expressions each:
+        # ``j`` ends as how many of them precede the row.
+        rows = rows.withColumn(_CHUNK, F.when(column(_CHUNKS).isNotNull(), F.lit(0)))
+        for step in reversed(range((c - 1).bit_length())):
+            candidate = column(_CHUNK) + F.lit(1 << step)
+            ahead = (candidate < F.lit(c)) & self.precedes(candidate)
+            rows = rows.withColumn(_CHUNK, F.when(ahead, candidate).otherwise(column(_CHUNK)))
+        chunk = F.floor(column(_CHUNK) * column(_CHUNKS) / F.lit(c)).cast("int")
+        return rows.withColumn(_CHUNK, chunk)
+
+    def cell(self) -> Column:
+        """A row's partition: a hot key's chunk's own, any other key's hash partition."""
+        from pyspark.sql import functions as F
+
+        n = F.lit(self.workers)
+        hashed = F.pmod(F.xxhash64(F.lit(self.seed), *[column(name) for name in self.parts]), n)
+        return (
+            F.when(column(_CHUNK).isNotNull(), F.pmod(column(_FIRST_CELL) + column(_CHUNK), n))
+            .otherwise(hashed)
+            .cast("int")
+        )
+
+    def summaries(self, prepared: DataFrame, table: DataFrame, observe: Callable[[DataFrame], DataFrame]) -> DataFrame:
+        """Each hot chunk's totals and what the chunks before it hold (the carry), and the
+        key's totals: from the input's hot rows, aggregated in Spark, passed through ``observe``."""
+        from pyspark.sql import Window
+        from pyspark.sql import functions as F
+
+        rows = self.chunked(self.lookup(prepared, table, "inner"))
+        totals = [F.count(F.lit(1)).alias(_ROWS)]
+        for k, spec in enumerate(self.request.columns):
+            if spec.function in AGGREGATES and spec.argument is not None:
+                arg = column(_argument(k))
+                totals.append(F.count(arg).alias(f"{PREFIX}c{k}"))
+                if spec.function in ("sum", "avg"):
+                    totals.append(F.sum(arg).alias(f"{PREFIX}s{k}"))
+                if spec.function in ("min", "max"):
+                    totals.append(getattr(F, spec.function)(arg).alias(f"{PREFIX}{spec.function}{k}"))
+        if any(spec.function == "dense_rank" for spec in self.request.columns):
+            totals.append(F.count_distinct(F.struct(*[column(name) for name in self.orders])).alias(_DISTINCT))
+        # Grouped by the key's chunks and first cell too (one each per key): read here, the
+        # hot table keeps the columns the main branch reads, and Spark broadcasts it once.
+        placement = (_CHUNKS, _FIRST_CELL)
+        grouped = rows.groupBy(*self.parts, _CHUNK, *placement).agg(*totals)
+        chunk_totals = observe(grouped.drop(*placement))
+        prior = Window.partitionBy(*self.parts).orderBy(_CHUNK).rowsBetween(Window.unboundedPreceding, -1)
+        whole = Window.partitionBy(*self.parts)
+        carries: dict[str, Column] = {}
+        for name in chunk_totals.columns:
+            if name in self.parts or name == _CHUNK:
+                continue
+            combine = F.min if f"{PREFIX}min" in name else F.max if f"{PREFIX}max" in name else F.sum
+            carries[_BEFORE + name] = combine(column(name)).over(prior)
+            carries[_KEY + name] = combine(column(name)).over(whole)
+        return chunk_totals.select(*self.parts, _CHUNK, *[value.alias(name) for name, value in carries.items()])
+
+    def window(self, spec: WindowColumn) -> Any:
+        """The Spark window a column's local value is computed over: partitioned by the key
+        and the cell (a cold key's cell is one per key: its whole partition), in the user's
+        ordering and frame."""
+        from pyspark.sql import Window
+
+        w = Window.partitionBy(*self.parts, _CELL)
+        if self.request.order:
+            w = w.orderBy(*self.sort_orders())
+        frame = spec.frame
+        if frame is None:
+            return w
+
+        def end(value: int | None, unbounded: int) -> int:
+            return unbounded if value is None else value
+
+        start = end(frame.start, Window.unboundedPreceding)
+        stop = end(frame.end, Window.unboundedFollowing)
+        return w.rowsBetween(start, stop) if frame.rows else w.rangeBetween(start, stop)
+
+    def locals(self) -> dict[str, Column]:
+        """Each column's value within its chunk: Spark's own function over :meth:`window`
+        (a cold key's final value), and what a hot row's value is made of."""
+        from pyspark.sql import Window
+        from pyspark.sql import functions as F
+
+        values: dict[str, Column] = {}
+        peers = Window.partitionBy(*self.parts, _CELL).orderBy(*self.sort_orders()) if self.request.order else None
+        for k, spec in enumerate(self.request.columns):
+            w = self.window(spec)
+            arg = column(_argument(k)) if spec.argument is not None else F.lit(1)
+            name = spec.function
+            if name in AGGREGATES:
+                values[_local(k)] = getattr(F, name)(arg).over(w)
+                if name == "avg":
+                    values[f"{_local(k)}_s"] = F.sum(arg).over(w)
+                    values[f"{_local(k)}_c"] = F.count(arg).over(w)
+            elif name == "ntile":
+                values[_local(k)] = F.ntile(spec.buckets).over(w)
+                values[f"{_local(k)}_rn"] = F.row_number().over(w)
+            elif name in ("percent_rank", "cume_dist"):
+                assert peers is not None
+                values[_local(k)] = getattr(F, name)().over(w)
+                if name == "percent_rank":
+                    values[f"{_local(k)}_rank"] = F.rank().over(w)
+                else:
+                    running = peers.rangeBetween(Window.unboundedPreceding, Window.currentRow)
+                    values[f"{_local(k)}_peers"] = F.count(F.lit(1)).over(running)
+            else:
+                values[_local(k)] = getattr(F, name)().over(w)
+        return values
+
+    def final(self, k: int, spec: WindowColumn) -> Column:
+        """Column ``k``'s value: a cold row's local one, a hot row's combined with its carry."""
+        from pyspark.sql import functions as F
+
+        hot = column(_KEY + _ROWS).isNotNull()
+        local = column(_local(k))
+        rows_before = F.coalesce(column(_BEFORE + _ROWS), F.lit(0))
+        key_rows = column(_KEY + _ROWS)
+        whole = spec.frame is not None and spec.frame.kind == "whole"
+
+        def total(kind: str, where: str) -> Column:
+            return column(f"{where}{PREFIX}{kind}{k}")
+
+        name = spec.function
+        if name == "count":
+            if spec.argument is None:
+                combined = key_rows if whole else local + rows_before
+            else:
+                combined = total("c", _KEY) if whole else local + F.coalesce(total("c", _BEFORE), F.lit(0))
+        elif name == "sum":
+            combined = total("s", _KEY) if whole else _sum(local, total("s", _BEFORE))
+        elif name in ("min", "max"):
+            combine = F.least if name == "min" else F.greatest
+            combined = total(name, _KEY) if whole else combine(local, total(name, _BEFORE))
+        elif name == "avg":
+            if whole:
+                sums, counts = total("s", _KEY), total("c", _KEY)
+            else:
+                sums = _sum(column(f"{_local(k)}_s"), total("s", _BEFORE))
+                counts = column(f"{_local(k)}_c") + F.coalesce(total("c", _BEFORE), F.lit(0))
+            combined = self.average(k, sums, counts)
+        elif name in ("row_number", "rank"):
+            combined = local + rows_before
+        elif name == "dense_rank":
+            combined = local + F.coalesce(column(_BEFORE + _DISTINCT), F.lit(0))
+        elif name == "percent_rank":
+            rank = column(f"{_local(k)}_rank") + rows_before
+            combined = F.when(key_rows > 1, (rank - 1).cast("double") / (key_rows - 1).cast("double")).otherwise(
+                F.lit(0.0)
+            )
+        elif name == "cume_dist":
+            combined = (column(f"{_local(k)}_peers") + rows_before).cast("double") / key_rows.cast("double")
+        elif name == "ntile":
+            combined = _ntile(column(f"{_local(k)}_rn") + rows_before, key_rows, spec.buckets)
+        else:
+            raise AssertionError(name)
+        kind = self.target[spec.name].dataType
+        return F.when(hot, combined.cast(kind)).otherwise(local.cast(kind))
+
+    def average(self, k: int, sums: Column, counts: Column) -> Column:
+        """Spark's ``avg`` from a sum and a count: a decimal as Spark divides it (the sum at
+        its precision, over the count as a ``decimal(20,0)``), anything else as a double."""
+        from pyspark.sql import functions as F
+        from pyspark.sql.types import DecimalType
+
+        kind = self.target[self.request.columns[k].name].dataType
+        if isinstance(kind, DecimalType):
+            quotient = sums / counts.cast("decimal(20,0)")
+        else:
+            quotient = sums.cast("double") / counts.cast("double")
+        return F.when(counts > 0, quotient)
+
+    def plan(self, report: Report[WindowSplitReport] | None) -> DataFrame:
+        from pyspark.sql import functions as F
+        from pyspark.sql.connect.observation import Observation
+
+        for spec in self.request.columns:
+            if spec.function in _NOT_YET or (spec.frame is not None and spec.frame.kind == "sliding"):
+                what = f"{spec.function} over {spec.frame}" if spec.frame is not None else spec.function
+                raise ConfigError(
+                    f"window column {spec.name!r}: keysplit does not split {what} yet; "
+                    "use Spark's own window for it (df.withColumns)"
+                )
+        prepared = self.prepared()
+        table = self.hot_table(prepared)
+        rows = self.chunked(self.lookup(prepared, table, "left"))
+        rows = rows.withColumn(_CELL, self.cell()).drop(_CHUNKS, _FIRST_CELL, *self.cut_columns)
+        observations: tuple[Any, Any] | None = (Observation(), Observation()) if report is not None else None
+
+        def observe_chunks(chunks: DataFrame) -> DataFrame:
+            if observations is None:
+                return chunks
+            chunk = F.struct(*[column(name) for name in self.parts], _CHUNK, _ROWS)
+            return chunks.observe(observations[1], F.collect_list(chunk).alias("chunks"))
+
+        if observations is not None:
+            assert report is not None
+            rows = rows.observe(observations[0], F.count(F.lit(1)).alias("rows"))
+            report.bind(lambda: self.report(observations))
+        windowed = rows.repartitionById(self.workers, _CELL).withColumns(self.locals())
+        carried = self.with_carries(windowed, self.summaries(prepared, table, observe_chunks))
+        outputs = {spec.name: self.final(k, spec) for k, spec in enumerate(self.request.columns)}
+        return carried.select(
+            *[outputs[f.name].alias(f.name) if f.name in outputs else column(f.name) for f in self.target.fields]
+        )
+
+    def report(self, observations: tuple[Any, Any]) -> WindowSplitReport | None:
+        seen = observed(observations[0])
+        if not seen:
+            return None
+        names = list(self.request.partition_names)
+        # Spark drops the chunk totals with their observation when no key is hot.
+        chunks = observed_rows(
+            observed(observations[1]).get("chunks", []),
+            (*self.parts, _CHUNK, _ROWS),
+            (*names, "chunk", "rows"),
+            {"chunk": pl.Int32, "rows": pl.Int64},
+        )
+        hot = (
+            chunks.group_by(names, maintain_order=True)
+            .agg(
+                pl.col("rows").sum(),
+                pl.len().cast(pl.Int32).alias("chunks"),
+                pl.col("rows").max().alias("largest_chunk"),
+                pl.col("rows").min().alias("smallest_chunk"),
+            )
+            .sort("rows", descending=True)
+        )
+        return WindowSplitReport(workers=self.workers, rows=int(seen["rows"]), sample_fraction=SAMPLE_FRACTION, hot=hot)
+
+
+@dataclass(frozen=True)
+class WindowSplitReport:
+    """What :func:`window` did, filled when an action runs its result: the input's
+    ``rows``; per hot key (its partition values), its exact ``rows``, the ``chunks`` they
+    were cut into and the rows of the ``largest_chunk`` and ``smallest_chunk`` (a run of
+    equal order values is never cut, so a chunk may hold more than its share); the
+    ``workers`` (tasks) and the ``sample_fraction`` the hot keys were found from. A key not
+    hot is in Spark's own window, whole."""
+
+    workers: int
+    rows: int
+    sample_fraction: float
+    hot: pl.DataFrame
+
+    @property
+    def mean_task_rows(self) -> float:
+        return self.rows / max(self.workers, 1)
+
+
+def _sum(local: Column, before: Column) -> Column:
+    """A running sum plus the sums before it, null only where both are (Spark's ``sum`` of
+    no non-null value)."""
+    from pyspark.sql import functions as F
+
+    return F.when(before.isNull(), local).when(local.isNull(), before).otherwise(local + before)
+
+
+def _ntile(row_number: Column, rows: Column, buckets: int) -> Column:
+    """Spark's ``ntile(buckets)`` of the row at ``row_number`` of ``rows``: the first
+    ``rows % buckets`` buckets hold one row more than the others."""
+    from pyspark.sql import functions as F
+
+    size = (rows / F.lit(buckets)).cast("long")
+    padded = rows % F.lit(buckets)
+    threshold = (size + 1) * padded
+    return F.when(row_number <= threshold, F.floor((row_number - 1) / (size + 1)) + 1).otherwise(
+        padded + F.floor((row_number - threshold - 1) / size) + 1
+    )
+
+
+def window(
+    frame: DataFrame,
+    columns: Mapping[str, Column],
+    *,
+    workers: int | None = None,
+    seed: int = 0,
+    session: Session | SparkSession | None = None,
+    report: Report[WindowSplitReport] | None = None,
+) -> DataFrame:
+    """``frame.withColumns(columns)`` for window columns (``F.f(...).over(w)``), with a hot
+    key's window partition cut into ranges of the ordering: a lazy DataFrame equal to
+    Spark's, row for row. Also ``keysplit.spark.skewed(frame).withColumns(columns)``.
+
+    Every column is over one ``Window.partitionBy(...).orderBy(...)`` (the frames may
+    differ), and one of: ``count``, ``sum``, ``min``, ``max``, ``avg`` over a running frame
+    (Spark's default with an ordering, or ``rowsBetween(Window.unboundedPreceding,
+    Window.currentRow)``) or the whole partition; ``row_number``, ``rank``, ``dense_rank``,
+    ``percent_rank``, ``cume_dist``, ``ntile``. Anything else is refused by name. A
+    floating-point running sum or average of a hot key is added up chunk by chunk, so it may
+    differ from Spark's in the last bits (Spark's own differs between plans as much); integers
+    and decimals are exact.
+
+    ``workers`` (default: the shuffle's partitions) is how many tasks the window runs in, and
+    what a key's rows are measured against: a key with more than a mean task's rows is cut
+    into chunks, which fill the tasks on top of the other keys' rows. ``seed`` seeds the sample the hot keys are found from. ``report``
+    (a :class:`keysplit.spark.Report`) is filled with a :class:`WindowSplitReport` when an
+    action runs the result. The plan is in the module's notes; no Spark job runs here (Spark
+    reads the schemas). The input is read three times (the sample, the hot keys' chunk
+    totals, the window): cache an input that is costly to compute.
+    """
+    if not is_spark_frame(frame):
+        raise ConfigTypeError(f"window works on a Spark DataFrame, got {type(frame).__name__}")
+    handle = session_for(frame, session)
+    request = window_request(columns)
+    seed = require_seed(seed)
+    workers = require_task_workers(shuffle_partitions(handle) if workers is None else require_workers(workers))
+    schema = handle.call("reading the schema", lambda: frame.schema)
+    clashes = [name for name in [*schema.names, *columns] if name.startswith(PREFIX)]
+    if clashes:
+        raise ConfigError(f"columns starting with {PREFIX!r} are keysplit's own; rename {clashes}")
+    target = handle.call("reading the window's schema", lambda: frame.withColumns(dict(columns)).schema)
+    return SkewWindow(frame, request, columns, workers, seed, schema, target).plan(report)

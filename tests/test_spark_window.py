@@ -1,0 +1,250 @@
+"""Window functions with a hot key's partition cut into ranges (``keysplit.spark.window``),
+against Spark's own window on the real embedded server (the ``spark`` fixture).
+
+Every result is compared with ``frame.withColumns(columns)`` on the same DataFrame, row for
+row (joined on a row id), with Spark's column names, types and order. The table is read
+from a Parquet file the tests write: key 0 holds half the rows, the null key a tenth; the
+order column ``t`` has heavy ties and nulls; ``u`` is unique (for the functions whose value
+among peers depends on the order Spark happens to sort them in).
+"""
+
+from __future__ import annotations
+
+import datetime
+import decimal
+
+import numpy as np
+import polars as pl
+import pytest
+from pyspark.sql import Window
+from pyspark.sql import functions as F
+
+from keysplit import ConfigError, ConfigTypeError
+from keysplit.spark import skewed, window
+
+ROWS = 40_000
+WORKERS = 8
+
+
+def _table(rows: int = ROWS, seed: int = 3) -> pl.DataFrame:
+    rng = np.random.default_rng(seed)
+    draw = rng.random(rows)
+    keys = np.where(draw < 0.5, 0, rng.integers(1, 400, rows))
+    t = rng.integers(0, 300, rows)
+    frame = pl.DataFrame(
+        {
+            "id": np.arange(rows, dtype=np.int64),
+            "k": keys.astype(np.int64),
+            "t": t.astype(np.int64),
+            "u": rng.permutation(rows).astype(np.int64),
+            "x": rng.integers(-1000, 1000, rows).astype(np.int64),
+            "y": rng.normal(0, 1, rows),
+            "s": [f"s{v:03d}" for v in rng.integers(0, 200, rows)],
+            "day": [datetime.date(2026, 1, 1) + datetime.timedelta(days=int(d)) for d in rng.integers(0, 90, rows)],
+            "price": [decimal.Decimal(int(v)) / 100 for v in rng.integers(0, 100_000, rows)],
+        }
+    )
+    return frame.with_columns(
+        pl.when(pl.col("id") % 10 == 3).then(None).otherwise(pl.col("k")).alias("k"),
+        pl.when(pl.col("id") % 17 == 5).then(None).otherwise(pl.col("t")).alias("t"),
+        pl.when(pl.col("id") % 13 == 2).then(None).otherwise(pl.col("x")).alias("x"),
+        pl.col("price").cast(pl.Decimal(10, 2)),
+    )
+
+
+@pytest.fixture(scope="module")
+def frame(spark, tmp_path_factory):
+    path = tmp_path_factory.mktemp("window") / "rows.parquet"
+    _table().write_parquet(path)
+    return spark.spark.read.parquet(str(path))
+
+
+def _rows(frame) -> pl.DataFrame:
+    result = pl.from_arrow(frame.toArrow())
+    assert isinstance(result, pl.DataFrame)
+    return result.sort("id")
+
+
+def assert_same_window(ours, theirs, *, close: tuple[str, ...] = ()) -> None:
+    """Equal row for row (by ``id``), the columns in ``close`` within 1e-9 relative (a
+    floating-point sum added up in another order)."""
+    assert [(f.name, f.dataType) for f in ours.schema.fields] == [(f.name, f.dataType) for f in theirs.schema.fields]
+    mine, spark = _rows(ours), _rows(theirs)
+    assert mine.height == spark.height
+    exact = [name for name in spark.columns if name not in close]
+    assert mine.select(exact).equals(spark.select(exact))
+    for name in close:
+        a, b = mine[name].to_numpy(), spark[name].to_numpy()
+        assert np.array_equal(np.isnan(a), np.isnan(b))
+        assert np.allclose(a, b, rtol=1e-9, atol=1e-9, equal_nan=True)
+
+
+def test_running_aggregates_over_ties_and_nulls_equal_sparks(frame):
+    w = Window.partitionBy("k").orderBy("t")
+    columns = {
+        "rows": F.count(F.lit(1)).over(w),
+        "xs": F.count("x").over(w),
+        "total": F.sum("x").over(w),
+        "low": F.min("x").over(w),
+        "high": F.max("s").over(w),
+        "mean": F.avg("x").over(w),
+        "cents": F.sum("price").over(w),
+        "mean_price": F.avg("price").over(w),
+        "ys": F.sum("y").over(w),
+    }
+    assert_same_window(window(frame, columns, workers=WORKERS), frame.withColumns(columns), close=("ys",))
+
+
+def test_ranks_over_ties_and_nulls_equal_sparks(frame):
+    w = Window.partitionBy("k").orderBy(F.col("t").desc_nulls_first(), "s")
+    columns = {
+        "rank": F.rank().over(w),
+        "dense": F.dense_rank().over(w),
+        "percent": F.percent_rank().over(w),
+        "cume": F.cume_dist().over(w),
+    }
+    assert_same_window(window(frame, columns, workers=WORKERS), frame.withColumns(columns))
+
+
+def test_row_numbers_tiles_and_rows_frames_equal_sparks_on_a_unique_order(frame):
+    w = Window.partitionBy("k").orderBy(F.col("u").desc())
+    rows = w.rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    columns = {
+        "n": F.row_number().over(w),
+        "tile": F.ntile(7).over(w),
+        "tile_many": F.ntile(30_000).over(w),
+        "running": F.sum("x").over(rows),
+        "seen": F.count("x").over(rows),
+        "low": F.min("day").over(rows),
+    }
+    assert_same_window(window(frame, columns, workers=WORKERS), frame.withColumns(columns))
+
+
+def test_whole_partition_aggregates_equal_sparks(frame):
+    w = Window.partitionBy("k")
+    columns = {
+        "rows": F.count(F.lit(1)).over(w),
+        "total": F.sum("x").over(w),
+        "low": F.min("t").over(w),
+        "high": F.max("day").over(w),
+        "mean": F.avg("price").over(w),
+    }
+    assert_same_window(window(frame, columns, workers=WORKERS), frame.withColumns(columns))
+
+
+def test_a_string_order_and_a_date_order_with_nulls_last(frame):
+    for order in (F.col("s").asc_nulls_last(), F.col("day").desc_nulls_last()):
+        w = Window.partitionBy("k").orderBy(order, F.col("t").asc_nulls_last())
+        columns = {"total": F.sum("x").over(w), "rank": F.rank().over(w), "dense": F.dense_rank().over(w)}
+        assert_same_window(window(frame, columns, workers=WORKERS), frame.withColumns(columns))
+
+
+def test_a_replaced_column_keeps_its_place_and_the_skewed_front_is_the_same_verb(frame):
+    w = Window.partitionBy("k").orderBy("t")
+    columns = {"x": F.sum("x").over(w), "after": F.rank().over(w)}
+    assert_same_window(skewed(frame, workers=WORKERS).withColumns(columns), frame.withColumns(columns))
+    assert_same_window(
+        skewed(frame, workers=WORKERS).withColumn("x", F.max("x").over(w)), frame.withColumn("x", F.max("x").over(w))
+    )
+
+
+def test_partition_by_expressions_and_several_keys(frame):
+    w = Window.partitionBy((F.col("k") % 2).alias("parity"), "s").orderBy("t")
+    columns = {"total": F.sum("x").over(w), "n": F.rank().over(w)}
+    assert_same_window(window(frame, columns, workers=WORKERS), frame.withColumns(columns))
+
+
+def test_no_hot_key_is_sparks_window(frame):
+    uniform = frame.filter(F.col("k") > 0)
+    w = Window.partitionBy("k").orderBy("t")
+    columns = {"total": F.sum("x").over(w), "rank": F.dense_rank().over(w)}
+    assert_same_window(window(uniform, columns, workers=WORKERS), uniform.withColumns(columns))
+
+
+def test_an_empty_frame(frame):
+    empty = frame.limit(0)
+    w = Window.partitionBy("k").orderBy("t")
+    columns = {"total": F.sum("x").over(w)}
+    assert_same_window(window(empty, columns, workers=WORKERS), empty.withColumns(columns))
+
+
+def test_what_is_not_split_is_refused_by_name(frame):
+    w = Window.partitionBy("k").orderBy("t")
+    with pytest.raises(ConfigError, match="collect_list"):
+        window(frame, {"c": F.collect_list("x").over(w)})
+    with pytest.raises(ConfigError, match="RANGE BETWEEN 5 PRECEDING"):
+        window(frame, {"c": F.sum("x").over(w.rangeBetween(-5, 0))})
+    with pytest.raises(ConfigError, match="different windows"):
+        window(frame, {"a": F.sum("x").over(w), "b": F.sum("x").over(Window.partitionBy("s").orderBy("t"))})
+    with pytest.raises(ConfigError, match="no partitionBy"):
+        window(frame, {"a": F.sum("x").over(Window.orderBy("t"))})
+    with pytest.raises(ConfigError, match="not a window function"):
+        window(frame, {"a": F.col("x") + 1})
+    with pytest.raises(ConfigError, match="needs an ordered window"):
+        window(frame, {"a": F.row_number().over(Window.partitionBy("k"))})
+    with pytest.raises(ConfigError, match="takes no frame"):
+        window(frame, {"a": F.rank().over(w.rowsBetween(-1, 1))})
+    with pytest.raises(ConfigTypeError, match="Spark DataFrame"):
+        window(pl.DataFrame({"k": [1]}), {"a": F.sum("x").over(w)})
+    with pytest.raises(ConfigError, match="at least one column"):
+        window(frame, {})
+    with pytest.raises(ConfigError, match="workers"):
+        window(frame, {"a": F.sum("x").over(w)}, workers=0)
+
+
+def test_a_missing_column_fails_before_any_job(frame):
+    w = Window.partitionBy("k").orderBy("nope")
+    with pytest.raises(Exception, match="nope"):
+        window(frame, {"a": F.sum("x").over(w)})
+
+
+def test_the_salting_recipe_gets_a_running_sum_wrong_and_window_does_not(frame):
+    """The recipe that circulates: salt the hot key, run the sum per (key, salt), then take
+    the largest per (key, order value). Each salt restarts the sum, so a row's value is its
+    salt's running sum, not the key's."""
+    w = Window.partitionBy("k").orderBy("u")
+    expected = _rows(frame.withColumn("run", F.sum("x").over(w)))
+    salted = (
+        frame.withColumn("salt", (F.rand(7) * 8).cast("int"))
+        .withColumn("run", F.sum("x").over(Window.partitionBy("k", "salt").orderBy("u")))
+        .groupBy("k", "u")
+        .agg(F.max("run").alias("run"))
+    )
+    recipe = pl.from_arrow(salted.toArrow())
+    assert isinstance(recipe, pl.DataFrame)
+    compared = expected.select("k", "u", "run").join(recipe, on=["k", "u"], how="inner", nulls_equal=True)
+    assert compared.height == expected.height
+    wrong = compared.filter(pl.col("run") != pl.col("run_right")).height
+    assert wrong > expected.height // 4, "the recipe's running sums are mostly wrong"
+    ours = _rows(window(frame, {"run": F.sum("x").over(w)}, workers=WORKERS))
+    assert ours["run"].equals(expected["run"])
+
+
+def test_the_report_gives_the_hot_keys_chunks_exactly(frame):
+    from keysplit.spark import Report, WindowSplitReport
+
+    report: Report[WindowSplitReport] = Report()
+    w = Window.partitionBy("k").orderBy("t")
+    result = window(frame, {"total": F.sum("x").over(w)}, workers=WORKERS, report=report)
+    assert result.count() == ROWS
+    figures = report.get
+    assert figures.rows == ROWS and figures.workers == WORKERS
+    exact = _table().group_by("k").len()
+    hot = figures.hot.filter(pl.col("k") == 0)
+    assert hot.height == 1
+    assert hot["rows"][0] == exact.filter(pl.col("k") == 0)["len"][0]
+    assert hot["chunks"][0] >= 3
+    # A chunk is a range of the ordering: never more than about a mean task's rows (the cuts
+    # come from a 2 % sample, and ties are never cut), where Spark's window has the key whole.
+    assert hot["largest_chunk"][0] <= 2 * figures.mean_task_rows
+    assert figures.hot["rows"].sum() < ROWS
+
+
+def test_a_report_without_a_hot_key_says_so(frame):
+    from keysplit.spark import Report
+
+    report = Report()
+    uniform = frame.filter(F.col("k") > 0)
+    window(uniform, {"total": F.sum("x").over(Window.partitionBy("k").orderBy("t"))}, report=report).count()
+    assert report.get.hot.height == 0
+    assert report.get.rows == uniform.count()
