@@ -9,7 +9,7 @@ BIN := $(VENV)/bin
 DEPS_STAMP := $(VENV)/.requirements-dev.stamp
 WHEEL_DIR := target/wheels
 
-.PHONY: run test wheel data java lint stubtest rust-test python-test fuzz-check fuzz-smoke bench spark-vs-native spark-ingest spark-grouped-map spark-skew-join clean
+.PHONY: run test wheel data java lint stubtest rust-test python-test fuzz-check fuzz-smoke bench spark-vs-native spark-ingest spark-grouped-map spark-skew-join spark-window clean
 
 # Debian packages of the real datasets (keysplit.datasets.kjv); the PyPI ones are in
 # requirements-dev.txt.
@@ -125,6 +125,11 @@ spark-grouped-map: wheel java
 # docs/spark.md's plan table); writes benches/results/spark_skew_join.json.
 spark-skew-join: wheel java
 	cd benches && ../$(BIN)/python spark_skew_join.py
+
+# Window functions over a hot key against Spark's own window and the salting recipe, 10^7
+# rows, hot key 30 % and 60 % and none; writes benches/results/spark_window.json.
+spark-window: wheel java
+	cd benches && ../$(BIN)/python spark_window.py
 
 clean:
 	rm -rf $(VENV) target fuzz/target

@@ -315,8 +315,10 @@ class SparkStatus:
                     seconds = [t["taskMetrics"]["executorRunTime"] / 1000 for t in done]
                     records = [t["taskMetrics"]["shuffleReadMetrics"]["recordsRead"] for t in done]
                     peak = max((t["taskMetrics"]["peakExecutionMemory"] for t in done), default=0)
+                    spilled = max((t["taskMetrics"]["diskBytesSpilled"] for t in done), default=0)
                     stages.append(
-                        stage_figures(attempt, seconds, records, execution["id"], phase) | {"peak_memory": peak}
+                        stage_figures(attempt, seconds, records, execution["id"], phase)
+                        | {"peak_memory": peak, "spilled_to_disk": spilled}
                     )
         return stages
 

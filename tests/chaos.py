@@ -66,6 +66,7 @@ def run_killing(
     action: Callable[[], Any],
     *,
     ordinal: int | None = None,
+    stage: Callable[[dict[str, Any], int], bool] | None = None,
     completed: int = 1,
     once_cached: bool = False,
     victim: Callable[[], int] | None = None,
@@ -73,8 +74,9 @@ def run_killing(
     timeout: float = 300.0,
 ) -> tuple[Any, Kill]:
     """Run ``action``, killing one executor (or the process ``victim`` names) once the
-    ``ordinal``-th stage it starts is running with at least ``completed`` finished tasks,
-    or (``once_cached``) once a DataFrame it persists is wholly cached; then wait until the
+    ``ordinal``-th stage it starts (or the first it starts that ``stage`` picks from its REST
+    figures and its place among them) is running with at least ``completed`` finished tasks, or (``once_cached``)
+    once a DataFrame it persists is wholly cached; then wait until the
     cluster has ``executors`` executors again. Raises if the action ended before the kill."""
     before = {s["stageId"] for s in api.stages()}
     cached_before = {r["id"] for r in api.cached()}
@@ -92,13 +94,23 @@ def run_killing(
             done = [r for r in api.cached() if r["id"] not in cached_before]
             full = [r for r in done if r["numCachedPartitions"] == r["numPartitions"] > 0]
             return (-1, 0) if full else None
-        assert ordinal is not None
-        started = sorted({s["stageId"] for s in api.stages()} - before)
-        if len(started) <= ordinal:
-            return None
-        attempt = max((s for s in api.stages() if s["stageId"] == started[ordinal]), key=lambda s: s["attemptId"])
+        stages = api.stages()
+        started = sorted({s["stageId"] for s in stages} - before)
+        if stage is not None:
+            # Stage ids of concurrent stages come in no fixed order: picked by what they are.
+            latest = {s["stageId"]: s for s in sorted(stages, key=lambda s: s["attemptId"])}
+            picked = [sid for index, sid in enumerate(started) if stage(latest[sid], index)]
+            if not picked:
+                return None
+            chosen = min(picked)
+        else:
+            assert ordinal is not None
+            if len(started) <= ordinal:
+                return None
+            chosen = started[ordinal]
+        attempt = max((s for s in stages if s["stageId"] == chosen), key=lambda s: s["attemptId"])
         if attempt["status"] == "ACTIVE" and attempt["numCompleteTasks"] >= completed:
-            return started[ordinal], attempt["numCompleteTasks"]
+            return chosen, attempt["numCompleteTasks"]
         return None
 
     thread = threading.Thread(target=run, daemon=True)

@@ -23,7 +23,7 @@ import pytest
 from pyspark import cloudpickle
 
 from chaos import Kill, StatusApi, executor_pids, run_killing, stages_of, wait_for_executors
-from keysplit.spark import Report, aggregate, apply_grouped, join, reference, route, session
+from keysplit.spark import Report, aggregate, apply_grouped, join, reference, route, session, window
 from keysplit.spark.grouped import GroupedReport
 
 # The functions below travel by value: the cluster's executors do not see tests/.
@@ -213,6 +213,38 @@ def test_join_survives_a_kill_in_its_sampling_and_join_stages(cluster, api, dire
     for ordinal in sorted({0, slowest(stages), len(stages) - 1}):
         result, kill = run_killing(api, cluster.cluster.pid, action, ordinal=ordinal, completed=0)
         assert result.equals(expected), f"a different join after {kill}"
+
+
+def test_window_survives_a_kill_in_its_sampling_window_and_carry_stages(cluster, api, directory):
+    # A running sum, a rank and a row number over the Zipf facts (key 1 holds 61 %, cut into
+    # ranges): killed in its first stage (the sample the cuts come from), in its exchange's
+    # map side (one task per input file, after the sample's) and in the window (one task
+    # per worker), equal to Spark's window each time. Picked by what they are, not their
+    # place: these stages run beside others, in no fixed order.
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    frame = cluster.spark.read.parquet(str(directory))
+    workers = 24
+    w = Window.partitionBy("key").orderBy("value")
+    columns = {"run": F.sum("value").over(w), "rank": F.rank().over(w), "n": F.row_number().over(w)}
+
+    def action() -> pl.DataFrame:
+        return fetched(window(frame, columns, workers=workers))
+
+    expected = fetched(frame.withColumns(columns))
+    clean, _ = stages_of(api, action)
+    assert clean.equals(expected)
+    input_files = len(list(directory.iterdir()))
+    kills = [
+        {"ordinal": 0},
+        # A stage of one task per input file after the sample's: a map side of the exchange.
+        {"stage": lambda s, index: index > 0 and s["numTasks"] == input_files, "completed": 0},
+        {"stage": lambda s, index: s["numTasks"] == workers, "completed": 0},
+    ]
+    for where in kills:
+        result, kill = run_killing(api, cluster.cluster.pid, action, **where)
+        assert result.equals(expected), f"a different window after {kill}"
 
 
 # Last: the cluster keeps one Worker after it.

@@ -16,6 +16,8 @@ import decimal
 import numpy as np
 import polars as pl
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from pyspark.sql import Window
 from pyspark.sql import functions as F
 
@@ -132,6 +134,12 @@ def test_whole_partition_aggregates_equal_sparks(frame):
     assert_same_window(window(frame, columns, workers=WORKERS), frame.withColumns(columns))
 
 
+def test_whole_partition_columns_beside_ordered_ones(frame):
+    w = Window.partitionBy("k").orderBy("t")
+    columns = {"run": F.sum("x").over(w), "total": F.sum("x").over(Window.partitionBy("k")), "rank": F.rank().over(w)}
+    assert_same_window(window(frame, columns, workers=WORKERS), frame.withColumns(columns))
+
+
 def test_a_string_order_and_a_date_order_with_nulls_last(frame):
     for order in (F.col("s").asc_nulls_last(), F.col("day").desc_nulls_last()):
         w = Window.partitionBy("k").orderBy(order, F.col("t").asc_nulls_last())
@@ -174,8 +182,10 @@ def test_what_is_not_split_is_refused_by_name(frame):
         window(frame, {"c": F.collect_list("x").over(w)})
     with pytest.raises(ConfigError, match="RANGE BETWEEN 5 PRECEDING"):
         window(frame, {"c": F.sum("x").over(w.rangeBetween(-5, 0))})
-    with pytest.raises(ConfigError, match="different windows"):
+    with pytest.raises(ConfigError, match="different partitionings"):
         window(frame, {"a": F.sum("x").over(w), "b": F.sum("x").over(Window.partitionBy("s").orderBy("t"))})
+    with pytest.raises(ConfigError, match="different windows"):
+        window(frame, {"a": F.sum("x").over(w), "b": F.sum("x").over(Window.partitionBy("k").orderBy("u"))})
     with pytest.raises(ConfigError, match="no partitionBy"):
         window(frame, {"a": F.sum("x").over(Window.orderBy("t"))})
     with pytest.raises(ConfigError, match="not a window function"):
@@ -248,3 +258,72 @@ def test_a_report_without_a_hot_key_says_so(frame):
     window(uniform, {"total": F.sum("x").over(Window.partitionBy("k").orderBy("t"))}, report=report).count()
     assert report.get.hot.height == 0
     assert report.get.rows == uniform.count()
+
+
+# Every function the verb splits, with the frames it takes (None: Spark's fixed frame).
+_FUNCTIONS = {
+    "count(*)": (lambda: F.count(F.lit(1)), ("range", "rows", "whole")),
+    "count": (lambda: F.count("x"), ("range", "rows", "whole")),
+    "sum": (lambda: F.sum("x"), ("range", "rows", "whole")),
+    "min": (lambda: F.min("x"), ("range", "rows", "whole")),
+    "max": (lambda: F.max("s"), ("range", "rows", "whole")),
+    "avg": (lambda: F.avg("x"), ("range", "rows", "whole")),
+    "row_number": (F.row_number, (None,)),
+    "rank": (F.rank, (None,)),
+    "dense_rank": (F.dense_rank, (None,)),
+    "percent_rank": (F.percent_rank, (None,)),
+    "cume_dist": (F.cume_dist, (None,)),
+    "ntile": (lambda: F.ntile(5), (None,)),
+}
+# Functions whose value among peers depends on the order Spark sorts them in: compared on a
+# total order (the row id last).
+_PEER_ORDERED = {"row_number", "ntile"}
+
+
+@st.composite
+def _cases(draw):
+    rows = draw(st.integers(1, 4_000))
+    seed = draw(st.integers(0, 2**16))
+    orders = draw(
+        st.lists(
+            st.tuples(st.sampled_from(["t", "s", "day"]), st.booleans(), st.booleans()),
+            min_size=1,
+            max_size=2,
+            unique_by=lambda o: o[0],
+        )
+    )
+    functions = draw(st.lists(st.sampled_from(sorted(_FUNCTIONS)), min_size=1, max_size=4, unique=True))
+    frames = [draw(st.sampled_from(_FUNCTIONS[name][1])) for name in functions]
+    return rows, seed, orders, list(zip(functions, frames, strict=True))
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_cases())
+def test_every_function_frame_order_and_null_equals_sparks(spark, tmp_path_factory, case):
+    rows, seed, orders, functions = case
+    data = _table(rows=rows, seed=seed)
+    path = tmp_path_factory.mktemp("cases") / "rows.parquet"
+    data.write_parquet(path)
+    frame = spark.spark.read.parquet(str(path))
+    order = []
+    for name, ascending, nulls_first in orders:
+        c = F.col(name)
+        order.append(
+            (c.asc_nulls_first() if nulls_first else c.asc_nulls_last())
+            if ascending
+            else (c.desc_nulls_first() if nulls_first else c.desc_nulls_last())
+        )
+    if any(name in _PEER_ORDERED or kind == "rows" for name, kind in functions):
+        order.append(F.col("id"))
+    w = Window.partitionBy("k").orderBy(*order)
+    columns = {}
+    for i, (name, kind) in enumerate(functions):
+        build = _FUNCTIONS[name][0]
+        spec = {
+            None: w,
+            "range": w,
+            "rows": w.rowsBetween(Window.unboundedPreceding, Window.currentRow),
+            "whole": Window.partitionBy("k"),
+        }[kind]
+        columns[f"c{i}"] = build().over(spec)
+    assert_same_window(window(frame, columns, workers=WORKERS, seed=seed), frame.withColumns(columns))

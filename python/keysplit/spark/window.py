@@ -244,7 +244,9 @@ class SkewWindow:
         before: Column | None = None
         equal = F.lit(True)
         for i, (name, key) in enumerate(zip(self.orders, self.request.order, strict=True)):
-            a, b = F.element_at(column(_cuts(i)), j), column(name)
+            # try_: Spark may evaluate it before the guard that keeps j in range (a common
+            # subexpression hoisted out of the AND), and element_at past the end raises.
+            a, b = F.try_element_at(column(_cuts(i)), j), column(name)
             nulls = (a.isNull() & b.isNotNull()) if key.nulls_first else (a.isNotNull() & b.isNull())
             less = F.coalesce(a < b if key.ascending else a > b, F.lit(False))
             term = equal & (nulls | less)

@@ -159,18 +159,25 @@ def _unaliased(expression: Any) -> Any:
 
 
 def _one_window(specs: list[tuple[str, Any]]) -> tuple[tuple[Column, ...], tuple[SortKey, ...]]:
-    """The partitioning and ordering all ``specs`` share (the frames may differ)."""
+    """The partitioning all ``specs`` share, and the ordering all ordered ones share (a
+    column over the partition without an ordering takes it whole, whatever the order)."""
     from pyspark.sql.connect.column import Column as ConnectColumn
 
     first_name, first = specs[0]
-    shape = (repr(first._partitionSpec), repr(first._orderSpec))
+    ordered = [(name, spec) for name, spec in specs if spec._orderSpec]
     for name, spec in specs[1:]:
-        if (repr(spec._partitionSpec), repr(spec._orderSpec)) != shape:
+        if repr(spec._partitionSpec) != repr(first._partitionSpec):
             raise ConfigError(
-                f"window columns {first_name!r} and {name!r} are over different windows "
-                f"(partitionBy {first._partitionSpec} orderBy {first._orderSpec}, and partitionBy "
-                f"{spec._partitionSpec} orderBy {spec._orderSpec}): one window call splits one partitioning "
-                "and ordering; call it once per window (frames may differ)"
+                f"window columns {first_name!r} and {name!r} are over different partitionings "
+                f"({first._partitionSpec} and {spec._partitionSpec}): one window call splits one "
+                "partitioning; call it once per partitioning"
+            )
+    for name, spec in ordered[1:]:
+        if repr(spec._orderSpec) != repr(ordered[0][1]._orderSpec):
+            raise ConfigError(
+                f"window columns {ordered[0][0]!r} and {name!r} are over different windows "
+                f"(orderBy {ordered[0][1]._orderSpec} and orderBy {spec._orderSpec}): one window call "
+                "splits one ordering; call it once per ordering (frames may differ)"
             )
     if not first._partitionSpec:
         raise ConfigError(
@@ -178,7 +185,8 @@ def _one_window(specs: list[tuple[str, Any]]) -> tuple[tuple[Column, ...], tuple
             "give it Window.partitionBy(key)"
         )
     partition = tuple(ConnectColumn(p) for p in first._partitionSpec)
-    order = tuple(SortKey(ConnectColumn(s._child), s._ascending, s._nullsFirst) for s in first._orderSpec)
+    order_spec = ordered[0][1]._orderSpec if ordered else []
+    order = tuple(SortKey(ConnectColumn(s._child), s._ascending, s._nullsFirst) for s in order_spec)
     return partition, order
 
 

@@ -1,0 +1,264 @@
+"""Window functions over a hot key on Spark: ``keysplit.spark.window`` against Spark's own
+window and the salting recipe, in one session.
+
+``--rows`` rows whose key 0 holds ``--share`` of them (the rest uniform over ``--keys``
+keys; ``--share 0`` is the control without a hot key); an order key ``t`` with heavy ties
+(10^5 values) and 1 % nulls; ``v`` an integer. Four families of window columns, each over
+``Window.partitionBy("k")``:
+
+1. running aggregates over Spark's default frame (RANGE, peers share a value):
+   ``sum``, ``count``, ``min``, ``max``, ``avg`` of ``v`` ordered by ``t``;
+2. ranks ordered by ``t`` (ties and nulls): ``rank``, ``dense_rank``, ``percent_rank``,
+   ``cume_dist``;
+3. row numbers ordered by ``t`` then ``id`` (a total order): ``row_number``, ``ntile(16)``
+   and a ROWS running ``sum``;
+4. whole-partition aggregates (no ordering): ``sum``, ``count``, ``max``.
+
+Plans, alternated (A B C, then C B A, ...) after a warm-up: ``spark`` (``withColumns``),
+``keysplit`` (``keysplit.spark.window``), and for the running sum the ``salted`` recipe
+(16 salts, the sum per (key, salt), the largest per (key, order value)), which is wrong and
+is reported with its wrong rows. The input is cached. 32 shuffle partitions, coalescing
+off. Every plan's output ends in the same fingerprint (rows, and a sum of a hash of each
+row), which must equal Spark's. Per run, from Spark's REST status API: the window stage's
+hottest task's records over the mean, its spill to disk and peak execution memory, the rows
+shuffled, and the makespan on 32 slots **computed** by LPT from the measured task times of
+every stage (this machine has 2 cores).
+
+    python benches/spark_window.py --rows 1e7 --share 0.3 0.6 0 --setup local
+
+Writes ``benches/results/spark_window[_cluster].json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from keysplit import spark as ks
+from spark_vs_native import BENCH_CONF, SparkStatus, lpt_makespan, machine
+
+RESULTS = Path(__file__).parent / "results"
+SETUPS = {"local": "local[2]", "cluster": "cluster:2"}
+SALTS = 16
+SLOTS = 32
+CONF = {
+    **BENCH_CONF,
+    "spark.sql.shuffle.partitions": str(SLOTS),
+    "spark.sql.adaptive.coalescePartitions.enabled": "false",
+}
+
+
+def families() -> dict[str, Callable[[], dict[str, Any]]]:
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    by_t = Window.partitionBy("k").orderBy("t")
+    total = Window.partitionBy("k").orderBy("t", "id")
+    whole = Window.partitionBy("k")
+    return {
+        "running aggregates": lambda: {
+            "run_sum": F.sum("v").over(by_t),
+            "run_count": F.count("v").over(by_t),
+            "run_min": F.min("v").over(by_t),
+            "run_max": F.max("v").over(by_t),
+            "run_avg": F.avg("v").over(by_t),
+        },
+        "ranks": lambda: {
+            "rank": F.rank().over(by_t),
+            "dense": F.dense_rank().over(by_t),
+            "percent": F.percent_rank().over(by_t),
+            "cume": F.cume_dist().over(by_t),
+        },
+        "row numbers": lambda: {
+            "n": F.row_number().over(total),
+            "tile": F.ntile(16).over(total),
+            "rows_sum": F.sum("v").over(total.rowsBetween(Window.unboundedPreceding, Window.currentRow)),
+        },
+        "whole partition": lambda: {
+            "key_sum": F.sum("v").over(whole),
+            "key_count": F.count(F.lit(1)).over(whole),
+            "key_max": F.max("v").over(whole),
+        },
+    }
+
+
+def salted(frame: Any) -> Any:
+    """The recipe that circulates for a running sum over a hot key: wrong (each salt restarts
+    the sum), run for its cost and its wrong rows."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    salt = (F.rand(7) * SALTS).cast("int")
+    runs = frame.withColumn("salt", salt).withColumn(
+        "run_sum", F.sum("v").over(Window.partitionBy("k", "salt").orderBy("t"))
+    )
+    best = runs.groupBy("k", "t").agg(F.max("run_sum").alias("run_sum"))
+    return frame.join(best, ["k", "t"], "left")
+
+
+def inputs(spark: Any, rows: int, keys: int, share: float) -> Any:
+    from pyspark.sql import functions as F
+
+    hot = F.when(F.rand(7) < share, F.lit(0)).otherwise(1 + F.pmod(F.xxhash64("id"), F.lit(keys - 1)))
+    order = F.when(F.pmod(F.xxhash64("id", F.lit(5)), F.lit(100)) == 0, F.lit(None)).otherwise(
+        F.pmod(F.xxhash64("id", F.lit(3)), F.lit(100_000))
+    )
+    frame = spark.range(0, rows, numPartitions=16).select(
+        "id", hot.alias("k"), order.alias("t"), F.pmod(F.xxhash64("id", F.lit(9)), F.lit(1000)).alias("v")
+    )
+    frame = frame.cache()
+    frame.count()
+    return frame
+
+
+def fingerprint(frame: Any) -> Any:
+    from pyspark.sql import functions as F
+
+    digest = F.pmod(F.xxhash64(*[F.col(c) for c in frame.columns]), F.lit(2**31))
+    return frame.agg(F.count(F.lit(1)).alias("rows"), F.sum(digest).alias("digest"))
+
+
+def measure(handle: Any, status: SparkStatus, query: Any) -> dict[str, Any]:
+    first = status.next_execution()
+    started = time.perf_counter()
+    row = handle.call("window", query.collect)[0]
+    wall = time.perf_counter() - started
+    stages = status.stages_since(first, native=True)
+    reading = [s for s in stages if sum(s["task_shuffle_records_read"])]
+    heaviest = max(reading, key=lambda s: sum(s["task_shuffle_records_read"]))
+    records = heaviest["task_shuffle_records_read"]
+    hottest = max(range(len(records)), key=records.__getitem__)
+    return {
+        "wall_s": wall,
+        "result": [row["rows"], row["digest"]],
+        "window_tasks": len(records),
+        "hottest_over_mean_records": max(records) / (sum(records) / len(records)),
+        "hottest_share_of_records": max(records) / sum(records),
+        "hottest_task_s": heaviest["task_seconds"][hottest],
+        "window_stage_peak_memory_bytes": heaviest["peak_memory"],
+        "window_stage_spill_bytes": heaviest["spilled_to_disk"],
+        "rows_shuffled": sum(s["shuffle_write_records"] for s in stages),
+        "makespan_32_slots_computed_s": sum(lpt_makespan(s["task_seconds"], SLOTS) for s in stages),
+        "stages": [
+            {
+                "tasks": s["tasks"],
+                "task_s": round(sum(s["task_seconds"]), 3),
+                "max_task_s": round(s["max_task_s"], 3),
+                "makespan_32_slots_computed_s": round(lpt_makespan(s["task_seconds"], SLOTS), 3),
+                "shuffle_write_records": s["shuffle_write_records"],
+            }
+            for s in stages
+        ],
+    }
+
+
+def run_family(
+    handle: Any, status: SparkStatus, frame: Any, name: str, columns: Callable[[], dict[str, Any]], repeats: int
+) -> dict[str, list[dict[str, Any]]]:
+    plans: dict[str, Callable[[], Any]] = {
+        "spark": lambda: frame.withColumns(columns()),
+        "keysplit": lambda: ks.window(frame, columns()),
+    }
+    if name == "running aggregates":
+        plans["salted"] = lambda: salted(frame)
+    runs: dict[str, list[dict[str, Any]]] = {plan: [] for plan in plans}
+    for build in plans.values():  # warm-up
+        measure(handle, status, fingerprint(build()))
+    order = list(plans)
+    for repeat in range(repeats):
+        for plan in order if repeat % 2 == 0 else list(reversed(order)):
+            figures = measure(handle, status, fingerprint(plans[plan]()))
+            runs[plan].append(figures)
+            print(
+                f"  {plan}: {figures['wall_s']:.2f} s, hottest window task {figures['hottest_share_of_records']:.1%} "
+                f"of the records ({figures['hottest_over_mean_records']:.2f}x the mean), 32-slot makespan "
+                f"(computed) {figures['makespan_32_slots_computed_s']:.2f} s",
+                flush=True,
+            )
+    return runs
+
+
+def wrong_rows(handle: Any, frame: Any) -> int:
+    """Rows where the salting recipe's running sum differs from Spark's."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    exact = frame.withColumn("exact", F.sum("v").over(Window.partitionBy("k").orderBy("t")))
+    compared = exact.join(salted(frame).select("id", "run_sum"), "id")
+    return int(
+        handle.call("salting check", lambda: compared.filter(~F.col("exact").eqNullSafe(F.col("run_sum"))).count())
+    )
+
+
+def summarise(runs: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
+    numeric = [k for k, v in next(iter(runs.values()))[0].items() if isinstance(v, (int, float))]
+    median = {plan: {k: statistics.median(r[k] for r in rs) for k in numeric} for plan, rs in runs.items()}
+    exact = runs["spark"][0]["result"]
+    summary: dict[str, Any] = {
+        "median": median,
+        "exact": {p: all(r["result"] == exact for r in rs) for p, rs in runs.items()},
+    }
+    ours = median["keysplit"]
+    summary["makespan spark / keysplit"] = (
+        median["spark"]["makespan_32_slots_computed_s"] / ours["makespan_32_slots_computed_s"]
+    )
+    summary["wall keysplit / spark"] = ours["wall_s"] / median["spark"]["wall_s"]
+    return summary
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=lambda t: int(float(t)), default=10_000_000)
+    parser.add_argument("--keys", type=lambda t: int(float(t)), default=100_000)
+    parser.add_argument("--share", type=float, nargs="+", default=[0.3, 0.6, 0.0])
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--setup", choices=sorted(SETUPS), default="local")
+    parser.add_argument("--families", nargs="*", help="run only the families whose names start so")
+    parser.add_argument("--output", type=Path)
+    args = parser.parse_args()
+    output = args.output or RESULTS / ("spark_window.json" if args.setup == "local" else "spark_window_cluster.json")
+    results: dict[str, Any] = {}
+    with ks.session(master=SETUPS[args.setup], ui=True, driver_memory="4g", **CONF) as handle:
+        assert handle.server is not None and handle.server.ui_port is not None
+        status = SparkStatus(handle.server.ui_port)
+        for share in args.share:
+            frame = inputs(handle.spark, args.rows, args.keys, share)
+            for name, columns in families().items():
+                if args.families and not any(name.startswith(prefix) for prefix in args.families):
+                    continue
+                print(f"share {share:.0%}, {name}", flush=True)
+                runs = run_family(handle, status, frame, name, columns, args.repeats)
+                figures = {"runs": runs, **summarise(runs)}
+                if "salted" in runs:
+                    figures["salted_wrong_rows"] = wrong_rows(handle, frame)
+                results[f"{share:.0%} {name}"] = figures
+            frame.unpersist()
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text(
+        json.dumps(
+            {
+                "benchmark": "window functions over a hot key: keysplit.spark.window against Spark and salting",
+                "machine": machine(),
+                "settings": {**vars(args), "output": str(output), "conf": CONF, "salts": SALTS},
+                "families": results,
+            },
+            indent=1,
+            default=str,
+        )
+        + "\n"
+    )
+    for name, figures in results.items():
+        print(
+            f"{name}: exact {figures['exact']}; makespan spark/keysplit {figures['makespan spark / keysplit']:.2f}, "
+            f"wall keysplit/spark {figures['wall keysplit / spark']:.2f}"
+            + (f", salting wrong on {figures['salted_wrong_rows']:,} rows" if "salted_wrong_rows" in figures else "")
+        )
+
+
+if __name__ == "__main__":
+    main()
