@@ -237,7 +237,7 @@ def test_window_survives_a_kill_in_its_sampling_window_and_carry_stages(cluster,
     assert clean.equals(expected)
     input_files = len(list(directory.iterdir()))
     kills = [
-        {"ordinal": 0},
+        {"ordinal": 0, "completed": 0},
         # A stage of one task per input file after the sample's: a map side of the exchange.
         {"stage": lambda s, index: index > 0 and s["numTasks"] == input_files, "completed": 0},
         {"stage": lambda s, index: s["numTasks"] == workers, "completed": 0},

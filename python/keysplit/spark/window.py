@@ -63,7 +63,6 @@ _LOW = PREFIX + "low"
 _HIGH = PREFIX + "high"
 _CHUNKS = PREFIX + "chunks"
 _RANK = PREFIX + "rank"
-_PEERS = PREFIX + "peers"
 _ROWS = PREFIX + "rows"
 _DISTINCT = PREFIX + "distinct"
 _BEFORE = PREFIX + "before_"
@@ -105,7 +104,6 @@ class SkewWindow:
 
     frame: DataFrame
     request: WindowRequest
-    columns: Mapping[str, Column]
     workers: int
     seed: int
     schema: StructType
@@ -576,4 +574,4 @@ def window(
     if clashes:
         raise ConfigError(f"columns starting with {PREFIX!r} are keysplit's own; rename {clashes}")
     target = handle.call("reading the window's schema", lambda: frame.withColumns(dict(columns)).schema)
-    return SkewWindow(frame, request, columns, workers, seed, schema, target).plan(report)
+    return SkewWindow(frame, request, workers, seed, schema, target).plan(report)
