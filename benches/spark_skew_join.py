@@ -47,7 +47,7 @@ from pathlib import Path
 from typing import Any
 
 from keysplit import spark as ks
-from spark_vs_native import BENCH_CONF, SparkStatus, lpt_makespan, machine
+from spark_vs_native import BENCH_CONF, SparkStatus, fingerprint, lpt_makespan, machine, stage_briefs
 
 RESULTS = Path(__file__).parent / "results"
 SETUPS = {"local": "local[2]", "cluster": "cluster:2"}
@@ -140,14 +140,6 @@ def shapes(frames: dict[str, Any]) -> dict[str, Callable[[Join], Any]]:
     }
 
 
-def fingerprint(frame: Any) -> Any:
-    """Rows, and a sum of a hash of each row (an exact multiset check, but for collisions)."""
-    from pyspark.sql import functions as F
-
-    digest = F.pmod(F.xxhash64(*[F.col(c) for c in frame.columns]), F.lit(2**31))
-    return frame.agg(F.count(F.lit(1)).alias("rows"), F.sum(digest).alias("digest"))
-
-
 def measure(handle: Any, status: SparkStatus, plan: str, build: Callable[[Join], Any]) -> dict[str, Any]:
     conf = handle.spark.conf
     for name, value in TUNED.items():
@@ -178,16 +170,7 @@ def measure(handle: Any, status: SparkStatus, plan: str, build: Callable[[Join],
         "largest_hash_table_bytes": table,
         "task_memory_bytes": max(heaviest["peak_memory"], table),
         "makespan_32_slots_computed_s": sum(lpt_makespan(s["task_seconds"], SLOTS) for s in stages),
-        "stages": [
-            {
-                "tasks": s["tasks"],
-                "task_s": round(sum(s["task_seconds"]), 3),
-                "max_task_s": round(s["max_task_s"], 3),
-                "makespan_32_slots_computed_s": round(lpt_makespan(s["task_seconds"], SLOTS), 3),
-                "shuffle_write_records": s["shuffle_write_records"],
-            }
-            for s in stages
-        ],
+        "stages": stage_briefs(stages, SLOTS),
     }
 
 

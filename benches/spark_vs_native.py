@@ -246,6 +246,28 @@ def lpt_makespan(seconds: list[float], slots: int) -> float:
     return max(loads)
 
 
+def fingerprint(frame: Any) -> Any:
+    """Rows, and a sum of a hash of each row (an exact multiset check, but for collisions)."""
+    from pyspark.sql import functions as F
+
+    digest = F.pmod(F.xxhash64(*[F.col(c) for c in frame.columns]), F.lit(2**31))
+    return frame.agg(F.count(F.lit(1)).alias("rows"), F.sum(digest).alias("digest"))
+
+
+def stage_briefs(stages: list[dict[str, Any]], slots: int) -> list[dict[str, Any]]:
+    """Each stage's tasks, task seconds and computed makespan on ``slots``, for a results file."""
+    return [
+        {
+            "tasks": s["tasks"],
+            "task_s": round(sum(s["task_seconds"]), 3),
+            "max_task_s": round(s["max_task_s"], 3),
+            f"makespan_{slots}_slots_computed_s": round(lpt_makespan(s["task_seconds"], slots), 3),
+            "shuffle_write_records": s["shuffle_write_records"],
+        }
+        for s in stages
+    ]
+
+
 def stage_role(stage: dict[str, Any]) -> str:
     """A stage's place around its shuffles: map (writes one), shuffle (reads and writes),
     post-shuffle (reads one: where an aggregation completes) or scan (neither)."""

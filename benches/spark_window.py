@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from keysplit import spark as ks
-from spark_vs_native import BENCH_CONF, SparkStatus, lpt_makespan, machine
+from spark_vs_native import BENCH_CONF, SparkStatus, fingerprint, lpt_makespan, machine, stage_briefs
 
 RESULTS = Path(__file__).parent / "results"
 SETUPS = {"local": "local[2]", "cluster": "cluster:2"}
@@ -116,13 +116,6 @@ def inputs(spark: Any, rows: int, keys: int, share: float) -> Any:
     return frame
 
 
-def fingerprint(frame: Any) -> Any:
-    from pyspark.sql import functions as F
-
-    digest = F.pmod(F.xxhash64(*[F.col(c) for c in frame.columns]), F.lit(2**31))
-    return frame.agg(F.count(F.lit(1)).alias("rows"), F.sum(digest).alias("digest"))
-
-
 def measure(handle: Any, status: SparkStatus, query: Any) -> dict[str, Any]:
     first = status.next_execution()
     started = time.perf_counter()
@@ -144,16 +137,7 @@ def measure(handle: Any, status: SparkStatus, query: Any) -> dict[str, Any]:
         "window_stage_spill_bytes": heaviest["spilled_to_disk"],
         "rows_shuffled": sum(s["shuffle_write_records"] for s in stages),
         "makespan_32_slots_computed_s": sum(lpt_makespan(s["task_seconds"], SLOTS) for s in stages),
-        "stages": [
-            {
-                "tasks": s["tasks"],
-                "task_s": round(sum(s["task_seconds"]), 3),
-                "max_task_s": round(s["max_task_s"], 3),
-                "makespan_32_slots_computed_s": round(lpt_makespan(s["task_seconds"], SLOTS), 3),
-                "shuffle_write_records": s["shuffle_write_records"],
-            }
-            for s in stages
-        ],
+        "stages": stage_briefs(stages, SLOTS),
     }
 
 

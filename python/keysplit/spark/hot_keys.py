@@ -40,6 +40,12 @@ if TYPE_CHECKING:
 
 #: Counters per partition unless asked otherwise: at most N/4097 rows of error per key.
 DEFAULT_CAPACITY = 4096
+#: The sample the plans of ``join`` and ``window`` find their hot keys from, in the plan: a
+#: key of a mean task's share of 10^6 rows over 32 tasks is seen about 600 times, with a
+#: 95 % bound of ±8 %.
+SAMPLE_FRACTION = 0.02
+#: Partitions such a sample is counted in (it is small).
+LOCAL_TOP_TASKS = 4
 _MARKER = "__keysplit_totals"
 
 

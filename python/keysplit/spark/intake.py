@@ -73,6 +73,18 @@ def session_for(data: object, session: Session | SparkSession | None) -> Session
     )
 
 
+def shuffle_partitions(session: Session) -> int:
+    """The partitions of a verb's exchange when it is given no ``workers``: adaptive
+    execution's initial number if set, else ``spark.sql.shuffle.partitions``."""
+    conf = session.spark.conf
+
+    def read() -> int:
+        initial = conf.get("spark.sql.adaptive.coalescePartitions.initialPartitionNum", None)
+        return int(initial or conf.get("spark.sql.shuffle.partitions") or 200)
+
+    return int(session.call("reading settings", read))
+
+
 @contextlib.contextmanager
 def run_settings(session: Session, settings: Mapping[str, str] = RUN_SETTINGS) -> Iterator[None]:
     """``settings`` on the session while the block runs; the previous values after."""

@@ -47,7 +47,8 @@ from keysplit._checks import require_seed, require_workers
 from keysplit._errors import ConfigError, ConfigTypeError, KeyInputError, KeyTypeError
 from keysplit.spark import join_grid
 from keysplit.spark.columns import column, holds_a_map, quoted
-from keysplit.spark.intake import is_spark_frame, session_for
+from keysplit.spark.hot_keys import LOCAL_TOP_TASKS, SAMPLE_FRACTION
+from keysplit.spark.intake import is_spark_frame, session_for, shuffle_partitions
 from keysplit.spark.join_grid import (
     CELLS,
     GRID_COLUMNS,
@@ -99,11 +100,6 @@ _ROW_CELLS = PREFIX + "row_cells"
 #: side's rows of its key) exist; null on the null-extended side of an output row.
 _LEFT_MARK = PREFIX + "left_mark"
 _RIGHT_MARK = PREFIX + "right_mark"
-#: The sample the hot keys are found from: a key of a mean task's share of 10^6 rows over
-#: 32 tasks is seen about 600 times, with a 95 % bound of ±8 %.
-SAMPLE_FRACTION = 0.02
-#: Partitions the sample is counted in, each then a Python task keeping its heaviest keys.
-LOCAL_TOP_TASKS = 4
 
 
 def _key(j: int) -> str:
@@ -552,18 +548,6 @@ class SkewJoin:
             sample_fraction=SAMPLE_FRACTION,
             hot=hot,
         )
-
-
-def shuffle_partitions(session: Session) -> int:
-    """The partitions of the join's exchange: adaptive execution's initial number if set,
-    else ``spark.sql.shuffle.partitions``."""
-    conf = session.spark.conf
-
-    def read() -> int:
-        initial = conf.get("spark.sql.adaptive.coalescePartitions.initialPartitionNum", None)
-        return int(initial or conf.get("spark.sql.shuffle.partitions") or 200)
-
-    return int(session.call("reading settings", read))
 
 
 def join(

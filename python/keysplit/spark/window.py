@@ -38,8 +38,8 @@ import polars as pl
 from keysplit._checks import require_seed, require_workers
 from keysplit._errors import ConfigError, ConfigTypeError
 from keysplit.spark.columns import column, row_hash
-from keysplit.spark.intake import is_spark_frame, session_for
-from keysplit.spark.join import LOCAL_TOP_TASKS, SAMPLE_FRACTION, shuffle_partitions
+from keysplit.spark.hot_keys import LOCAL_TOP_TASKS, SAMPLE_FRACTION
+from keysplit.spark.intake import is_spark_frame, session_for, shuffle_partitions
 from keysplit.spark.options import require_task_workers
 from keysplit.spark.report import Report, observed, observed_rows
 from keysplit.spark.window_spec import AGGREGATES, WindowColumn, WindowRequest, window_request
@@ -209,10 +209,10 @@ class SkewWindow:
         return hot.select(_KEY_HASH, _CHUNKS, F.pmod(before, F.lit(n)).cast("int").alias(_FIRST_CELL), *cuts)
 
     def lookup(self, rows: DataFrame, table: DataFrame, how: str) -> DataFrame:
-        """``rows`` with their key's entry of the hot table (broadcast), by key hash."""
+        """``rows`` with their key hash and their key's entry of the hot table (broadcast)."""
         from pyspark.sql import functions as F
 
-        return rows.withColumn(_KEY_HASH, self.key_hash()).join(F.broadcast(table), _KEY_HASH, how).drop(_KEY_HASH)
+        return rows.withColumn(_KEY_HASH, self.key_hash()).join(F.broadcast(table), _KEY_HASH, how)
 
     def with_carries(self, rows: DataFrame, carries: DataFrame) -> DataFrame:
         """``rows`` with their chunk's carry (broadcast), by partition values (null-safe: a
@@ -279,7 +279,7 @@ class SkewWindow:
         from pyspark.sql import functions as F
 
         n = F.lit(self.workers)
-        hashed = F.pmod(F.xxhash64(F.lit(self.seed), *[column(name) for name in self.parts]), n)
+        hashed = F.pmod(column(_KEY_HASH), n)
         return (
             F.when(column(_CHUNK).isNotNull(), F.pmod(column(_FIRST_CELL) + column(_CHUNK), n))
             .otherwise(hashed)
@@ -304,11 +304,7 @@ class SkewWindow:
                     totals.append(getattr(F, spec.function)(arg).alias(f"{PREFIX}{spec.function}{k}"))
         if any(spec.function == "dense_rank" for spec in self.request.columns):
             totals.append(F.count_distinct(F.struct(*[column(name) for name in self.orders])).alias(_DISTINCT))
-        # Grouped by the key's chunks and first cell too (one each per key): read here, the
-        # hot table keeps the columns the main branch reads, and Spark broadcasts it once.
-        placement = (_CHUNKS, _FIRST_CELL)
-        grouped = rows.groupBy(*self.parts, _CHUNK, *placement).agg(*totals)
-        chunk_totals = observe(grouped.drop(*placement))
+        chunk_totals = observe(rows.groupBy(*self.parts, _CHUNK).agg(*totals))
         prior = Window.partitionBy(*self.parts).orderBy(_CHUNK).rowsBetween(Window.unboundedPreceding, -1)
         whole = Window.partitionBy(*self.parts)
         carries: dict[str, Column] = {}
@@ -448,7 +444,7 @@ class SkewWindow:
         prepared = self.prepared()
         table = self.hot_table(prepared)
         rows = self.chunked(self.lookup(prepared, table, "left"))
-        rows = rows.withColumn(_CELL, self.cell()).drop(_CHUNKS, _FIRST_CELL, *self.cut_columns)
+        rows = rows.withColumn(_CELL, self.cell()).drop(_KEY_HASH, _CHUNKS, _FIRST_CELL, *self.cut_columns)
         observations: tuple[Any, Any] | None = (Observation(), Observation()) if report is not None else None
 
         def observe_chunks(chunks: DataFrame) -> DataFrame:
