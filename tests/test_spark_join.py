@@ -11,6 +11,7 @@ key 0 three times, keys the facts lack, and null keys.
 from __future__ import annotations
 
 import datetime
+import re
 import time
 
 import numpy as np
@@ -158,6 +159,37 @@ def test_a_self_join_and_the_skewed_front(spark, tables):
     assert_same_join(skewed(facts).join(dimension, "key", "left"), facts.join(dimension, "key", "left"))
 
 
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [
+        ("inner", "inner"),
+        ("left", "left"),
+        ("inner", "left_semi"),
+        ("left", "left_anti"),
+        ("full", "inner"),
+        ("inner", "right"),
+    ],
+)
+def test_a_chain_of_joins_on_one_key_keeps_the_first_joins_cells(spark, tables, first, second):
+    # The second join reads the first one's output where its exchange put it, key 0 split
+    # over its cells, and copies the other side's rows of key 0 to each: Spark shuffles that
+    # output no more than it would between two sort-merge joins on one key. A first full
+    # join (whose right-only rows have no cell of the left's) or a second right or full one
+    # (whose copies could come out unmatched) joins as any two sides.
+    facts, dimension = tables
+    other = dimension.selectExpr("key", "v * 2 AS w", "name")
+    ours = join(join(facts, dimension, "key", first), other, "key", second)
+    assert_same_join(ours, facts.join(dimension, "key", first).join(other, "key", second))
+    plan = ours._explain_string(mode="simple")
+    # The exchanges on (key, cell): the three sides' when the cells are kept; else also the
+    # first output's (and the first join's again, in the second's sample).
+    exchanged = len(re.findall(r"Exchange hashpartitioning\(__keysplit_join_k0#\d+L, __keysplit_join_cell", plan))
+    if first in ("inner", "left") and second in ("inner", "left", "left_semi", "left_anti"):
+        assert exchanged == 3, plan
+    else:
+        assert exchanged >= 4, plan
+
+
 def test_the_hot_key_and_the_null_keys_land_on_partitions_of_their_own(spark, tables):
     # Spark's own join puts key 0's 100,000 facts on one task; here no join task holds more
     # than twice the mean (the hash of each cell's extra key is chosen for its partition).
@@ -232,6 +264,9 @@ def test_bad_input_is_refused_before_any_job(spark, tables):
         join(facts, dimension, facts["key"] == facts["v"])
     with pytest.raises(ConfigTypeError, match="Spark DataFrame"):
         join(facts, _dimension(), "key")
+    # A join's output holding two columns "v", joined on "v": ambiguous, as in Spark.
+    with pytest.raises(KeyInputError, match=r"\['v'\] names two columns of the left side.*toDF"):
+        join(facts.join(dimension, "key"), dimension, "v")
 
 
 def test_dates_come_back_as_dates(spark):

@@ -28,6 +28,14 @@ returns a lazy DataFrame equal to Spark's join as a multiset of rows, whose plan
    key's partners, which then exist and met it in another cell. A semi or anti join reads
    the right side's distinct keys, and copies no left row.
 
+4. **A chain on one key** (``join(join(facts, dim, "k"), dim2, "k")``): a join whose left
+   side is the output of a split inner, left, semi or anti join on the same key columns,
+   and which is itself one of those, keeps the first join's cells. The first output's rows
+   stay where its exchange put them (Spark moves none of them, as it would not between two
+   sort-merge joins on one key) and each right row of a key the first join split is copied
+   to every cell of that key's grid; no second sample. The second join's right side is not
+   sampled: a key hot there only is not split.
+
 The sample only sizes the grids: whatever it holds, the result is exact. Rows with a null
 key never match (Spark's ``=``); they are spread over the partitions, so a null-heavy outer
 join has no straggler either. A row's cell depends on its values only, so a re-run task
@@ -37,6 +45,7 @@ own does; rows alike in every column go to one cell.
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -269,6 +278,13 @@ class SkewJoin:
     right_schema: StructType
     target: StructType
     key_types: list[DataType]
+    #: The split join whose output is this one's left side, when this join can keep that
+    #: one's cells (:meth:`_chained`).
+    prior: SkewJoin | None = None
+    #: Set by :meth:`plan`: the grid table and the joined rows (keys and cell columns kept),
+    #: for a join chained on this one.
+    table: DataFrame | None = field(default=None, init=False)
+    joined: DataFrame | None = field(default=None, init=False)
 
     @property
     def existence(self) -> bool:
@@ -279,12 +295,6 @@ class SkewJoin:
     def outer(self) -> bool:
         return self.how in ("left", "right", "full")
 
-    def _keys(self, names: Sequence[str]) -> list[Column]:
-        return [
-            column(name).cast(kind).alias(_key(j))
-            for j, (name, kind) in enumerate(zip(names, self.key_types, strict=True))
-        ]
-
     def key_hash(self) -> Column:
         """``xxhash64(seed, keys)``: what the grid task orders and tells keys apart by, so
         that every run places alike."""
@@ -293,20 +303,28 @@ class SkewJoin:
         return F.xxhash64(F.lit(self.seed), *[column(_key(j)) for j in range(len(self.key_types))])
 
     def _sides(self) -> tuple[DataFrame, DataFrame]:
-        """Each side as the join's key columns, then its own columns under names of their own
-        (both sides may hold a column of one name); the right side of a semi or anti join is
-        its distinct keys."""
+        """Each side as the join's key columns, then its own columns under names of their own,
+        given by position (both sides may hold a column of one name, and a side that is a
+        join's output two); the right side of a semi or anti join is its distinct keys."""
 
-        def own(side: str, schema: StructType) -> list[Column]:
-            rename = _left if side == "left" else _right
-            names = {rename(i): f.name for i, f in enumerate(schema.fields)}
-            return [column(names[name]).alias(name) for name in self.own(side)]
+        def side(
+            frame: DataFrame, schema: StructType, names: Sequence[str], rename: Any
+        ) -> tuple[DataFrame, list[Column]]:
+            first: dict[str, int] = {}
+            for i, f in enumerate(schema.fields):
+                first.setdefault(f.name, i)
+            keys = [
+                column(rename(first[name])).cast(kind).alias(_key(j))
+                for j, (name, kind) in enumerate(zip(names, self.key_types, strict=True))
+            ]
+            return frame.toDF(*[rename(i) for i in range(len(schema.fields))]), keys
 
-        left = self.left.select(*self._keys(self.keys.left), *own("left", self.left_schema))
-        if self.existence:
-            right = self.right.select(*self._keys(self.keys.right)).distinct()
-        else:
-            right = self.right.select(*self._keys(self.keys.right), *own("right", self.right_schema))
+        left, left_keys = side(self.left, self.left_schema, self.keys.left, _left)
+        right, right_keys = side(self.right, self.right_schema, self.keys.right, _right)
+        left = left.select(*left_keys, *self.own("left"))
+        right = (
+            right.select(*right_keys).distinct() if self.existence else right.select(*right_keys, *self.own("right"))
+        )
         return left, right
 
     def row_hash(self, side: str) -> Column:
@@ -410,6 +428,8 @@ class SkewJoin:
         from pyspark.sql import functions as F
         from pyspark.sql.connect.observation import Observation
 
+        if self.prior is not None:
+            return self._chained(self.prior, report)
         left, right = self._sides()
         keys = [_key(j) for j in range(len(self.key_types))]
         grid = self.grid(left, right)
@@ -483,11 +503,67 @@ class SkewJoin:
             unmatched_left = column(_RIGHT_MARK).isNull() & column(_LEFT_MARK)
             unmatched_right = column(_LEFT_MARK).isNull() & column(_RIGHT_MARK)
             joined = joined.filter(~unmatched_left & ~unmatched_right)
+        return self._result(grid, joined)
+
+    def _chained(self, prior: SkewJoin, report: Report[JoinReport] | None) -> DataFrame:
+        """This join on the output of ``prior``, a split join on the same keys: the output's
+        rows stay in ``prior``'s cells, where Spark's exchange put them (so Spark moves none
+        of them again, as it would not between two sort-merge joins on one key), and each
+        right row of a key ``prior`` split is copied to every cell of its grid. Each output
+        row of ``prior`` sits in one cell and meets there every right row of its key, once."""
+        from pyspark.sql import functions as F
+        from pyspark.sql.connect.observation import Observation
+
+        assert prior.table is not None and prior.joined is not None
+        keys = [_key(j) for j in range(len(self.key_types))]
+        outputs = dict(zip((_left(i) for i in range(len(self.left_schema.fields))), prior._output(), strict=True))
+        left = prior.joined.select(*keys, _CELL, *[outputs[name].alias(name) for name in self.own("left")])
+        _, right = self._sides()
+        right = right.filter(self.present())
+        observations: list[Any] = [Observation() for _ in range(4)] if report is not None else []
+        table = prior.table
+        is_hot = column(GRID_ROWS).isNotNull()
+        every_cell = column(GRID_ROWS) * column(GRID_COLUMNS)
+        if report is not None:
+            seen = F.collect_list(F.struct(*keys, LEFT_ROWS, RIGHT_ROWS, GRID_ROWS, GRID_COLUMNS)).alias("grid")
+            table = table.observe(observations[0], seen)
+            left = left.observe(observations[2], F.count(F.when(self.present(), F.lit(1))).alias("rows"))
+        right = right.join(F.broadcast(table.select(*keys, GRID_ROWS, GRID_COLUMNS, CELLS)), keys, "left")
+        if report is not None:
+            right = right.observe(
+                observations[3],
+                F.count(F.lit(1)).alias("rows"),
+                F.coalesce(F.sum(F.when(is_hot, every_cell - 1)), F.lit(0)).alias("copied"),
+            )
+            report.bind(lambda: self._report(observations))
+        cells = F.coalesce(F.when(is_hot, F.slice(column(CELLS), 1, every_cell)), F.array(F.lit(0)))
+        right = right.select(*keys, F.explode(cells).alias(_CELL), *[column(name) for name in self.own("right")])
+        joined = left.hint("shuffle_hash").join(right.hint("shuffle_hash"), [*keys, _CELL], self.how)
+        return self._result(prior.table, joined)
+
+    def _result(self, table: DataFrame, joined: DataFrame) -> DataFrame:
+        """The joined rows as Spark's output columns; the table and the rows kept for a join
+        chained on this one."""
+        self.table, self.joined = table, joined
         return joined.select(
-            *[
-                expression.cast(f.dataType).alias(f.name)
-                for expression, f in zip(self._output(), self.target.fields, strict=True)
-            ]
+            *[expression.alias(f.name) for expression, f in zip(self._output(), self.target.fields, strict=True)]
+        )
+
+    def keeps_cells_of(self, prior: SkewJoin) -> bool:
+        """Whether this join, on the output of ``prior``, can keep ``prior``'s cells: both
+        inner, left, semi or anti joins (whose output rows are left rows, in the cells of
+        their keys), this one on the columns ``prior`` output for its keys, of their types,
+        in their order, over as many partitions."""
+        kept = ("inner", "left", "left_semi", "left_anti")
+        names = [f.name for f in prior.target.fields]
+        return (
+            prior.joined is not None
+            and prior.how in kept
+            and self.how in kept
+            and self.keys.left == prior.keys.left
+            and all(names.count(name) == 1 for name in self.keys.left)
+            and self.key_types == prior.key_types
+            and self.partitions == prior.partitions
         )
 
     def own(self, side: str) -> list[str]:
@@ -504,9 +580,11 @@ class SkewJoin:
         return [rename(i) for i, f in enumerate(schema.fields) if not (self.keys.using and f.name in keys)]
 
     def _output(self) -> list[Column]:
-        """Spark's output columns of the join, in its order, from the renamed ones."""
+        """Spark's output columns of the join, in its order and of its types, from the
+        renamed ones."""
         keys = [_key(j) for j in range(len(self.key_types))] if self.keys.using else []
-        return [column(name) for name in (*keys, *self.own("left"), *self.own("right"))]
+        names = (*keys, *self.own("left"), *self.own("right"))
+        return [column(name).cast(f.dataType) for name, f in zip(names, self.target.fields, strict=True)]
 
     def _report(self, observations: list[Any]) -> JoinReport | None:
         sides = [observed(observations[2]), observed(observations[3])]
@@ -544,7 +622,7 @@ class SkewJoin:
             workers=self.workers,
             left_rows=int(sides[0]["rows"]),
             right_rows=int(sides[1]["rows"]),
-            rows_copied=int(sides[0]["copied"]) + int(sides[1]["copied"]),
+            rows_copied=int(sides[0].get("copied", 0)) + int(sides[1]["copied"]),
             sample_fraction=SAMPLE_FRACTION,
             hot=hot,
         )
@@ -590,6 +668,12 @@ def join(
         missing = [name for name in names if name not in schema.names]
         if missing:
             raise KeyInputError(f"join key {missing} is not a column of the {side} side; its columns: {schema.names}")
+        twice = [name for name in names if schema.names.count(name) > 1]
+        if twice:
+            raise KeyInputError(
+                f"join key {twice} names two columns of the {side} side ({schema.names}), as Spark's own join "
+                "would find ambiguous; name them apart first, e.g. with toDF(...)"
+            )
     key_types = [
         _common_type(
             quoted(a) if a == b else f"{quoted(a)} = {quoted(b)}", left_schema[a].dataType, right_schema[b].dataType
@@ -613,4 +697,13 @@ def join(
         target=target,
         key_types=key_types,
     )
-    return planned.plan(report)
+    prior = _SPLIT.get(left)
+    if prior is not None and planned.keeps_cells_of(prior):
+        planned.prior = prior
+    result = planned.plan(report)
+    _SPLIT[result] = planned
+    return result
+
+
+#: Each DataFrame :func:`join` returned, with its plan: a join on its output may keep its cells.
+_SPLIT: weakref.WeakKeyDictionary[DataFrame, SkewJoin] = weakref.WeakKeyDictionary()
