@@ -22,7 +22,8 @@ from pyspark.sql import Window
 from pyspark.sql import functions as F
 
 from keysplit import ConfigError, ConfigTypeError
-from keysplit.spark import skewed, window
+from keysplit.spark import Report, skewed, window
+from keysplit.spark.window_spec import MAX_REACH
 
 ROWS = 40_000
 WORKERS = 8
@@ -122,6 +123,51 @@ def test_row_numbers_tiles_and_rows_frames_equal_sparks_on_a_unique_order(frame)
     assert_same_window(window(frame, columns, workers=WORKERS), frame.withColumns(columns))
 
 
+def test_offsets_ends_and_bounded_frames_reach_across_the_chunks(frame):
+    # Key 0's 20,000 rows in about 8 chunks of 2,500: a lag of 3,000 and a frame of 2,600
+    # rows back read past the chunk before; the order "u" is unique, so Spark's is exact.
+    w = Window.partitionBy("k").orderBy(F.col("u").desc())
+    columns = {
+        "prev": F.lag("x", 1).over(w),
+        "far": F.lag("price", 3_000, decimal.Decimal("-1.00")).over(w),
+        "next": F.lead("s", 5).over(w),
+        "far_next": F.lead("x", 2_600).over(w),
+        "first": F.first("x").over(w),
+        "first_seen": F.first("x", ignorenulls=True).over(w),
+        "last_seen": F.last("x", ignorenulls=True).over(w),
+        "last_of_all": F.last("day").over(Window.partitionBy("k")),
+        "moving": F.sum("x").over(w.rowsBetween(-2_600, 10)),
+        "moving_low": F.min("x").over(w.rowsBetween(-1, 2_600)),
+        "moving_avg": F.avg("y").over(w.rowsBetween(-5, 5)),
+    }
+    report = Report()
+    ours = window(frame, columns, workers=WORKERS, report=report)
+    assert_same_window(ours, frame.withColumns(columns), close=("moving_avg",))
+    assert report.get.hot.row(0, named=True)["chunks"] >= 4
+
+
+def test_lag_and_lead_over_ties_walk_one_order_of_each_key(frame):
+    # Ordered by "t" alone (300 values over 20,000 rows of key 0: heavy ties, and a chunk
+    # boundary between two runs of peers), Spark's lag and lead depend on the order its sort
+    # left the peers in. keysplit's must still be one order of each key, the same for every
+    # row, chunk edges included: each row's next row has it as its previous, each key has
+    # one first and one last row, and the order values never go back.
+    w = Window.partitionBy("k").orderBy("t")
+    columns = {"prev": F.lag("id").over(w), "next": F.lead("id").over(w), "next_t": F.lead("t").over(w)}
+    rows = _rows(window(frame, columns, workers=WORKERS))
+    walked = rows.join(rows.select(pl.col("id").alias("next"), pl.col("prev").alias("back")), on="next", how="inner")
+    assert (walked["back"] == walked["id"]).all()
+    ends = rows.group_by("k").agg(
+        pl.col("prev").null_count().alias("firsts"), pl.col("next").null_count().alias("lasts")
+    )
+    assert (ends["firsts"] == 1).all() and (ends["lasts"] == 1).all()
+    assert walked.height == rows.height - ends.height
+    forward = rows.filter(pl.col("next").is_not_null())
+    # Nulls first (Spark's ascending default): a null "t" precedes every value.
+    assert (forward["t"].is_null() | (forward["next_t"] >= forward["t"])).all()
+    assert not (forward["t"].is_not_null() & forward["next_t"].is_null()).any()
+
+
 def test_whole_partition_aggregates_equal_sparks(frame):
     w = Window.partitionBy("k")
     columns = {
@@ -194,6 +240,10 @@ def test_what_is_not_split_is_refused_by_name(frame):
         window(frame, {"a": F.row_number().over(Window.partitionBy("k"))})
     with pytest.raises(ConfigError, match="takes no frame"):
         window(frame, {"a": F.rank().over(w.rowsBetween(-1, 1))})
+    with pytest.raises(ConfigError, match=r"does not split first over ROWS BETWEEN 1 PRECEDING AND 1 FOLLOWING yet"):
+        window(frame, {"a": F.first("x").over(w.rowsBetween(-1, 1))})
+    with pytest.raises(ConfigError, match=f"reach at most {MAX_REACH:,} rows"):
+        window(frame, {"a": F.lag("x", MAX_REACH + 1).over(w)})
     with pytest.raises(ConfigTypeError, match="Spark DataFrame"):
         window(pl.DataFrame({"k": [1]}), {"a": F.sum("x").over(w)})
     with pytest.raises(ConfigError, match="at least one column"):
@@ -274,10 +324,26 @@ _FUNCTIONS = {
     "percent_rank": (F.percent_rank, (None,)),
     "cume_dist": (F.cume_dist, (None,)),
     "ntile": (lambda: F.ntile(5), (None,)),
+    "lag": (lambda: F.lag("x", 3), (None,)),
+    "lag with a default": (lambda: F.lag("s", 1, "none"), (None,)),
+    "lag back": (lambda: F.lag("x", -2), (None,)),
+    "lead": (lambda: F.lead("x", 2, 0), (None,)),
+    "first": (lambda: F.first("x"), ("range", "rows", "whole")),
+    "first ignoring nulls": (lambda: F.first("x", True), ("range", "rows", "whole")),
+    "last": (lambda: F.last("x"), ("range", "rows", "whole")),
+    "last ignoring nulls": (lambda: F.last("x", True), ("range", "rows", "whole")),
+    "bounded count(*)": (lambda: F.count(F.lit(1)), ("around", "behind", "ahead")),
+    "bounded count": (lambda: F.count("x"), ("around", "behind", "ahead")),
+    "bounded sum": (lambda: F.sum("x"), ("around", "behind", "ahead")),
+    "bounded min": (lambda: F.min("s"), ("around", "behind", "ahead")),
+    "bounded max": (lambda: F.max("x"), ("around", "behind", "ahead")),
+    "bounded avg": (lambda: F.avg("price"), ("around", "behind", "ahead")),
 }
 # Functions whose value among peers depends on the order Spark sorts them in: compared on a
 # total order (the row id last).
-_PEER_ORDERED = {"row_number", "ntile"}
+_PEER_ORDERED = {"row_number", "ntile", "lag", "lag with a default", "lag back", "lead", "first", "last"}
+_PEER_ORDERED |= {"first ignoring nulls", "last ignoring nulls"}
+_BOUNDED = {"around": (-3, 2), "behind": (-4, -1), "ahead": (1, 3)}
 
 
 @st.composite
@@ -297,7 +363,7 @@ def _cases(draw):
     return rows, seed, orders, list(zip(functions, frames, strict=True))
 
 
-@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=16, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_cases())
 def test_every_function_frame_order_and_null_equals_sparks(spark, tmp_path_factory, case):
     rows, seed, orders, functions = case
@@ -313,7 +379,7 @@ def test_every_function_frame_order_and_null_equals_sparks(spark, tmp_path_facto
             if ascending
             else (c.desc_nulls_first() if nulls_first else c.desc_nulls_last())
         )
-    if any(name in _PEER_ORDERED or kind == "rows" for name, kind in functions):
+    if any(name in _PEER_ORDERED or kind == "rows" or kind in _BOUNDED for name, kind in functions):
         order.append(F.col("id"))
     w = Window.partitionBy("k").orderBy(*order)
     columns = {}
@@ -324,6 +390,7 @@ def test_every_function_frame_order_and_null_equals_sparks(spark, tmp_path_facto
             "range": w,
             "rows": w.rowsBetween(Window.unboundedPreceding, Window.currentRow),
             "whole": Window.partitionBy("k"),
+            **{name: w.rowsBetween(*ends) for name, ends in _BOUNDED.items()},
         }[kind]
         columns[f"c{i}"] = build().over(spec)
     assert_same_window(window(frame, columns, workers=WORKERS, seed=seed), frame.withColumns(columns))

@@ -22,6 +22,9 @@ never touches a window). :func:`window` returns a lazy DataFrame equal to
    a chunk's carry is the totals of the chunks before it (a window over the few chunk
    rows). A hot row's value is its chunk's value combined with the carry: a running sum
    plus the sums before, a row number plus the rows before, and so on.
+4. **Edges.** ``lag``, ``lead`` and bounded ROWS frames read rows past their chunk: each
+   chunk's last and first few values (``max_by``/``min_by`` over :meth:`SkewWindow.sort_key`)
+   travel with the carries; ``first`` and ``last`` carry each chunk's first and last value.
 
 When nothing is hot the tables are empty and adaptive execution drops both their joins:
 the plan is Spark's window, plus the sample's pass. A row's chunk depends on its values
@@ -30,7 +33,7 @@ only, so a re-run task sends it where the first run did.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import polars as pl
@@ -42,13 +45,13 @@ from keysplit.spark.hot_keys import LOCAL_TOP_TASKS, SAMPLE_FRACTION
 from keysplit.spark.intake import is_spark_frame, session_for, shuffle_partitions
 from keysplit.spark.options import require_task_workers
 from keysplit.spark.report import Report, observed, observed_rows
-from keysplit.spark.window_spec import AGGREGATES, WindowColumn, WindowRequest, window_request
+from keysplit.spark.window_spec import AGGREGATES, ENDS, OFFSETS, WindowColumn, WindowRequest, window_request
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
     from pyspark.sql import Column, DataFrame, SparkSession
-    from pyspark.sql.types import StructType
+    from pyspark.sql.types import DataType, StructType
 
     from keysplit.spark.session import Session
 
@@ -66,7 +69,11 @@ _RANK = PREFIX + "rank"
 _ROWS = PREFIX + "rows"
 _DISTINCT = PREFIX + "distinct"
 _BEFORE = PREFIX + "before_"
+_AFTER = PREFIX + "after_"
 _KEY = PREFIX + "key_"
+_OWN = PREFIX + "own_"
+_ROW_HASH = PREFIX + "row_hash"
+_SORT_KEY = PREFIX + "sort_key"
 
 
 def _part(i: int) -> str:
@@ -94,9 +101,6 @@ def _local(k: int) -> str:
 #: ``MAX_CHUNKS`` mean tasks' rows has chunks of more than one mean task.
 MAX_CHUNKS = 128
 
-#: What the verb does not split yet: refused by name, never computed differently.
-_NOT_YET = ("lag", "lead", "first", "last")
-
 
 @dataclass(frozen=True)
 class SkewWindow:
@@ -108,6 +112,8 @@ class SkewWindow:
     seed: int
     schema: StructType
     target: StructType
+    #: The order expressions' types (for :meth:`sort_key`; empty when no column needs it).
+    order_types: tuple[DataType, ...] = ()
 
     @property
     def parts(self) -> list[str]:
@@ -135,7 +141,72 @@ class SkewWindow:
         extra = [p.alias(name) for p, name in zip(request.partition, self.parts, strict=True)]
         extra += [key.expression.alias(name) for key, name in zip(request.order, self.orders, strict=True)]
         extra += [c.argument.alias(_argument(k)) for k, c in enumerate(request.columns) if c.argument is not None]
+        if self.order_types:
+            extra.append(row_hash(self.seed, self.schema).alias(_ROW_HASH))
         return self.frame.select("*", *extra)
+
+    def positional(self, spec: WindowColumn) -> bool:
+        """Whether a column's value depends on the rows' positions among equal order values
+        (peers): ``lag``, ``lead`` and bounded ROWS frames. Spark orders peers as they come;
+        here they are ordered by a hash of the row's values after the window's ordering, in
+        its window and in the rows its chunk carries, so that every row sees one order."""
+        return spec.function in OFFSETS or (spec.frame is not None and spec.frame.kind == "sliding")
+
+    @property
+    def needs_sort_key(self) -> bool:
+        """Whether the chunks carry rows or values at their edges (:meth:`sort_key`)."""
+        return any(self.positional(spec) or spec.function in ENDS for spec in self.request.columns)
+
+    def sort_key(self) -> Column:
+        """One struct whose ascending order is the window's ordering, each column's direction
+        and null placement included, then :data:`_ROW_HASH`: what ``min_by``/``max_by`` find a
+        chunk's first and last rows by. A null sorts by a flag before its value; a
+        descending value is turned around: an integer bitwise, a number negated (a NaN,
+        Spark's largest, first by a flag), a date or timestamp by its days or microseconds
+        negated, a string or binary as the complement of its bytes' hex digits, closed by a
+        letter above them all (a prefix then sorts after the longer value)."""
+        from pyspark.sql import functions as F
+        from pyspark.sql.types import (
+            BinaryType,
+            BooleanType,
+            DateType,
+            DecimalType,
+            DoubleType,
+            FloatType,
+            IntegralType,
+            StringType,
+            TimestampType,
+        )
+
+        fields: list[Column] = []
+        for name, key, kind in zip(self.orders, self.request.order, self.order_types, strict=True):
+            value = column(name)
+            fields.append(value.isNotNull() if key.nulls_first else value.isNull())
+            if key.ascending:
+                fields.append(value)
+            elif isinstance(kind, IntegralType):
+                fields.append(F.bitwise_not(value))
+            elif isinstance(kind, (FloatType, DoubleType)):
+                fields += [~F.isnan(value), -value]
+            elif isinstance(kind, DecimalType):
+                fields.append(-value)
+            elif isinstance(kind, BooleanType):
+                fields.append(~value)
+            elif isinstance(kind, DateType):
+                fields.append(-F.unix_date(value))
+            elif isinstance(kind, TimestampType):
+                fields.append(-F.unix_micros(value))
+            elif isinstance(kind, (StringType, BinaryType)):
+                complement = F.translate(F.hex(value), "0123456789ABCDEF", "FEDCBA9876543210")
+                fields.append(F.concat(complement, F.lit("Z")))
+            else:
+                raise ConfigError(
+                    f"window: lag, lead, first, last and bounded frames over a descending {kind.simpleString()} "
+                    "order are not split by keysplit; order by a number, date, timestamp, string or binary "
+                    "column, or use Spark's own window"
+                )
+        fields.append(column(_ROW_HASH))
+        return F.struct(*[field.alias(f"f{i}") for i, field in enumerate(fields)])
 
     def key_hash(self) -> Column:
         """``xxhash64(seed, partition values)``: what the hot table is looked up by (one long:
@@ -293,28 +364,60 @@ class SkewWindow:
         from pyspark.sql import functions as F
 
         rows = self.chunked(self.lookup(prepared, table, "inner"))
-        totals = [F.count(F.lit(1)).alias(_ROWS)]
+        if self.needs_sort_key:
+            rows = rows.withColumn(_SORT_KEY, self.sort_key())
+        key = column(_SORT_KEY)
+        # Each chunk's totals, by the carry they make: (kind, what it needs).
+        totals: dict[str, tuple[Column, str, Any]] = {_ROWS: (F.count(F.lit(1)), "sum", None)}
         for k, spec in enumerate(self.request.columns):
+            arg = column(_argument(k)) if spec.argument is not None else F.lit(1)
             if spec.function in AGGREGATES and spec.argument is not None:
-                arg = column(_argument(k))
-                totals.append(F.count(arg).alias(f"{PREFIX}c{k}"))
+                totals[f"{PREFIX}c{k}"] = (F.count(arg), "sum", None)
                 if spec.function in ("sum", "avg"):
-                    totals.append(F.sum(arg).alias(f"{PREFIX}s{k}"))
+                    totals[f"{PREFIX}s{k}"] = (F.sum(arg), "sum", None)
                 if spec.function in ("min", "max"):
-                    totals.append(getattr(F, spec.function)(arg).alias(f"{PREFIX}{spec.function}{k}"))
+                    totals[f"{PREFIX}{spec.function}{k}"] = (getattr(F, spec.function)(arg), spec.function, None)
+            if self.positional(spec):
+                before, after = _reach(spec)
+                if before:
+                    # The chunk's last rows' values, its last row first.
+                    totals[f"{PREFIX}tail{k}"] = (F.max_by(arg, key, before), "tail", before)
+                if after:
+                    totals[f"{PREFIX}head{k}"] = (F.min_by(arg, key, after), "head", after)
+            elif spec.function in ENDS:
+                # The chunk's first or last value (not null, with ignorenulls: min_by and
+                # max_by pass over a null ordering).
+                ordering = F.when(arg.isNotNull(), key) if spec.ignore_nulls else key
+                edge = F.min_by(arg, ordering) if spec.function == "first" else F.max_by(arg, ordering)
+                totals[f"{PREFIX}{spec.function}{k}"] = (edge, spec.function, spec.ignore_nulls)
         if any(spec.function == "dense_rank" for spec in self.request.columns):
-            totals.append(F.count_distinct(F.struct(*[column(name) for name in self.orders])).alias(_DISTINCT))
-        chunk_totals = observe(rows.groupBy(*self.parts, _CHUNK).agg(*totals))
-        prior = Window.partitionBy(*self.parts).orderBy(_CHUNK).rowsBetween(Window.unboundedPreceding, -1)
-        whole = Window.partitionBy(*self.parts)
-        carries: dict[str, Column] = {}
-        for name in chunk_totals.columns:
-            if name in self.parts or name == _CHUNK:
-                continue
-            combine = F.min if f"{PREFIX}min" in name else F.max if f"{PREFIX}max" in name else F.sum
-            carries[_BEFORE + name] = combine(column(name)).over(prior)
-            carries[_KEY + name] = combine(column(name)).over(whole)
-        return chunk_totals.select(*self.parts, _CHUNK, *[value.alias(name) for name, value in carries.items()])
+            distinct = F.count_distinct(F.struct(*[column(name) for name in self.orders]))
+            totals[_DISTINCT] = (distinct, "sum", None)
+        chunk_totals = observe(
+            rows.groupBy(*self.parts, _CHUNK).agg(*[value.alias(name) for name, (value, _, _) in totals.items()])
+        )
+        by_chunk = Window.partitionBy(*self.parts).orderBy(_CHUNK)
+        prior = by_chunk.rowsBetween(Window.unboundedPreceding, -1)
+        following = by_chunk.rowsBetween(1, Window.unboundedFollowing)
+        whole = by_chunk.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)
+        carries: dict[str, Column] = {_OWN + _ROWS: column(_ROWS)}
+        for name, (_, kind, detail) in totals.items():
+            value = column(name)
+            if kind in ("sum", "min", "max"):
+                combine = getattr(F, kind)
+                carries[_BEFORE + name] = combine(value).over(prior)
+                carries[_KEY + name] = combine(value).over(whole)
+            elif kind == "tail":
+                # The rows before the chunk, the nearest first: the chunks' tails, latest first.
+                latest_first = F.flatten(F.reverse(F.collect_list(value).over(prior)))
+                carries[_BEFORE + name] = F.slice(latest_first, 1, detail)
+            elif kind == "head":
+                carries[_AFTER + name] = F.slice(F.flatten(F.collect_list(value).over(following)), 1, detail)
+            else:
+                pick = F.first if kind == "first" else F.last
+                carries[_BEFORE + name] = pick(value, ignorenulls=detail).over(prior)
+                carries[_KEY + name] = pick(value, ignorenulls=detail).over(whole)
+        return chunk_totals.select(*self.parts, _CHUNK, *[carry.alias(name) for name, carry in carries.items()])
 
     def window(self, spec: WindowColumn) -> Any:
         """The Spark window a column's local value is computed over: partitioned by the key
@@ -322,9 +425,12 @@ class SkewWindow:
         ordering and frame."""
         from pyspark.sql import Window
 
-        w = Window.partitionBy(*self.parts, _CELL)
-        if self.request.order:
-            w = w.orderBy(*self.sort_orders())
+        if self.positional(spec):
+            w = self.by_position()
+        else:
+            w = Window.partitionBy(*self.parts, _CELL)
+            if self.request.order:
+                w = w.orderBy(*self.sort_orders())
         frame = spec.frame
         if frame is None:
             return w
@@ -335,6 +441,13 @@ class SkewWindow:
         start = end(frame.start, Window.unboundedPreceding)
         stop = end(frame.end, Window.unboundedFollowing)
         return w.rowsBetween(start, stop) if frame.rows else w.rangeBetween(start, stop)
+
+    def by_position(self) -> Any:
+        """The window of a positional column (:meth:`positional`): peers ordered by their
+        row's hash, as :meth:`sort_key` orders them."""
+        from pyspark.sql import Window
+
+        return Window.partitionBy(*self.parts, _CELL).orderBy(*self.sort_orders(), column(_ROW_HASH))
 
     def locals(self) -> dict[str, Column]:
         """Each column's value within its chunk: Spark's own function over :meth:`window`
@@ -348,11 +461,17 @@ class SkewWindow:
             w = self.window(spec)
             arg = column(_argument(k)) if spec.argument is not None else F.lit(1)
             name = spec.function
+            if self.positional(spec):
+                values[f"{_local(k)}_rn"] = F.row_number().over(self.by_position())
             if name in AGGREGATES:
                 values[_local(k)] = getattr(F, name)(arg).over(w)
                 if name == "avg":
                     values[f"{_local(k)}_s"] = F.sum(arg).over(w)
                     values[f"{_local(k)}_c"] = F.count(arg).over(w)
+            elif name in OFFSETS:
+                values[_local(k)] = getattr(F, name)(arg, spec.offset, spec.default).over(w)
+            elif name in ENDS:
+                values[_local(k)] = getattr(F, name)(arg, ignorenulls=spec.ignore_nulls).over(w)
             elif name == "ntile":
                 values[_local(k)] = F.ntile(spec.buckets).over(w)
                 values[f"{_local(k)}_rn"] = F.row_number().over(w)
@@ -373,6 +492,7 @@ class SkewWindow:
         from pyspark.sql import functions as F
 
         hot = column(_KEY + _ROWS).isNotNull()
+        kind = self.target[spec.name].dataType
         local = column(_local(k))
         rows_before = F.coalesce(column(_BEFORE + _ROWS), F.lit(0))
         key_rows = column(_KEY + _ROWS)
@@ -382,6 +502,22 @@ class SkewWindow:
             return column(f"{where}{PREFIX}{kind}{k}")
 
         name = spec.function
+        if self.positional(spec):
+            return F.when(hot, self.across_edges(k, spec).cast(kind)).otherwise(local.cast(kind))
+        if name in ENDS:
+            edge = total(name, _KEY if whole else _BEFORE)
+            if whole:
+                combined = edge
+            elif name == "first":
+                # The key's first value is its first chunk's (with ignorenulls, the first
+                # chunk's that has one).
+                combined = (
+                    F.coalesce(edge, local) if spec.ignore_nulls else F.when(rows_before > 0, edge).otherwise(local)
+                )
+            else:
+                # Running: the current row's peers' last, or with ignorenulls the chunks' before.
+                combined = F.coalesce(local, edge) if spec.ignore_nulls else local
+            return F.when(hot, combined.cast(kind)).otherwise(local.cast(kind))
         if name == "count":
             if spec.argument is None:
                 combined = key_rows if whole else local + rows_before
@@ -414,8 +550,69 @@ class SkewWindow:
             combined = _ntile(column(f"{_local(k)}_rn") + rows_before, key_rows, spec.buckets)
         else:
             raise AssertionError(name)
-        kind = self.target[spec.name].dataType
         return F.when(hot, combined.cast(kind)).otherwise(local.cast(kind))
+
+    def across_edges(self, k: int, spec: WindowColumn) -> Column:
+        """A hot row's value of a positional column (``lag``, ``lead``, a bounded ROWS frame):
+        its chunk's rows from Spark's window, and the rows past the chunk's edges, the
+        chunks before's last (nearest first) and the chunks after's first, from the carries."""
+        from pyspark.sql import functions as F
+
+        rn = column(f"{_local(k)}_rn")
+        own = column(_OWN + _ROWS)
+        local = column(_local(k))
+        tail = column(f"{_BEFORE}{PREFIX}tail{k}")
+        head = column(f"{_AFTER}{PREFIX}head{k}")
+        kind = self.target[spec.name].dataType
+        if spec.function in OFFSETS:
+            default = spec.default if spec.default is not None else F.lit(None)
+            before, after = _reach(spec)
+            if before:
+                # ``before`` rows back: the chunk's own row, or the tail's ``before - rn + 1``-th.
+                needed = (F.lit(before) - rn + 1).cast("int")
+                past = F.try_element_at(tail, needed)
+                return F.when(rn > before, local).when(F.size(tail) >= needed, past).otherwise(default.cast(kind))
+            if after:
+                # ``after`` rows on: the chunk's own row, or the head's ``after - (own - rn)``-th.
+                needed = (F.lit(after) - (own - rn)).cast("int")
+                past = F.try_element_at(head, needed)
+                return F.when(own - rn >= after, local).when(F.size(head) >= needed, past).otherwise(default.cast(kind))
+            return local
+        assert spec.frame is not None and spec.frame.start is not None and spec.frame.end is not None
+        start, end = spec.frame.start, spec.frame.end
+        before, after = _reach(spec)
+        pieces = []
+        if before:
+            # Row ``q`` before the chunk is the tail's ``chunk start - q``-th.
+            low = F.greatest(F.lit(1) - rn - F.lit(end), F.lit(1))
+            high = F.lit(1) - rn - F.lit(start)
+            pieces.append(F.slice(tail, low.cast("int"), F.greatest(high - low + 1, F.lit(0)).cast("int")))
+        if after:
+            low = F.greatest(rn - own + F.lit(start), F.lit(1))
+            high = rn - own + F.lit(end)
+            pieces.append(F.slice(head, low.cast("int"), F.greatest(high - low + 1, F.lit(0)).cast("int")))
+        extra = pieces[0] if len(pieces) == 1 else F.concat(*pieces)
+        present = F.filter(extra, lambda x: x.isNotNull())
+        name = spec.function
+        if name == "count":
+            return local + F.size(extra if spec.argument is None else present)
+        if name in ("min", "max"):
+            combine, gather = (F.least, F.array_min) if name == "min" else (F.greatest, F.array_max)
+            return combine(local, gather(extra))
+        total_kind = kind if name == "sum" else _average_sum_type(kind)
+
+        def added(values: Column) -> Column:
+            return F.when(
+                F.size(values) > 0,
+                F.aggregate(
+                    values, F.lit(0).cast(total_kind), lambda acc, x: (acc + x.cast(total_kind)).cast(total_kind)
+                ),
+            )
+
+        if name == "sum":
+            return _sum(local, added(present))
+        sums = _sum(column(f"{_local(k)}_s"), added(present))
+        return self.average(k, sums, column(f"{_local(k)}_c") + F.size(present))
 
     def average(self, k: int, sums: Column, counts: Column) -> Column:
         """Spark's ``avg`` from a sum and a count: a decimal as Spark divides it (the sum at
@@ -434,13 +631,6 @@ class SkewWindow:
         from pyspark.sql import functions as F
         from pyspark.sql.connect.observation import Observation
 
-        for spec in self.request.columns:
-            if spec.function in _NOT_YET or (spec.frame is not None and spec.frame.kind == "sliding"):
-                what = f"{spec.function} over {spec.frame}" if spec.frame is not None else spec.function
-                raise ConfigError(
-                    f"window column {spec.name!r}: keysplit does not split {what} yet; "
-                    "use Spark's own window for it (df.withColumns)"
-                )
         prepared = self.prepared()
         table = self.hot_table(prepared)
         rows = self.chunked(self.lookup(prepared, table, "left"))
@@ -508,6 +698,27 @@ class WindowSplitReport:
         return self.rows / max(self.workers, 1)
 
 
+def _reach(spec: WindowColumn) -> tuple[int, int]:
+    """How many rows before and after its own a positional column's row reads: a ``lag``'s
+    offset back (a negative one forward), a ``lead``'s forward, a bounded frame's ends."""
+    if spec.function in OFFSETS:
+        forward = spec.offset if spec.function == "lead" else -spec.offset
+        return max(0, -forward), max(0, forward)
+    assert spec.frame is not None and spec.frame.start is not None and spec.frame.end is not None
+    return max(0, -spec.frame.start), max(0, spec.frame.end)
+
+
+def _average_sum_type(average: DataType) -> DataType:
+    """The type Spark's ``avg`` sums in: for ``avg`` of a ``decimal(p, s)`` (a
+    ``decimal(p + 4, s + 4)``), ``decimal(p + 10, s)`` (at most 38 digits); else double."""
+    from pyspark.sql.types import DecimalType, DoubleType
+
+    if isinstance(average, DecimalType):
+        precision, scale = average.precision - 4, average.scale - 4
+        return DecimalType(min(38, precision + 10), scale)
+    return DoubleType()
+
+
 def _sum(local: Column, before: Column) -> Column:
     """A running sum plus the sums before it, null only where both are (Spark's ``sum`` of
     no non-null value)."""
@@ -545,8 +756,13 @@ def window(
     Every column is over one ``Window.partitionBy(...).orderBy(...)`` (the frames may
     differ), and one of: ``count``, ``sum``, ``min``, ``max``, ``avg`` over a running frame
     (Spark's default with an ordering, or ``rowsBetween(Window.unboundedPreceding,
-    Window.currentRow)``) or the whole partition; ``row_number``, ``rank``, ``dense_rank``,
-    ``percent_rank``, ``cume_dist``, ``ntile``. Anything else is refused by name. A
+    Window.currentRow)``), a bounded ROWS frame (``rowsBetween(-a, b)``) or the whole
+    partition; ``row_number``, ``rank``, ``dense_rank``, ``percent_rank``, ``cume_dist``,
+    ``ntile``; ``lag`` and ``lead`` (an offset, a default); ``first`` and ``last`` (with
+    ``ignorenulls``) over a running frame or the whole partition. Anything else is refused
+    by name. Among rows with equal order values ``lag``, ``lead``, ``first``, ``last`` and
+    bounded frames see the rows in an order of their own (a hash of each row's values),
+    as Spark's see them in whatever order its sort left them. A
     floating-point running sum or average of a hot key is added up chunk by chunk, so it may
     differ from Spark's in the last bits (Spark's own differs between plans as much); integers
     and decimals are exact.
@@ -570,4 +786,9 @@ def window(
     if clashes:
         raise ConfigError(f"columns starting with {PREFIX!r} are keysplit's own; rename {clashes}")
     target = handle.call("reading the window's schema", lambda: frame.withColumns(dict(columns)).schema)
-    return SkewWindow(frame, request, workers, seed, schema, target).plan(report)
+    planned = SkewWindow(frame, request, workers, seed, schema, target)
+    if planned.needs_sort_key:
+        orders = [key.expression for key in request.order]
+        kinds = handle.call("reading the order's types", lambda: frame.select(*orders).schema)
+        planned = replace(planned, order_types=tuple(f.dataType for f in kinds.fields))
+    return planned.plan(report)

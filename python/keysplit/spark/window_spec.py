@@ -34,6 +34,11 @@ OFFSETS = ("lag", "lead")
 #: The first or last value of the frame (``ignorenulls`` as Spark's).
 ENDS = ("first", "last")
 
+#: The most rows a ``lag``/``lead`` offset or a bounded frame's end reaches from its row
+#: (Spark's ``max_by(x, ord, k)``, which gathers a chunk's edge rows, takes ``k`` up to
+#: 100,000).
+MAX_REACH = 100_000
+
 #: PySpark's other names for the same functions.
 _ALIASES = {"mean": "avg", "first_value": "first", "last_value": "last"}
 
@@ -213,6 +218,7 @@ def _window_column(name: str, function: Any, spec: Any) -> WindowColumn:
         if kind in OFFSETS:
             offset = _int_literal(name, kind, args[1], "offset") if len(args) > 1 else 1
             default = ConnectColumn(args[2]) if len(args) > 2 else None
+            _require_reach(name, f"{kind}'s offset", abs(offset))
             return WindowColumn(name, kind, ConnectColumn(args[0]), offset=offset, default=default)
         return WindowColumn(name, kind, None)
     if kind in AGGREGATES or kind in ENDS:
@@ -223,6 +229,13 @@ def _window_column(name: str, function: Any, spec: Any) -> WindowColumn:
                 "frames (UNBOUNDED PRECEDING to CURRENT ROW, ROWS or RANGE), bounded ROWS frames "
                 "(rowsBetween(-a, b)) and whole partitions; use Spark's own window for this one"
             )
+        if frame.kind == "sliding":
+            _require_reach(name, f"{kind}'s frame", max(abs(frame.start or 0), abs(frame.end or 0)))
+        if kind in ENDS and frame.kind == "sliding":
+            raise ConfigError(
+                f"window column {name!r}: keysplit does not split {kind} over {frame} yet; it splits {kind} over "
+                "running frames and whole partitions; use Spark's own window for this one"
+            )
         ignore_nulls = False
         if kind in ENDS and len(args) > 1:
             ignore_nulls = _bool_literal(name, kind, args[1])
@@ -232,6 +245,14 @@ def _window_column(name: str, function: Any, spec: Any) -> WindowColumn:
         f"window column {name!r}: {function._name} is not a window function keysplit splits; it splits "
         f"{', '.join(AGGREGATES + RANKING + OFFSETS + ENDS)} (use Spark's own window for others)"
     )
+
+
+def _require_reach(name: str, what: str, rows: int) -> None:
+    if rows > MAX_REACH:
+        raise ConfigError(
+            f"window column {name!r}: {what} reaches {rows:,} rows; keysplit's split windows reach at most "
+            f"{MAX_REACH:,} rows from a row; use Spark's own window for this one"
+        )
 
 
 def _require_order(column: WindowColumn, order: tuple[SortKey, ...]) -> None:
