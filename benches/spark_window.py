@@ -3,7 +3,7 @@ window and the salting recipe, in one session.
 
 ``--rows`` rows whose key 0 holds ``--share`` of them (the rest uniform over ``--keys``
 keys; ``--share 0`` is the control without a hot key); an order key ``t`` with heavy ties
-(10^5 values) and 1 % nulls; ``v`` an integer. Four families of window columns, each over
+(10^5 values) and 1 % nulls; ``v`` an integer. Six families of window columns, each over
 ``Window.partitionBy("k")``:
 
 1. running aggregates over Spark's default frame (RANGE, peers share a value):
@@ -12,7 +12,11 @@ keys; ``--share 0`` is the control without a hot key); an order key ``t`` with h
    ``cume_dist``;
 3. row numbers ordered by ``t`` then ``id`` (a total order): ``row_number``, ``ntile(16)``
    and a ROWS running ``sum``;
-4. whole-partition aggregates (no ordering): ``sum``, ``count``, ``max``.
+4. whole-partition aggregates (no ordering): ``sum``, ``count``, ``max``;
+5. offsets and ends ordered by ``t`` then ``id``: ``lag(v, 1)``, ``lead(v, 3, 0)``,
+   ``first(v)``, ``last(v, ignorenulls=True)``;
+6. bounded frames ordered by ``t`` then ``id``: ``sum`` and ``max`` over
+   ``rowsBetween(-10, 10)``, ``avg`` over ``rowsBetween(-100, 0)``.
 
 Plans, alternated (A B C, then C B A, ...) after a warm-up: ``spark`` (``withColumns``),
 ``keysplit`` (``keysplit.spark.window``), and for the running sum the ``salted`` recipe
@@ -83,6 +87,17 @@ def families() -> dict[str, Callable[[], dict[str, Any]]]:
             "key_sum": F.sum("v").over(whole),
             "key_count": F.count(F.lit(1)).over(whole),
             "key_max": F.max("v").over(whole),
+        },
+        "offsets and ends": lambda: {
+            "previous": F.lag("v", 1).over(total),
+            "third_next": F.lead("v", 3, 0).over(total),
+            "first": F.first("v").over(total),
+            "last_seen": F.last("v", ignorenulls=True).over(total),
+        },
+        "bounded frames": lambda: {
+            "around_sum": F.sum("v").over(total.rowsBetween(-10, 10)),
+            "around_max": F.max("v").over(total.rowsBetween(-10, 10)),
+            "trailing_avg": F.avg("v").over(total.rowsBetween(-100, 0)),
         },
     }
 

@@ -216,8 +216,9 @@ def test_join_survives_a_kill_in_its_sampling_and_join_stages(cluster, api, dire
 
 
 def test_window_survives_a_kill_in_its_sampling_window_and_carry_stages(cluster, api, directory):
-    # A running sum, a rank and a row number over the Zipf facts (key 1 holds 61 %, cut into
-    # ranges): killed in its first stage (the sample the cuts come from), in its exchange's
+    # A running sum, a rank, a row number, a lag, a lead and a bounded sum over the Zipf facts
+    # (key 1 holds 61 %, cut into ranges; the chunks' edge rows found by their position in
+    # the input, which a re-run task gives again): killed in its first stage (the sample the cuts come from), in its exchange's
     # map side (one task per input file, after the sample's) and in the window (one task
     # per worker), equal to Spark's window each time. Picked by what they are, not their
     # place: these stages run beside others, in no fixed order.
@@ -227,7 +228,14 @@ def test_window_survives_a_kill_in_its_sampling_window_and_carry_stages(cluster,
     frame = cluster.spark.read.parquet(str(directory))
     workers = 24
     w = Window.partitionBy("key").orderBy("value")
-    columns = {"run": F.sum("value").over(w), "rank": F.rank().over(w), "n": F.row_number().over(w)}
+    columns = {
+        "run": F.sum("value").over(w),
+        "rank": F.rank().over(w),
+        "n": F.row_number().over(w),
+        "prev": F.lag("rid", 2).over(w),
+        "next": F.lead("rid", 1, -1).over(w),
+        "around": F.sum("rid").over(w.rowsBetween(-3, 2)),
+    }
 
     def action() -> pl.DataFrame:
         return fetched(window(frame, columns, workers=workers))

@@ -168,6 +168,23 @@ def test_lag_and_lead_over_ties_walk_one_order_of_each_key(frame):
     assert not (forward["t"].is_not_null() & forward["next_t"].is_null()).any()
 
 
+def test_over_heavy_ties_positional_columns_equal_sparks_in_its_input_order(frame):
+    # Ordered by "t" alone: 300 values over key 0's 20,000 rows. Spark's window sorts peers
+    # in the order they reach its task, for this file in local mode the input's; keysplit
+    # orders them by their position in the input, chunk edges included.
+    w = Window.partitionBy("k").orderBy("t")
+    columns = {
+        "prev": F.lag("id").over(w),
+        "next": F.lead("x", 4, -1).over(w),
+        "first": F.first("id").over(w),
+        "last_seen": F.last("x", ignorenulls=True).over(w),
+        "around": F.sum("x").over(w.rowsBetween(-3, 3)),
+        "run": F.sum("x").over(w),
+        "rank": F.rank().over(w),
+    }
+    assert_same_window(window(frame, columns, workers=WORKERS), frame.withColumns(columns))
+
+
 def test_whole_partition_aggregates_equal_sparks(frame):
     w = Window.partitionBy("k")
     columns = {

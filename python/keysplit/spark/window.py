@@ -72,7 +72,7 @@ _BEFORE = PREFIX + "before_"
 _AFTER = PREFIX + "after_"
 _KEY = PREFIX + "key_"
 _OWN = PREFIX + "own_"
-_ROW_HASH = PREFIX + "row_hash"
+_POSITION = PREFIX + "position"
 _SORT_KEY = PREFIX + "sort_key"
 
 
@@ -136,20 +136,25 @@ class SkewWindow:
 
     def prepared(self) -> DataFrame:
         """The input with the window's partition and order expressions and the functions'
-        arguments as columns of their own."""
+        arguments as columns of their own (and, for :meth:`sort_key`, each row's position
+        in the input)."""
+        from pyspark.sql import functions as F
+
         request = self.request
         extra = [p.alias(name) for p, name in zip(request.partition, self.parts, strict=True)]
         extra += [key.expression.alias(name) for key, name in zip(request.order, self.orders, strict=True)]
         extra += [c.argument.alias(_argument(k)) for k, c in enumerate(request.columns) if c.argument is not None]
         if self.order_types:
-            extra.append(row_hash(self.seed, self.schema).alias(_ROW_HASH))
+            extra.append(F.monotonically_increasing_id().alias(_POSITION))
         return self.frame.select("*", *extra)
 
     def positional(self, spec: WindowColumn) -> bool:
         """Whether a column's value depends on the rows' positions among equal order values
-        (peers): ``lag``, ``lead`` and bounded ROWS frames. Spark orders peers as they come;
-        here they are ordered by a hash of the row's values after the window's ordering, in
-        its window and in the rows its chunk carries, so that every row sees one order."""
+        (peers): ``lag``, ``lead`` and bounded ROWS frames. Spark's window sorts peers as
+        they reach its task, which for a file or cached input read in ``local`` mode is
+        their order in the input; here peers are ordered by their position in the input
+        (:data:`_POSITION`), in the window and in the rows a chunk carries alike, so that
+        every row sees one order, and that one."""
         return spec.function in OFFSETS or (spec.frame is not None and spec.frame.kind == "sliding")
 
     @property
@@ -159,7 +164,7 @@ class SkewWindow:
 
     def sort_key(self) -> Column:
         """One struct whose ascending order is the window's ordering, each column's direction
-        and null placement included, then :data:`_ROW_HASH`: what ``min_by``/``max_by`` find a
+        and null placement included, then :data:`_POSITION`: what ``min_by``/``max_by`` find a
         chunk's first and last rows by. A null sorts by a flag before its value; a
         descending value is turned around: an integer bitwise, a number negated (a NaN,
         Spark's largest, first by a flag), a date or timestamp by its days or microseconds
@@ -205,7 +210,7 @@ class SkewWindow:
                     "order are not split by keysplit; order by a number, date, timestamp, string or binary "
                     "column, or use Spark's own window"
                 )
-        fields.append(column(_ROW_HASH))
+        fields.append(column(_POSITION))
         return F.struct(*[field.alias(f"f{i}") for i, field in enumerate(fields)])
 
     def key_hash(self) -> Column:
@@ -444,10 +449,10 @@ class SkewWindow:
 
     def by_position(self) -> Any:
         """The window of a positional column (:meth:`positional`): peers ordered by their
-        row's hash, as :meth:`sort_key` orders them."""
+        position in the input, as :meth:`sort_key` orders them."""
         from pyspark.sql import Window
 
-        return Window.partitionBy(*self.parts, _CELL).orderBy(*self.sort_orders(), column(_ROW_HASH))
+        return Window.partitionBy(*self.parts, _CELL).orderBy(*self.sort_orders(), column(_POSITION))
 
     def locals(self) -> dict[str, Column]:
         """Each column's value within its chunk: Spark's own function over :meth:`window`
@@ -760,9 +765,10 @@ def window(
     partition; ``row_number``, ``rank``, ``dense_rank``, ``percent_rank``, ``cume_dist``,
     ``ntile``; ``lag`` and ``lead`` (an offset, a default); ``first`` and ``last`` (with
     ``ignorenulls``) over a running frame or the whole partition. Anything else is refused
-    by name. Among rows with equal order values ``lag``, ``lead``, ``first``, ``last`` and
-    bounded frames see the rows in an order of their own (a hash of each row's values),
-    as Spark's see them in whatever order its sort left them. A
+    by name. Among rows with equal order values, ``lag``, ``lead``, ``first``, ``last`` and
+    bounded frames see the rows in their order in the input, as Spark's own window does
+    for a file or cached input in ``local`` mode (on a cluster Spark's order of such rows
+    varies from run to run). A
     floating-point running sum or average of a hot key is added up chunk by chunk, so it may
     differ from Spark's in the last bits (Spark's own differs between plans as much); integers
     and decimals are exact.
