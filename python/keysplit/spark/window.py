@@ -508,7 +508,12 @@ class SkewWindow:
 
         name = spec.function
         if self.positional(spec):
-            return F.when(hot, self.across_edges(k, spec).cast(kind)).otherwise(local.cast(kind))
+            # Only a row within reach of its chunk's edges reads past them (the arrays'
+            # work is then done for a few rows a chunk, not all).
+            before, after = _reach(spec)
+            rn, own = column(f"{_local(k)}_rn"), column(_OWN + _ROWS)
+            near = (rn <= F.lit(before)) | (own - rn < F.lit(after))
+            return F.when(hot & near, self.across_edges(k, spec).cast(kind)).otherwise(local.cast(kind))
         if name in ENDS:
             edge = total(name, _KEY if whole else _BEFORE)
             if whole:
