@@ -185,6 +185,22 @@ def test_over_heavy_ties_positional_columns_equal_sparks_in_its_input_order(fram
     assert_same_window(window(frame, columns, workers=WORKERS), frame.withColumns(columns))
 
 
+def test_first_and_last_over_an_unordered_window_are_values_of_the_key(frame):
+    # Without an ordering Spark's first and last are whichever rows its task sees first and
+    # last; keysplit's are one row of the key each, the same for all its rows.
+    whole = Window.partitionBy("k")
+    columns = {"first": F.first("id").over(whole), "last_seen": F.last("x", ignorenulls=True).over(whole)}
+    rows = _rows(window(frame, columns, workers=WORKERS))
+    per_key = rows.group_by("k").agg(
+        pl.col("first").n_unique().alias("firsts"),
+        pl.col("last_seen").n_unique().alias("lasts"),
+        (pl.col("id") == pl.col("first")).any().alias("own"),
+        ((pl.col("x") == pl.col("last_seen")) | pl.col("last_seen").is_null()).any().alias("seen"),
+    )
+    assert per_key["firsts"].max() == 1 and per_key["lasts"].max() == 1
+    assert per_key["own"].all() and per_key["seen"].all()
+
+
 def test_whole_partition_aggregates_equal_sparks(frame):
     w = Window.partitionBy("k")
     columns = {

@@ -144,7 +144,7 @@ class SkewWindow:
         extra = [p.alias(name) for p, name in zip(request.partition, self.parts, strict=True)]
         extra += [key.expression.alias(name) for key, name in zip(request.order, self.orders, strict=True)]
         extra += [c.argument.alias(_argument(k)) for k, c in enumerate(request.columns) if c.argument is not None]
-        if self.order_types:
+        if self.needs_sort_key:
             extra.append(F.monotonically_increasing_id().alias(_POSITION))
         return self.frame.select("*", *extra)
 
@@ -798,7 +798,7 @@ def window(
         raise ConfigError(f"columns starting with {PREFIX!r} are keysplit's own; rename {clashes}")
     target = handle.call("reading the window's schema", lambda: frame.withColumns(dict(columns)).schema)
     planned = SkewWindow(frame, request, workers, seed, schema, target)
-    if planned.needs_sort_key:
+    if planned.needs_sort_key and request.order:
         orders = [key.expression for key in request.order]
         kinds = handle.call("reading the order's types", lambda: frame.select(*orders).schema)
         planned = replace(planned, order_types=tuple(f.dataType for f in kinds.fields))
