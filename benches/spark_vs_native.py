@@ -254,6 +254,17 @@ def fingerprint(frame: Any) -> Any:
     return frame.agg(F.count(F.lit(1)).alias("rows"), F.sum(digest).alias("digest"))
 
 
+def medians_and_exactness(runs: dict[str, list[dict[str, Any]]], reference: str) -> dict[str, Any]:
+    """Per plan, the median of each numeric figure of its runs, and whether every run's
+    ``result`` equals the ``reference`` plan's first."""
+    numeric = [k for k, v in next(iter(runs.values()))[0].items() if isinstance(v, (int, float))]
+    exact = runs[reference][0]["result"]
+    return {
+        "median": {plan: {k: statistics.median(r[k] for r in rs) for k in numeric} for plan, rs in runs.items()},
+        "exact": {plan: all(r["result"] == exact for r in rs) for plan, rs in runs.items()},
+    }
+
+
 def stage_briefs(stages: list[dict[str, Any]], slots: int) -> list[dict[str, Any]]:
     """Each stage's tasks, task seconds and computed makespan on ``slots``, for a results file."""
     return [

@@ -37,14 +37,21 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from keysplit import spark as ks
-from spark_vs_native import BENCH_CONF, SparkStatus, fingerprint, lpt_makespan, machine, stage_briefs
+from spark_vs_native import (
+    BENCH_CONF,
+    SparkStatus,
+    fingerprint,
+    lpt_makespan,
+    machine,
+    medians_and_exactness,
+    stage_briefs,
+)
 
 RESULTS = Path(__file__).parent / "results"
 SETUPS = {"local": "local[2]", "cluster": "cluster:2"}
@@ -195,13 +202,8 @@ def wrong_rows(handle: Any, frame: Any) -> int:
 
 
 def summarise(runs: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
-    numeric = [k for k, v in next(iter(runs.values()))[0].items() if isinstance(v, (int, float))]
-    median = {plan: {k: statistics.median(r[k] for r in rs) for k in numeric} for plan, rs in runs.items()}
-    exact = runs["spark"][0]["result"]
-    summary: dict[str, Any] = {
-        "median": median,
-        "exact": {p: all(r["result"] == exact for r in rs) for p, rs in runs.items()},
-    }
+    summary = medians_and_exactness(runs, "spark")
+    median = summary["median"]
     ours = median["keysplit"]
     summary["makespan spark / keysplit"] = (
         median["spark"]["makespan_32_slots_computed_s"] / ours["makespan_32_slots_computed_s"]

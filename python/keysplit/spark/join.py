@@ -302,30 +302,35 @@ class SkewJoin:
 
         return F.xxhash64(F.lit(self.seed), *[column(_key(j)) for j in range(len(self.key_types))])
 
-    def _sides(self) -> tuple[DataFrame, DataFrame]:
-        """Each side as the join's key columns, then its own columns under names of their own,
+    def _side(self, side: str) -> DataFrame:
+        """``side`` as the join's key columns, then its own columns under names of their own,
         given by position (both sides may hold a column of one name, and a side that is a
         join's output two); the right side of a semi or anti join is its distinct keys."""
-
-        def side(
-            frame: DataFrame, schema: StructType, names: Sequence[str], rename: Any
-        ) -> tuple[DataFrame, list[Column]]:
-            first: dict[str, int] = {}
-            for i, f in enumerate(schema.fields):
-                first.setdefault(f.name, i)
-            keys = [
-                column(rename(first[name])).cast(kind).alias(_key(j))
-                for j, (name, kind) in enumerate(zip(names, self.key_types, strict=True))
-            ]
-            return frame.toDF(*[rename(i) for i in range(len(schema.fields))]), keys
-
-        left, left_keys = side(self.left, self.left_schema, self.keys.left, _left)
-        right, right_keys = side(self.right, self.right_schema, self.keys.right, _right)
-        left = left.select(*left_keys, *self.own("left"))
-        right = (
-            right.select(*right_keys).distinct() if self.existence else right.select(*right_keys, *self.own("right"))
+        frame, schema, names, rename = (
+            (self.left, self.left_schema, self.keys.left, _left)
+            if side == "left"
+            else (self.right, self.right_schema, self.keys.right, _right)
         )
-        return left, right
+        first: dict[str, int] = {}
+        for i, f in enumerate(schema.fields):
+            first.setdefault(f.name, i)
+        keys = [
+            column(rename(first[name])).cast(kind).alias(_key(j))
+            for j, (name, kind) in enumerate(zip(names, self.key_types, strict=True))
+        ]
+        renamed = frame.toDF(*[rename(i) for i in range(len(schema.fields))])
+        if side == "right" and self.existence:
+            return renamed.select(*keys).distinct()
+        return renamed.select(*keys, *self.own(side))
+
+    def observed_grid(self, table: DataFrame, observation: Any) -> DataFrame:
+        """``table`` observed: its hot keys' counts and grids, for the report."""
+        from pyspark.sql import functions as F
+
+        keys = [_key(j) for j in range(len(self.key_types))]
+        return table.observe(
+            observation, F.collect_list(F.struct(*keys, LEFT_ROWS, RIGHT_ROWS, GRID_ROWS, GRID_COLUMNS)).alias("grid")
+        )
 
     def row_hash(self, side: str) -> Column:
         """``xxhash64(seed, the row's keys and columns)`` of a row of ``side`` (but columns
@@ -430,7 +435,7 @@ class SkewJoin:
 
         if self.prior is not None:
             return self._chained(self.prior, report)
-        left, right = self._sides()
+        left, right = self._side("left"), self._side("right")
         keys = [_key(j) for j in range(len(self.key_types))]
         grid = self.grid(left, right)
         # A row's key is hot when the grid table holds it (joined on the keys: a null key
@@ -442,8 +447,7 @@ class SkewJoin:
         observations: list[Any] = [Observation() for _ in range(4)] if report is not None else []
         tables = [grid, grid]
         if report is not None:
-            seen = F.collect_list(F.struct(*keys, LEFT_ROWS, RIGHT_ROWS, GRID_ROWS, GRID_COLUMNS)).alias("grid")
-            tables = [grid.observe(observations[i], seen) for i in (0, 1)]
+            tables = [self.observed_grid(grid, observations[i]) for i in (0, 1)]
 
         def tagged(side: DataFrame, table: DataFrame, i: int) -> DataFrame:
             """``side``'s rows with their key's grid, if hot, and their cells: a left row's
@@ -518,15 +522,13 @@ class SkewJoin:
         keys = [_key(j) for j in range(len(self.key_types))]
         outputs = dict(zip((_left(i) for i in range(len(self.left_schema.fields))), prior._output(), strict=True))
         left = prior.joined.select(*keys, _CELL, *[outputs[name].alias(name) for name in self.own("left")])
-        _, right = self._sides()
-        right = right.filter(self.present())
+        right = self._side("right").filter(self.present())
         observations: list[Any] = [Observation() for _ in range(4)] if report is not None else []
         table = prior.table
         is_hot = column(GRID_ROWS).isNotNull()
         every_cell = column(GRID_ROWS) * column(GRID_COLUMNS)
         if report is not None:
-            seen = F.collect_list(F.struct(*keys, LEFT_ROWS, RIGHT_ROWS, GRID_ROWS, GRID_COLUMNS)).alias("grid")
-            table = table.observe(observations[0], seen)
+            table = self.observed_grid(table, observations[0])
             left = left.observe(observations[2], F.count(F.when(self.present(), F.lit(1))).alias("rows"))
         right = right.join(F.broadcast(table.select(*keys, GRID_ROWS, GRID_COLUMNS, CELLS)), keys, "left")
         if report is not None:

@@ -563,9 +563,10 @@ class SkewWindow:
         return F.when(hot, combined.cast(kind)).otherwise(local.cast(kind))
 
     def across_edges(self, k: int, spec: WindowColumn) -> Column:
-        """A hot row's value of a positional column (``lag``, ``lead``, a bounded ROWS frame):
-        its chunk's rows from Spark's window, and the rows past the chunk's edges, the
-        chunks before's last (nearest first) and the chunks after's first, from the carries."""
+        """The value of a positional column (``lag``, ``lead``, a bounded ROWS frame) of a hot
+        row within reach of its chunk's edges (:meth:`final` asks no other): its chunk's rows
+        from Spark's window, and the rows past the edges, the chunks before's last (nearest
+        first) and the chunks after's first, from the carries."""
         from pyspark.sql import functions as F
 
         rn = column(f"{_local(k)}_rn")
@@ -578,16 +579,12 @@ class SkewWindow:
             default = spec.default if spec.default is not None else F.lit(None)
             before, after = _reach(spec)
             if before:
-                # ``before`` rows back: the chunk's own row, or the tail's ``before - rn + 1``-th.
+                # ``before`` rows back, past the chunk's start: the tail's ``before - rn + 1``-th.
                 needed = (F.lit(before) - rn + 1).cast("int")
-                past = F.try_element_at(tail, needed)
-                return F.when(rn > before, local).when(F.size(tail) >= needed, past).otherwise(default.cast(kind))
-            if after:
-                # ``after`` rows on: the chunk's own row, or the head's ``after - (own - rn)``-th.
-                needed = (F.lit(after) - (own - rn)).cast("int")
-                past = F.try_element_at(head, needed)
-                return F.when(own - rn >= after, local).when(F.size(head) >= needed, past).otherwise(default.cast(kind))
-            return local
+                return F.when(F.size(tail) >= needed, F.try_element_at(tail, needed)).otherwise(default.cast(kind))
+            # ``after`` rows on, past the chunk's end: the head's ``after - (own - rn)``-th.
+            needed = (F.lit(after) - (own - rn)).cast("int")
+            return F.when(F.size(head) >= needed, F.try_element_at(head, needed)).otherwise(default.cast(kind))
         assert spec.frame is not None and spec.frame.start is not None and spec.frame.end is not None
         start, end = spec.frame.start, spec.frame.end
         before, after = _reach(spec)
