@@ -195,7 +195,9 @@ def test_first_and_last_over_an_unordered_window_are_values_of_the_key(frame):
         pl.col("first").n_unique().alias("firsts"),
         pl.col("last_seen").n_unique().alias("lasts"),
         (pl.col("id") == pl.col("first")).any().alias("own"),
-        ((pl.col("x") == pl.col("last_seen")) | pl.col("last_seen").is_null()).any().alias("seen"),
+        (
+            (pl.col("x") == pl.col("last_seen")).any() | (pl.col("last_seen").is_null() & pl.col("x").is_null()).all()
+        ).alias("seen"),
     )
     assert per_key["firsts"].max() == 1 and per_key["lasts"].max() == 1
     assert per_key["own"].all() and per_key["seen"].all()
@@ -343,7 +345,9 @@ def test_a_report_without_a_hot_key_says_so(frame):
     assert report.get.rows == uniform.count()
 
 
-# Every function the verb splits, with the frames it takes (None: Spark's fixed frame).
+# Every function the verb splits, with the frames it takes (None: Spark's fixed frame). First
+# and last over an unordered window take whichever row Spark's shuffle delivers first, so no
+# two runs of Spark need agree: that case has its own test (a value of the key, one per key).
 _FUNCTIONS = {
     "count(*)": (lambda: F.count(F.lit(1)), ("range", "rows", "whole")),
     "count": (lambda: F.count("x"), ("range", "rows", "whole")),
@@ -361,10 +365,10 @@ _FUNCTIONS = {
     "lag with a default": (lambda: F.lag("s", 1, "none"), (None,)),
     "lag back": (lambda: F.lag("x", -2), (None,)),
     "lead": (lambda: F.lead("x", 2, 0), (None,)),
-    "first": (lambda: F.first("x"), ("range", "rows", "whole")),
-    "first ignoring nulls": (lambda: F.first("x", True), ("range", "rows", "whole")),
-    "last": (lambda: F.last("x"), ("range", "rows", "whole")),
-    "last ignoring nulls": (lambda: F.last("x", True), ("range", "rows", "whole")),
+    "first": (lambda: F.first("x"), ("range", "rows")),
+    "first ignoring nulls": (lambda: F.first("x", True), ("range", "rows")),
+    "last": (lambda: F.last("x"), ("range", "rows")),
+    "last ignoring nulls": (lambda: F.last("x", True), ("range", "rows")),
     "bounded count(*)": (lambda: F.count(F.lit(1)), ("around", "behind", "ahead")),
     "bounded count": (lambda: F.count("x"), ("around", "behind", "ahead")),
     "bounded sum": (lambda: F.sum("x"), ("around", "behind", "ahead")),
