@@ -213,6 +213,10 @@ def test_whole_partition_aggregates_equal_sparks(frame):
         "mean": F.avg("price").over(w),
     }
     assert_same_window(window(frame, columns, workers=WORKERS), frame.withColumns(columns))
+    # Over expressions and several keys (nulls among them), one replacing its input column.
+    w = Window.partitionBy(F.col("k") % 3, "s")
+    columns = {"x": F.max("x").over(w), "xs": F.count("x").over(w), "mean": F.avg("y").over(w)}
+    assert_same_window(window(frame, columns, workers=WORKERS), frame.withColumns(columns), close=("mean",))
 
 
 def test_whole_partition_columns_beside_ordered_ones(frame):

@@ -5,6 +5,10 @@ task, which sorts and scans them alone; Spark has no way to split it (adaptive e
 never touches a window). :func:`window` returns a lazy DataFrame equal to
 ``df.withColumns(columns)``, whose plan does:
 
+0. **One value per key.** When every column is an aggregate over the whole partition (or
+   ``first``/``last`` of an unordered one), no row needs to move: Spark's ``groupBy``
+   computes each key's values, combining them map-side, and they are joined back to the
+   rows by the partition values. Otherwise:
 1. **Hot keys and their cuts from a sample** (:data:`SAMPLE_FRACTION` of the rows, in the
    plan). A key whose rows, at the count's 95 % upper bound, are more than a mean task's
    of ``n`` (``workers``; by default the shuffle's partitions) is hot; the hot keys' rows
@@ -45,7 +49,15 @@ from keysplit.spark.hot_keys import LOCAL_TOP_TASKS, SAMPLE_FRACTION
 from keysplit.spark.intake import is_spark_frame, session_for, shuffle_partitions
 from keysplit.spark.options import require_task_workers
 from keysplit.spark.report import Report, observed, observed_rows
-from keysplit.spark.window_spec import AGGREGATES, ENDS, OFFSETS, WindowColumn, WindowRequest, window_request
+from keysplit.spark.window_spec import (
+    AGGREGATES,
+    ENDS,
+    OFFSETS,
+    WindowColumn,
+    WindowRequest,
+    column_name,
+    window_request,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
@@ -117,11 +129,23 @@ class SkewWindow:
 
     @property
     def parts(self) -> list[str]:
-        return [_part(i) for i in range(len(self.request.partition))]
+        return [self.own_name(p) or _part(i) for i, p in enumerate(self.request.partition)]
 
     @property
     def orders(self) -> list[str]:
-        return [_order(i) for i in range(len(self.request.order))]
+        return [self.own_name(key.expression) or _order(i) for i, key in enumerate(self.request.order)]
+
+    def argument(self, k: int) -> str:
+        """The column holding column ``k``'s function's input."""
+        argument = self.request.columns[k].argument
+        assert argument is not None
+        return self.own_name(argument) or _argument(k)
+
+    def own_name(self, expression: Column) -> str | None:
+        """The input column ``expression`` is, when it is one: it is read where it is, not
+        copied (every copy widens the rows the window's exchange moves and sorts)."""
+        name = column_name(expression)
+        return name if name is not None and self.schema.names.count(name) == 1 else None
 
     def sort_orders(self) -> list[Column]:
         """The window's ordering over the internal order columns."""
@@ -141,9 +165,16 @@ class SkewWindow:
         from pyspark.sql import functions as F
 
         request = self.request
-        extra = [p.alias(name) for p, name in zip(request.partition, self.parts, strict=True)]
-        extra += [key.expression.alias(name) for key, name in zip(request.order, self.orders, strict=True)]
-        extra += [c.argument.alias(_argument(k)) for k, c in enumerate(request.columns) if c.argument is not None]
+        extra = [
+            p.alias(name) for p, name in zip(request.partition, self.parts, strict=True) if name.startswith(PREFIX)
+        ]
+        extra += [
+            key.expression.alias(name)
+            for key, name in zip(request.order, self.orders, strict=True)
+            if name.startswith(PREFIX)
+        ]
+        arguments = {self.argument(k): c.argument for k, c in enumerate(request.columns) if c.argument is not None}
+        extra += [argument.alias(name) for name, argument in arguments.items() if name.startswith(PREFIX)]
         if self.needs_sort_key:
             extra.append(F.monotonically_increasing_id().alias(_POSITION))
         return self.frame.select("*", *extra)
@@ -160,7 +191,53 @@ class SkewWindow:
     @property
     def needs_sort_key(self) -> bool:
         """Whether the chunks carry rows or values at their edges (:meth:`sort_key`)."""
+        if self.per_key_only:
+            return False
         return any(self.positional(spec) or spec.function in ENDS for spec in self.request.columns)
+
+    @property
+    def per_key_only(self) -> bool:
+        """Whether every column is one value per window partition: an aggregate over the
+        whole partition, or ``first``/``last`` of an unordered one. Then no row moves: the
+        values come from Spark's ``groupBy``, combined map-side, and are joined back
+        (:meth:`per_key`)."""
+        return all(
+            spec.frame is not None
+            and spec.frame.kind == "whole"
+            and (spec.function in AGGREGATES or (spec.function in ENDS and not self.request.order))
+            for spec in self.request.columns
+        )
+
+    def per_key(self, report: Report[WindowSplitReport] | None) -> DataFrame:
+        """The plan when :attr:`per_key_only`: each key's values by Spark's ``groupBy`` (its
+        map-side combine leaves no task a hot key's rows), joined back to the rows by the
+        partition values, null-safe (a null key is a window partition as any other). Spark
+        broadcasts the values when they are small and otherwise joins by a shuffle that
+        adaptive execution splits where a key is hot."""
+        from pyspark.sql import functions as F
+        from pyspark.sql.connect.observation import Observation
+
+        prepared = self.prepared()
+        values = {}
+        for k, spec in enumerate(self.request.columns):
+            arg = column(self.argument(k)) if spec.argument is not None else F.lit(1)
+            function = getattr(F, spec.function)
+            value = function(arg, ignorenulls=spec.ignore_nulls) if spec.function in ENDS else function(arg)
+            values[spec.name] = value.cast(self.target[spec.name].dataType).alias(_local(k))
+        keys = [f"{PREFIX}t{i}" for i in range(len(self.parts))]
+        per_key = prepared.groupBy(*self.parts).agg(*values.values())
+        per_key = per_key.withColumnsRenamed(dict(zip(self.parts, keys, strict=True)))
+        condition = F.lit(True)
+        for name, key in zip(self.parts, keys, strict=True):
+            condition = condition & column(name).eqNullSafe(column(key))
+        rows = prepared
+        if report is not None:
+            observations: tuple[Any, Any] = (Observation(), Observation())
+            rows = rows.observe(observations[0], F.count(F.lit(1)).alias("rows"))
+            report.bind(lambda: self.report(observations))
+        joined = rows.join(per_key, condition, "inner")
+        names = {spec.name: _local(k) for k, spec in enumerate(self.request.columns)}
+        return joined.select(*[column(names.get(f.name, f.name)).alias(f.name) for f in self.target.fields])
 
     def sort_key(self) -> Column:
         """One struct whose ascending order is the window's ordering, each column's direction
@@ -234,8 +311,10 @@ class SkewWindow:
         a sample, in the plan, read from one exchange.
 
         Spark computes this table twice, once for each branch that reads it (the window's
-        and the chunk totals'): it does not see the two copies of the plan as one. Both
-        read one exchange of the sample, and the table's stages are small.
+        and the chunk totals'): adaptive execution does not reuse one copy's stages for the
+        other once the branches go through the row lookups, though the physical plans print
+        alike (tried: counting the sample before cutting, reading every column in both). The
+        table's stages are small: three, on 2 % of the key and order columns.
         """
         from pyspark.sql import Window
         from pyspark.sql import functions as F
@@ -297,9 +376,9 @@ class SkewWindow:
         from pyspark.sql import functions as F
 
         names = [*self.parts, _CHUNK]
-        keys = [f"{name}_t" for name in names]
+        keys = [f"{PREFIX}t{i}" for i in range(len(names))]
         renamed = carries.withColumnsRenamed(dict(zip(names, keys, strict=True)))
-        condition = column(_CHUNK) == column(f"{_CHUNK}_t")
+        condition = column(_CHUNK) == column(keys[-1])
         for name, key in zip(self.parts, keys, strict=False):
             condition = condition & column(name).eqNullSafe(column(key))
         return rows.join(F.broadcast(renamed), condition, "left").drop(*keys)
@@ -375,7 +454,7 @@ class SkewWindow:
         # Each chunk's totals, by the carry they make: (kind, what it needs).
         totals: dict[str, tuple[Column, str, Any]] = {_ROWS: (F.count(F.lit(1)), "sum", None)}
         for k, spec in enumerate(self.request.columns):
-            arg = column(_argument(k)) if spec.argument is not None else F.lit(1)
+            arg = column(self.argument(k)) if spec.argument is not None else F.lit(1)
             if spec.function in AGGREGATES and spec.argument is not None:
                 totals[f"{PREFIX}c{k}"] = (F.count(arg), "sum", None)
                 if spec.function in ("sum", "avg"):
@@ -454,18 +533,23 @@ class SkewWindow:
 
         return Window.partitionBy(*self.parts, _CELL).orderBy(*self.sort_orders(), column(_POSITION))
 
-    def locals(self) -> dict[str, Column]:
+    def locals(self) -> list[dict[str, Column]]:
         """Each column's value within its chunk: Spark's own function over :meth:`window`
-        (a cold key's final value), and what a hot row's value is made of."""
+        (a cold key's final value), and what a hot row's value is made of; in two layers,
+        the positional columns' first. Spark sorts for each ordering it meets, so the finer
+        ordering (:meth:`by_position`) goes first: the user's ordering, a prefix of it,
+        then needs no sort of its own."""
         from pyspark.sql import Window
         from pyspark.sql import functions as F
 
-        values: dict[str, Column] = {}
+        positional: dict[str, Column] = {}
+        others: dict[str, Column] = {}
         peers = Window.partitionBy(*self.parts, _CELL).orderBy(*self.sort_orders()) if self.request.order else None
         for k, spec in enumerate(self.request.columns):
             w = self.window(spec)
-            arg = column(_argument(k)) if spec.argument is not None else F.lit(1)
+            arg = column(self.argument(k)) if spec.argument is not None else F.lit(1)
             name = spec.function
+            values = positional if self.positional(spec) else others
             if self.positional(spec):
                 values[f"{_local(k)}_rn"] = F.row_number().over(self.by_position())
             if name in AGGREGATES:
@@ -490,7 +574,7 @@ class SkewWindow:
                     values[f"{_local(k)}_peers"] = F.count(F.lit(1)).over(running)
             else:
                 values[_local(k)] = getattr(F, name)().over(w)
-        return values
+        return [layer for layer in (positional, others) if layer]
 
     def final(self, k: int, spec: WindowColumn) -> Column:
         """Column ``k``'s value: a cold row's local one, a hot row's combined with its carry."""
@@ -638,6 +722,8 @@ class SkewWindow:
         from pyspark.sql import functions as F
         from pyspark.sql.connect.observation import Observation
 
+        if self.per_key_only:
+            return self.per_key(report)
         prepared = self.prepared()
         table = self.hot_table(prepared)
         rows = self.chunked(self.lookup(prepared, table, "left"))
@@ -654,7 +740,9 @@ class SkewWindow:
             assert report is not None
             rows = rows.observe(observations[0], F.count(F.lit(1)).alias("rows"))
             report.bind(lambda: self.report(observations))
-        windowed = rows.repartitionById(self.workers, _CELL).withColumns(self.locals())
+        windowed = rows.repartitionById(self.workers, _CELL)
+        for layer in self.locals():
+            windowed = windowed.withColumns(layer)
         carried = self.with_carries(windowed, self.summaries(prepared, table, observe_chunks))
         outputs = {spec.name: self.final(k, spec) for k, spec in enumerate(self.request.columns)}
         return carried.select(
@@ -781,7 +869,8 @@ def window(
     (a :class:`keysplit.spark.Report`) is filled with a :class:`WindowSplitReport` when an
     action runs the result. The plan is in the module's notes; no Spark job runs here (Spark
     reads the schemas). The input is read three times (the sample, the hot keys' chunk
-    totals, the window): cache an input that is costly to compute.
+    totals, the window; twice when every column is one value per key): cache an input
+    that is costly to compute.
     """
     if not is_spark_frame(frame):
         raise ConfigTypeError(f"window works on a Spark DataFrame, got {type(frame).__name__}")

@@ -11,6 +11,7 @@ or frame is refused by name, never computed differently.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -38,6 +39,9 @@ ENDS = ("first", "last")
 #: (Spark's ``max_by(x, ord, k)``, which gathers a chunk's edge rows, takes ``k`` up to
 #: 100,000).
 MAX_REACH = 100_000
+
+#: A column name Spark reads as itself, unquoted.
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 #: PySpark's other names for the same functions.
 _ALIASES = {"mean": "avg", "first_value": "first", "last_value": "last"}
@@ -155,6 +159,21 @@ def window_request(columns: Mapping[str, Column]) -> WindowRequest:
         getattr(_unaliased(p._expr), "_unparsed_identifier", None) or f"partition_{i}" for i, p in enumerate(partition)
     )
     return WindowRequest(partition=partition, order=order, columns=tuple(parsed), partition_names=names)
+
+
+def column_name(given: Column) -> str | None:
+    """The name of the top-level column ``given`` reads (``F.col("k")``, ``"k"``), or None
+    for any other expression (a struct's field, a name that needs quoting, a column of a
+    named DataFrame, a computation)."""
+    expression = _unaliased(given._expr)
+    if (
+        type(expression).__name__ != "ColumnReference"
+        or expression._plan_id is not None
+        or expression._is_metadata_column
+    ):
+        return None
+    name = getattr(expression, "_unparsed_identifier", None)
+    return name if isinstance(name, str) and _IDENTIFIER.fullmatch(name) else None
 
 
 def _unaliased(expression: Any) -> Any:
