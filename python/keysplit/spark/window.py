@@ -211,9 +211,9 @@ class SkewWindow:
     def per_key(self, report: Report[WindowSplitReport] | None) -> DataFrame:
         """The plan when :attr:`per_key_only`: each key's values by Spark's ``groupBy`` (its
         map-side combine leaves no task a hot key's rows), joined back to the rows by the
-        partition values, null-safe (a null key is a window partition as any other). Spark
-        broadcasts the values when they are small and otherwise joins by a shuffle that
-        adaptive execution splits where a key is hot."""
+        partition values, null-safe (a null key is a window partition as any other), by
+        Spark's join, which adaptive execution splits where a key is hot. No key is cut, so
+        the report's hot table is empty."""
         from pyspark.sql import functions as F
         from pyspark.sql.connect.observation import Observation
 
