@@ -224,18 +224,13 @@ class SkewWindow:
             function = getattr(F, spec.function)
             value = function(arg, ignorenulls=spec.ignore_nulls) if spec.function in ENDS else function(arg)
             values[spec.name] = value.cast(self.target[spec.name].dataType).alias(_local(k))
-        keys = [f"{PREFIX}t{i}" for i in range(len(self.parts))]
         per_key = prepared.groupBy(*self.parts).agg(*values.values())
-        per_key = per_key.withColumnsRenamed(dict(zip(self.parts, keys, strict=True)))
-        condition = F.lit(True)
-        for name, key in zip(self.parts, keys, strict=True):
-            condition = condition & column(name).eqNullSafe(column(key))
         rows = prepared
         if report is not None:
             observations: tuple[Any, Any] = (Observation(), Observation())
             rows = rows.observe(observations[0], F.count(F.lit(1)).alias("rows"))
             report.bind(lambda: self.report(observations))
-        joined = rows.join(per_key, condition, "inner")
+        joined = self.joined_by_key(rows, per_key, "inner")
         names = {spec.name: _local(k) for k, spec in enumerate(self.request.columns)}
         return joined.select(*[column(names.get(f.name, f.name)).alias(f.name) for f in self.target.fields])
 
@@ -369,19 +364,23 @@ class SkewWindow:
 
         return rows.withColumn(_KEY_HASH, self.key_hash()).join(F.broadcast(table), _KEY_HASH, how)
 
-    def with_carries(self, rows: DataFrame, carries: DataFrame) -> DataFrame:
-        """``rows`` with their chunk's carry (broadcast), by partition values (null-safe: a
-        null key is a window partition as any other, and may be hot) and chunk (a cold
-        row's is null: it looks up nothing)."""
+    def joined_by_key(self, rows: DataFrame, other: DataFrame, how: str, *, by_chunk: bool = False) -> DataFrame:
+        """``rows`` joined to ``other`` by the partition values, null-safe (a null key is a
+        window partition as any other), and with ``by_chunk`` by chunk too, broadcast (a
+        cold row's chunk is null: it matches nothing); ``other``'s copies of them dropped."""
         from pyspark.sql import functions as F
 
-        names = [*self.parts, _CHUNK]
+        names = [*self.parts, _CHUNK] if by_chunk else self.parts
         keys = [f"{PREFIX}t{i}" for i in range(len(names))]
-        renamed = carries.withColumnsRenamed(dict(zip(names, keys, strict=True)))
-        condition = column(_CHUNK) == column(keys[-1])
+        renamed = other.withColumnsRenamed(dict(zip(names, keys, strict=True)))
+        condition = column(_CHUNK) == column(keys[-1]) if by_chunk else F.lit(True)
         for name, key in zip(self.parts, keys, strict=False):
             condition = condition & column(name).eqNullSafe(column(key))
-        return rows.join(F.broadcast(renamed), condition, "left").drop(*keys)
+        return rows.join(F.broadcast(renamed) if by_chunk else renamed, condition, how).drop(*keys)
+
+    def with_carries(self, rows: DataFrame, carries: DataFrame) -> DataFrame:
+        """``rows`` with their chunk's carry (broadcast), by partition values and chunk."""
+        return self.joined_by_key(rows, carries, "left", by_chunk=True)
 
     @property
     def cut_columns(self) -> list[str]:
