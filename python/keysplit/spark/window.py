@@ -12,27 +12,30 @@ never touches a window). :func:`window` returns a lazy DataFrame equal to
 1. **Hot keys and their cuts from a sample** (:data:`SAMPLE_FRACTION` of the rows, in the
    plan). A key whose rows, at the count's 95 % upper bound, are more than a mean task's
    of ``n`` (``workers``; by default the shuffle's partitions) is hot; the hot keys' rows
-   fill the partitions on top of the others, a key getting its part of ``n`` chunks (at
-   most :data:`MAX_CHUNKS`): ranges of the window's ordering, cut at sampled order values,
-   so that rows with equal order values (peers) are never apart. A small table of the hot
-   keys, their candidate cuts and where their chunks go is broadcast.
-2. **One exchange, one Spark window.** Each row finds its chunk by binary lifting over its
-   key's cuts (Spark's own expressions), and goes to a partition: a chunk of a hot key to
-   one of its own, any other key whole to its hash partition. Spark's window runs over
-   ``partitionBy(key, cell)`` with the user's ordering and frames: for a key that is not
-   hot it is Spark's window over the key, unchanged.
-3. **Carries.** Each chunk's totals (rows, sums, counts, minimums, maximums, distinct
-   order values), from a second read of the input's hot rows only, aggregated in Spark;
+   fill ``n`` tasks, a key getting its part of them as chunks (at most
+   :data:`MAX_CHUNKS`): ranges of the window's ordering, cut at sampled order values, so
+   that rows with equal order values (peers) are never apart. The hot keys, their
+   candidate cuts and where their chunks go are one row, broadcast: every branch reads
+   that same row, so Spark computes it once.
+2. **Keys not hot: Spark's own window.** The user's columns over the input less the hot
+   keys' rows, unchanged.
+3. **Hot keys: one exchange, one Spark window.** Each hot row finds its chunk by binary
+   lifting over its key's cuts (Spark's own expressions) and goes to the chunk's
+   partition; Spark's window runs over ``partitionBy(key, cell)`` with the user's ordering
+   and frames. Both windows read their exchanges in one stage.
+4. **Carries.** Each chunk's totals (rows, sums, counts, minimums, maximums, distinct
+   order values), from another read of the input's hot rows, aggregated in Spark;
    a chunk's carry is the totals of the chunks before it (a window over the few chunk
    rows). A hot row's value is its chunk's value combined with the carry: a running sum
    plus the sums before, a row number plus the rows before, and so on.
-4. **Edges.** ``lag``, ``lead`` and bounded ROWS frames read rows past their chunk: each
+5. **Edges.** ``lag``, ``lead`` and bounded ROWS frames read rows past their chunk: each
    chunk's last and first few values (``max_by``/``min_by`` over :meth:`SkewWindow.sort_key`)
    travel with the carries; ``first`` and ``last`` carry each chunk's first and last value.
 
-When nothing is hot the tables are empty and adaptive execution drops both their joins:
-the plan is Spark's window, plus the sample's pass. A row's chunk depends on its values
-only, so a re-run task sends it where the first run did.
+When nothing is hot the hot keys' row is not there, and adaptive execution drops the hot
+keys' branches and the lookup of the others: the plan is Spark's window, plus the sample's
+stages. A row's chunk depends on its values only, so a re-run task sends it where the first
+run did.
 """
 
 from __future__ import annotations
@@ -86,6 +89,8 @@ _KEY = PREFIX + "key_"
 _OWN = PREFIX + "own_"
 _POSITION = PREFIX + "position"
 _SORT_KEY = PREFIX + "sort_key"
+_ENTRY = PREFIX + "entry"
+_ENTRIES = PREFIX + "entries"
 
 
 def _part(i: int) -> str:
@@ -124,6 +129,8 @@ class SkewWindow:
     seed: int
     schema: StructType
     target: StructType
+    #: The user's columns (name, ``F.f(...).over(w)``): what the keys not hot run as.
+    columns: tuple[tuple[str, Column], ...] = ()
     #: The order expressions' types (for :meth:`sort_key`; empty when no column needs it).
     order_types: tuple[DataType, ...] = ()
 
@@ -303,13 +310,13 @@ class SkewWindow:
     def hot_table(self, prepared: DataFrame) -> DataFrame:
         """The hot keys (by :meth:`key_hash`), each with its chunks ``g``, its first cell and
         its ``C - 1`` candidate cuts in the window's order (an array per order column): from
-        a sample, in the plan, read from one exchange.
+        a sample, in the plan, read from one exchange. One row holding them all (none when
+        no key is hot), an array sorted by key hash (:meth:`lookup` finds a key in it).
 
-        Spark computes this table twice, once for each branch that reads it (the window's
-        and the chunk totals'): adaptive execution does not reuse one copy's stages for the
-        other once the branches go through the row lookups, though the physical plans print
-        alike (tried: counting the sample before cutting, reading every column in both). The
-        table's stages are small: three, on 2 % of the key and order columns.
+        Why one row: as a table, each branch read other columns of it, Spark pruned each
+        copy apart and computed it once per branch (three times); a branch cannot prune an
+        array's fields, so all the copies are one plan, computed once. Its stages are
+        small: three, on 2 % of the key and order columns.
         """
         from pyspark.sql import Window
         from pyspark.sql import functions as F
@@ -346,9 +353,9 @@ class SkewWindow:
             {_UPPER: sampled + F.lit(2) * F.sqrt(sampled) + F.lit(3), _ROWS: F.sum(_SAMPLED).over(everything)}
         )
         hot = keys.filter(column(_UPPER) * F.lit(n) > column(_ROWS))
-        # The hot keys' rows fill the partitions evenly on top of the others (which hash
-        # evenly): a key's chunks are its part of n, so that each partition holds about one
-        # chunk and its share of the other keys, a mean task's in all.
+        # The hot keys' rows have the n tasks of a window stage of their own (the other keys
+        # are in Spark's): a key's chunks are its part of the hot rows' n, so that each task
+        # holds about one chunk.
         chunks = F.ceil(column(_UPPER) * F.lit(n) / F.sum(_UPPER).over(everything))
         hot = hot.withColumn(_CHUNKS, F.least(F.lit(c), F.greatest(F.lit(2), chunks)).cast("int"))
         # Chunks go round the partitions, hottest key first, each key's on partitions of
@@ -356,13 +363,23 @@ class SkewWindow:
         placed = everything.orderBy(F.desc(_SAMPLED), F.asc(_KEY_HASH)).rowsBetween(Window.unboundedPreceding, -1)
         before = F.coalesce(F.sum(_CHUNKS).over(placed), F.lit(0))
         cuts = self.cut_columns if self.request.order else []
-        return hot.select(_KEY_HASH, _CHUNKS, F.pmod(before, F.lit(n)).cast("int").alias(_FIRST_CELL), *cuts)
+        entry = F.struct(_KEY_HASH, _CHUNKS, F.pmod(before, F.lit(n)).cast("int").alias(_FIRST_CELL), *cuts)
+        # One row, one column, and no row when no key is hot: every branch reads all of it
+        # (nothing to prune apart), so Spark computes it once, and adaptive execution drops
+        # the hot keys' branches when it is empty.
+        entries = hot.select(entry.alias(_ENTRY)).agg(F.array_sort(F.collect_list(_ENTRY)).alias(_ENTRIES))
+        return entries.filter(F.size(_ENTRIES) > 0)
 
-    def lookup(self, rows: DataFrame, table: DataFrame, how: str) -> DataFrame:
-        """``rows`` with their key hash and their key's entry of the hot table (broadcast)."""
+    def lookup(self, rows: DataFrame, entries: DataFrame, how: str) -> DataFrame:
+        """``rows`` with their key hash and their key's entry of the hot table (broadcast;
+        ``how`` is ``inner``, or ``left`` to keep every row): a cold row's is null."""
         from pyspark.sql import functions as F
 
-        return rows.withColumn(_KEY_HASH, self.key_hash()).join(F.broadcast(table), _KEY_HASH, how)
+        rows = rows.withColumn(_KEY_HASH, self.key_hash()).join(F.broadcast(entries), how=how)
+        entry = F.get(column(_ENTRIES), (_entry_position() - 1).cast("int"))
+        rows = rows.withColumn(_ENTRY, entry).drop(_ENTRIES)
+        fields = [_CHUNKS, _FIRST_CELL, *(self.cut_columns if self.request.order else [])]
+        return rows.withColumns({name: column(_ENTRY).getField(name) for name in fields}).drop(_ENTRY)
 
     def joined_by_key(self, rows: DataFrame, other: DataFrame, how: str, *, by_chunk: bool = False) -> DataFrame:
         """``rows`` joined to ``other`` by the partition values, null-safe (a null key is a
@@ -429,16 +446,24 @@ class SkewWindow:
         return rows.withColumn(_CHUNK, chunk)
 
     def cell(self) -> Column:
-        """A row's partition: a hot key's chunk's own, any other key's hash partition."""
+        """A hot row's partition: its chunk's own."""
         from pyspark.sql import functions as F
 
-        n = F.lit(self.workers)
-        hashed = F.pmod(column(_KEY_HASH), n)
-        return (
-            F.when(column(_CHUNK).isNotNull(), F.pmod(column(_FIRST_CELL) + column(_CHUNK), n))
-            .otherwise(hashed)
-            .cast("int")
-        )
+        return F.pmod(column(_FIRST_CELL) + column(_CHUNK), F.lit(self.workers)).cast("int")
+
+    def hot_rows(self, prepared: DataFrame, entries: DataFrame) -> DataFrame:
+        """The rows of hot keys, with their key's entry."""
+        return self.lookup(prepared, entries, "inner").filter(column(_CHUNKS).isNotNull())
+
+    def cold(self, entries: DataFrame) -> DataFrame:
+        """The keys not hot, through Spark's own window: the user's columns over the input,
+        less the hot keys' rows (a lookup that adaptive execution drops when no key is hot)."""
+        from pyspark.sql import functions as F
+
+        hashed = F.xxhash64(F.lit(self.seed), *self.request.partition)
+        rows = self.frame.withColumn(_KEY_HASH, hashed).join(F.broadcast(entries), how="left")
+        rows = rows.filter(F.coalesce(_entry_position(), F.lit(0)) == 0).drop(_KEY_HASH, _ENTRIES)
+        return rows.withColumns(dict(self.columns))
 
     def summaries(self, prepared: DataFrame, table: DataFrame, observe: Callable[[DataFrame], DataFrame]) -> DataFrame:
         """Each hot chunk's totals and what the chunks before it hold (the carry), and the
@@ -446,7 +471,7 @@ class SkewWindow:
         from pyspark.sql import Window
         from pyspark.sql import functions as F
 
-        rows = self.chunked(self.lookup(prepared, table, "inner"))
+        rows = self.chunked(self.hot_rows(prepared, table))
         if self.needs_sort_key:
             rows = rows.withColumn(_SORT_KEY, self.sort_key())
         key = column(_SORT_KEY)
@@ -503,9 +528,8 @@ class SkewWindow:
         return chunk_totals.select(*self.parts, _CHUNK, *[carry.alias(name) for name, carry in carries.items()])
 
     def window(self, spec: WindowColumn) -> Any:
-        """The Spark window a column's local value is computed over: partitioned by the key
-        and the cell (a cold key's cell is one per key: its whole partition), in the user's
-        ordering and frame."""
+        """The Spark window a column's value within its chunk is computed over: partitioned
+        by the key and the cell, in the user's ordering and frame."""
         from pyspark.sql import Window
 
         if self.positional(spec):
@@ -533,8 +557,8 @@ class SkewWindow:
         return Window.partitionBy(*self.parts, _CELL).orderBy(*self.sort_orders(), column(_POSITION))
 
     def locals(self) -> list[dict[str, Column]]:
-        """Each column's value within its chunk: Spark's own function over :meth:`window`
-        (a cold key's final value), and what a hot row's value is made of; in two layers,
+        """Each column's value within its chunk: Spark's own function over :meth:`window`,
+        and what a hot row's value is made of; in two layers,
         the positional columns' first. Spark sorts for each ordering it meets, so the finer
         ordering (:meth:`by_position`) goes first: the user's ordering, a prefix of it,
         then needs no sort of its own."""
@@ -576,10 +600,9 @@ class SkewWindow:
         return [layer for layer in (positional, others) if layer]
 
     def final(self, k: int, spec: WindowColumn) -> Column:
-        """Column ``k``'s value: a cold row's local one, a hot row's combined with its carry."""
+        """Column ``k``'s value for a hot row: its chunk's (local) combined with its carry."""
         from pyspark.sql import functions as F
 
-        hot = column(_KEY + _ROWS).isNotNull()
         kind = self.target[spec.name].dataType
         local = column(_local(k))
         rows_before = F.coalesce(column(_BEFORE + _ROWS), F.lit(0))
@@ -596,7 +619,7 @@ class SkewWindow:
             before, after = _reach(spec)
             rn, own = column(f"{_local(k)}_rn"), column(_OWN + _ROWS)
             near = (rn <= F.lit(before)) | (own - rn < F.lit(after))
-            return F.when(hot & near, self.across_edges(k, spec).cast(kind)).otherwise(local.cast(kind))
+            return F.when(near, self.across_edges(k, spec).cast(kind)).otherwise(local.cast(kind))
         if name in ENDS:
             edge = total(name, _KEY if whole else _BEFORE)
             if whole:
@@ -610,7 +633,7 @@ class SkewWindow:
             else:
                 # Running: the current row's peers' last, or with ignorenulls the chunks' before.
                 combined = F.coalesce(local, edge) if spec.ignore_nulls else local
-            return F.when(hot, combined.cast(kind)).otherwise(local.cast(kind))
+            return combined.cast(kind)
         if name == "count":
             if spec.argument is None:
                 combined = key_rows if whole else local + rows_before
@@ -643,7 +666,7 @@ class SkewWindow:
             combined = _ntile(column(f"{_local(k)}_rn") + rows_before, key_rows, spec.buckets)
         else:
             raise AssertionError(name)
-        return F.when(hot, combined.cast(kind)).otherwise(local.cast(kind))
+        return combined.cast(kind)
 
     def across_edges(self, k: int, spec: WindowColumn) -> Column:
         """The value of a positional column (``lag``, ``lead``, a bounded ROWS frame) of a hot
@@ -725,7 +748,7 @@ class SkewWindow:
             return self.per_key(report)
         prepared = self.prepared()
         table = self.hot_table(prepared)
-        rows = self.chunked(self.lookup(prepared, table, "left"))
+        rows = self.chunked(self.hot_rows(prepared, table))
         rows = rows.withColumn(_CELL, self.cell()).drop(_KEY_HASH, _CHUNKS, _FIRST_CELL, *self.cut_columns)
         observations: tuple[Any, Any] | None = (Observation(), Observation()) if report is not None else None
 
@@ -735,18 +758,21 @@ class SkewWindow:
             chunk = F.struct(*[column(name) for name in self.parts], _CHUNK, _ROWS)
             return chunks.observe(observations[1], F.collect_list(chunk).alias("chunks"))
 
-        if observations is not None:
-            assert report is not None
-            rows = rows.observe(observations[0], F.count(F.lit(1)).alias("rows"))
-            report.bind(lambda: self.report(observations))
         windowed = rows.repartitionById(self.workers, _CELL)
         for layer in self.locals():
             windowed = windowed.withColumns(layer)
         carried = self.with_carries(windowed, self.summaries(prepared, table, observe_chunks))
         outputs = {spec.name: self.final(k, spec) for k, spec in enumerate(self.request.columns)}
-        return carried.select(
+        hot = carried.select(
             *[outputs[f.name].alias(f.name) if f.name in outputs else column(f.name) for f in self.target.fields]
         )
+        result = self.cold(table).union(hot)
+        if observations is not None:
+            assert report is not None
+            # On the union: a branch with no rows is dropped whole, its observations with it.
+            result = result.observe(observations[0], F.count(F.lit(1)).alias("rows"))
+            report.bind(lambda: self.report(observations))
+        return result
 
     def report(self, observations: tuple[Any, Any]) -> WindowSplitReport | None:
         seen = observed(observations[0])
@@ -790,6 +816,14 @@ class WindowSplitReport:
     @property
     def mean_task_rows(self) -> float:
         return self.rows / max(self.workers, 1)
+
+
+def _entry_position() -> Column:
+    """Where the row's key is in the hot keys' entries, from 1; 0 when not there, null when
+    there are none."""
+    from pyspark.sql import functions as F
+
+    return F.array_position(column(_ENTRIES).getField(_KEY_HASH), column(_KEY_HASH))
 
 
 def _reach(spec: WindowColumn) -> tuple[int, int]:
@@ -867,9 +901,9 @@ def window(
     into chunks, which fill the tasks on top of the other keys' rows. ``seed`` seeds the sample the hot keys are found from. ``report``
     (a :class:`keysplit.spark.Report`) is filled with a :class:`WindowSplitReport` when an
     action runs the result. The plan is in the module's notes; no Spark job runs here (Spark
-    reads the schemas). The input is read three times (the sample, the hot keys' chunk
-    totals, the window; twice when every column is one value per key): cache an input
-    that is costly to compute.
+    reads the schemas). The input is read four times (the sample, the keys not hot, the hot
+    keys' rows and their chunk totals; twice when every column is one value per key): cache
+    an input that is costly to compute.
     """
     if not is_spark_frame(frame):
         raise ConfigTypeError(f"window works on a Spark DataFrame, got {type(frame).__name__}")
@@ -882,7 +916,7 @@ def window(
     if clashes:
         raise ConfigError(f"columns starting with {PREFIX!r} are keysplit's own; rename {clashes}")
     target = handle.call("reading the window's schema", lambda: frame.withColumns(dict(columns)).schema)
-    planned = SkewWindow(frame, request, workers, seed, schema, target)
+    planned = SkewWindow(frame, request, workers, seed, schema, target, tuple(columns.items()))
     if planned.needs_sort_key and request.order:
         orders = [key.expression for key in request.order]
         kinds = handle.call("reading the order's types", lambda: frame.select(*orders).schema)
