@@ -293,8 +293,8 @@ class SkewWindow:
         return F.struct(*[field.alias(f"f{i}") for i, field in enumerate(fields)])
 
     def key_hash(self) -> Column:
-        """``xxhash64(seed, partition values)``: what the hot table is looked up by (one long:
-        Spark's fastest broadcast join). Two keys of one hash share a hot key's cuts, and
+        """``xxhash64(seed, partition values)``: what a key is found by among the hot keys'
+        entries (one long). Two keys of one hash share a hot key's cuts, and
         stay apart everywhere else (each is its own window partition, with its own carries):
         the result stays exact."""
         from pyspark.sql import functions as F
@@ -307,7 +307,7 @@ class SkewWindow:
         key can have (``workers``, at most :data:`MAX_CHUNKS`)."""
         return min(self.workers, MAX_CHUNKS)
 
-    def hot_table(self, prepared: DataFrame) -> DataFrame:
+    def hot_entries(self, prepared: DataFrame) -> DataFrame:
         """The hot keys (by :meth:`key_hash`), each with its chunks ``g``, its first cell and
         its ``C - 1`` candidate cuts in the window's order (an array per order column): from
         a sample, in the plan, read from one exchange. One row holding them all (none when
@@ -371,7 +371,7 @@ class SkewWindow:
         return entries.filter(F.size(_ENTRIES) > 0)
 
     def lookup(self, rows: DataFrame, entries: DataFrame, how: str) -> DataFrame:
-        """``rows`` with their key hash and their key's entry of the hot table (broadcast;
+        """``rows`` with their key hash and their key's entry among the hot keys' (broadcast;
         ``how`` is ``inner``, or ``left`` to keep every row): a cold row's is null."""
         from pyspark.sql import functions as F
 
@@ -401,8 +401,8 @@ class SkewWindow:
 
     @property
     def cut_columns(self) -> list[str]:
-        """The hot table's arrays of candidate cuts, one per order column (primitive values,
-        which Spark reads from a broadcast row faster than a struct's fields)."""
+        """A hot key's entry's arrays of candidate cuts, one per order column, as columns of
+        the row (the binary lifting reads them at every step)."""
         return [_cuts(i) for i in range(len(self.orders))]
 
     def precedes(self, j: Column) -> Column:
@@ -425,7 +425,7 @@ class SkewWindow:
         return before
 
     def chunked(self, rows: DataFrame) -> DataFrame:
-        """``rows`` (looked up in the hot table) with their chunk, null for a key that is not
+        """``rows`` (with their hot key's entry) with their chunk, null for a key that is not
         hot. With an ordering: the candidate cuts that come before the row, ``j`` of ``C - 1``
         (found in ``⌈log2 C⌉`` steps), make chunk
         ``⌊j·g/C⌋`` of the key's ``g``: ranges of the ordering, never apart at equal order
@@ -465,13 +465,15 @@ class SkewWindow:
         rows = rows.filter(F.coalesce(_entry_position(), F.lit(0)) == 0).drop(_KEY_HASH, _ENTRIES)
         return rows.withColumns(dict(self.columns))
 
-    def summaries(self, prepared: DataFrame, table: DataFrame, observe: Callable[[DataFrame], DataFrame]) -> DataFrame:
+    def summaries(
+        self, prepared: DataFrame, entries: DataFrame, observe: Callable[[DataFrame], DataFrame]
+    ) -> DataFrame:
         """Each hot chunk's totals and what the chunks before it hold (the carry), and the
         key's totals: from the input's hot rows, aggregated in Spark, passed through ``observe``."""
         from pyspark.sql import Window
         from pyspark.sql import functions as F
 
-        rows = self.chunked(self.hot_rows(prepared, table))
+        rows = self.chunked(self.hot_rows(prepared, entries))
         if self.needs_sort_key:
             rows = rows.withColumn(_SORT_KEY, self.sort_key())
         key = column(_SORT_KEY)
@@ -747,8 +749,8 @@ class SkewWindow:
         if self.per_key_only:
             return self.per_key(report)
         prepared = self.prepared()
-        table = self.hot_table(prepared)
-        rows = self.chunked(self.hot_rows(prepared, table))
+        entries = self.hot_entries(prepared)
+        rows = self.chunked(self.hot_rows(prepared, entries))
         rows = rows.withColumn(_CELL, self.cell()).drop(_KEY_HASH, _CHUNKS, _FIRST_CELL, *self.cut_columns)
         observations: tuple[Any, Any] | None = (Observation(), Observation()) if report is not None else None
 
@@ -761,12 +763,12 @@ class SkewWindow:
         windowed = rows.repartitionById(self.workers, _CELL)
         for layer in self.locals():
             windowed = windowed.withColumns(layer)
-        carried = self.with_carries(windowed, self.summaries(prepared, table, observe_chunks))
+        carried = self.with_carries(windowed, self.summaries(prepared, entries, observe_chunks))
         outputs = {spec.name: self.final(k, spec) for k, spec in enumerate(self.request.columns)}
         hot = carried.select(
             *[outputs[f.name].alias(f.name) if f.name in outputs else column(f.name) for f in self.target.fields]
         )
-        result = self.cold(table).union(hot)
+        result = self.cold(entries).union(hot)
         if observations is not None:
             assert report is not None
             # On the union: a branch with no rows is dropped whole, its observations with it.
