@@ -63,7 +63,7 @@ from keysplit.spark.window_spec import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping
+    from collections.abc import Callable, Mapping, Sequence
 
     from pyspark.sql import Column, DataFrame, SparkSession
     from pyspark.sql.types import DataType, StructType
@@ -292,14 +292,15 @@ class SkewWindow:
         fields.append(column(_POSITION))
         return F.struct(*[field.alias(f"f{i}") for i, field in enumerate(fields)])
 
-    def key_hash(self) -> Column:
+    def key_hash(self, values: Sequence[Column] | None = None) -> Column:
         """``xxhash64(seed, partition values)``: what a key is found by among the hot keys'
         entries (one long). Two keys of one hash share a hot key's cuts, and
         stay apart everywhere else (each is its own window partition, with its own carries):
-        the result stays exact."""
+        the result stays exact. Over the internal partition columns, or over ``values`` (the
+        partition expressions, on the input as given)."""
         from pyspark.sql import functions as F
 
-        return F.xxhash64(F.lit(self.seed), *[column(name) for name in self.parts])
+        return F.xxhash64(F.lit(self.seed), *(values if values is not None else [column(n) for n in self.parts]))
 
     @property
     def candidates(self) -> int:
@@ -311,7 +312,7 @@ class SkewWindow:
         """The hot keys (by :meth:`key_hash`), each with its chunks ``g``, its first cell and
         its ``C - 1`` candidate cuts in the window's order (an array per order column): from
         a sample, in the plan, read from one exchange. One row holding them all (none when
-        no key is hot), an array sorted by key hash (:meth:`lookup` finds a key in it).
+        no key is hot), an array sorted by key hash (:meth:`hot_rows` finds a key in it).
 
         Why one row: as a table, each branch read other columns of it, Spark pruned each
         copy apart and computed it once per branch (three times); a branch cannot prune an
@@ -369,17 +370,6 @@ class SkewWindow:
         # the hot keys' branches when it is empty.
         entries = hot.select(entry.alias(_ENTRY)).agg(F.array_sort(F.collect_list(_ENTRY)).alias(_ENTRIES))
         return entries.filter(F.size(_ENTRIES) > 0)
-
-    def lookup(self, rows: DataFrame, entries: DataFrame, how: str) -> DataFrame:
-        """``rows`` with their key hash and their key's entry among the hot keys' (broadcast;
-        ``how`` is ``inner``, or ``left`` to keep every row): a cold row's is null."""
-        from pyspark.sql import functions as F
-
-        rows = rows.withColumn(_KEY_HASH, self.key_hash()).join(F.broadcast(entries), how=how)
-        entry = F.get(column(_ENTRIES), (_entry_position() - 1).cast("int"))
-        rows = rows.withColumn(_ENTRY, entry).drop(_ENTRIES)
-        fields = [_CHUNKS, _FIRST_CELL, *(self.cut_columns if self.request.order else [])]
-        return rows.withColumns({name: column(_ENTRY).getField(name) for name in fields}).drop(_ENTRY)
 
     def joined_by_key(self, rows: DataFrame, other: DataFrame, how: str, *, by_chunk: bool = False) -> DataFrame:
         """``rows`` joined to ``other`` by the partition values, null-safe (a null key is a
@@ -452,16 +442,24 @@ class SkewWindow:
         return F.pmod(column(_FIRST_CELL) + column(_CHUNK), F.lit(self.workers)).cast("int")
 
     def hot_rows(self, prepared: DataFrame, entries: DataFrame) -> DataFrame:
-        """The rows of hot keys, with their key's entry."""
-        return self.lookup(prepared, entries, "inner").filter(column(_CHUNKS).isNotNull())
+        """The rows of hot keys, each with its key's entry's fields (the entries broadcast,
+        the key found among them by :meth:`key_hash`)."""
+        from pyspark.sql import functions as F
+
+        rows = prepared.withColumn(_KEY_HASH, self.key_hash()).join(F.broadcast(entries))
+        rows = rows.withColumn(_ENTRY, F.get(column(_ENTRIES), (_entry_position() - 1).cast("int")))
+        rows = rows.drop(_ENTRIES).filter(column(_ENTRY).isNotNull())
+        fields = [_CHUNKS, _FIRST_CELL, *(self.cut_columns if self.request.order else [])]
+        return rows.withColumns({name: column(_ENTRY).getField(name) for name in fields}).drop(_ENTRY)
 
     def cold(self, entries: DataFrame) -> DataFrame:
         """The keys not hot, through Spark's own window: the user's columns over the input,
         less the hot keys' rows (a lookup that adaptive execution drops when no key is hot)."""
         from pyspark.sql import functions as F
 
-        hashed = F.xxhash64(F.lit(self.seed), *self.request.partition)
-        rows = self.frame.withColumn(_KEY_HASH, hashed).join(F.broadcast(entries), how="left")
+        rows = self.frame.withColumn(_KEY_HASH, self.key_hash(self.request.partition)).join(
+            F.broadcast(entries), how="left"
+        )
         rows = rows.filter(F.coalesce(_entry_position(), F.lit(0)) == 0).drop(_KEY_HASH, _ENTRIES)
         return rows.withColumns(dict(self.columns))
 
