@@ -347,11 +347,21 @@ class SparkStatus:
                     done = sorted((t for t in tasks if t["status"] == "SUCCESS"), key=lambda t: t["index"])
                     seconds = [t["taskMetrics"]["executorRunTime"] / 1000 for t in done]
                     records = [t["taskMetrics"]["shuffleReadMetrics"]["recordsRead"] for t in done]
+                    read = [
+                        t["taskMetrics"]["shuffleReadMetrics"]["localBytesRead"]
+                        + t["taskMetrics"]["shuffleReadMetrics"]["remoteBytesRead"]
+                        for t in done
+                    ]
                     peak = max((t["taskMetrics"]["peakExecutionMemory"] for t in done), default=0)
                     spilled = max((t["taskMetrics"]["diskBytesSpilled"] for t in done), default=0)
                     stages.append(
                         stage_figures(attempt, seconds, records, execution["id"], phase)
-                        | {"peak_memory": peak, "spilled_to_disk": spilled}
+                        | {
+                            "peak_memory": peak,
+                            "spilled_to_disk": spilled,
+                            "task_shuffle_bytes_read": read,
+                            "task_peak_memory": [t["taskMetrics"]["peakExecutionMemory"] for t in done],
+                        }
                     )
         return stages
 

@@ -6,7 +6,9 @@ front shaped like PySpark's own API: ``skewed(df).groupBy("k").applyInPandas(f, 
 merge=m)`` is ``apply_grouped()``, a lazy grouped map with the hot keys split, and
 ``.agg(...)`` is ``aggregate()``, a per-key aggregation through a grouper with partial and
 final phases; ``skewed(left).join(right, on, how)`` is ``join()``, Spark's equi-join with the
-hot keys of either side split over a grid of tasks. ``apply_operator()`` runs a stateful operator per worker over its substream,
+hot keys of either side split over a grid of tasks; ``.agg(F.median("v"), ...)`` of
+Columns is ``holistic_agg()``, Spark's aggregate with a hot key's exact median,
+percentiles, mode and distinct values split. ``apply_operator()`` runs a stateful operator per worker over its substream,
 in arrival order, then merges; ``stream_aggregate()`` runs the aggregation in Structured
 Streaming, its grouper state in Spark's state store; ``route()`` routes a DataFrame
 lazily; ``hot_keys()`` finds the heavy hitters. Every verb picks its session by one rule
@@ -30,6 +32,7 @@ from keysplit.spark.aggregate import (
 )
 from keysplit.spark.frame import SkewedFrame, SkewedGroupedData, skewed
 from keysplit.spark.grouped import GroupedReport, apply_grouped, apply_grouped_with_report
+from keysplit.spark.holistic import HolisticReport, holistic_agg
 from keysplit.spark.hot_keys import hot_keys
 from keysplit.spark.ingest import DEFAULT_BATCH_ROWS, INGEST_PATHS, IngestOptions
 from keysplit.spark.join import JoinReport, join
@@ -49,6 +52,7 @@ __all__ = [
     "EmbeddedServer",
     "ExecutorSetupError",
     "GroupedReport",
+    "HolisticReport",
     "IngestOptions",
     "JoinReport",
     "ObservationMismatch",
@@ -69,6 +73,7 @@ __all__ = [
     "apply_grouped_with_report",
     "apply_operator",
     "check_executors",
+    "holistic_agg",
     "hot_keys",
     "join",
     "package_archive",

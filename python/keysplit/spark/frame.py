@@ -14,6 +14,9 @@ The migration from Spark's API is one wrapper::
     df.withColumns({"run": F.sum("v").over(w)})
     skewed(df).withColumns({"run": F.sum("v").over(w)})             # hot window partitions cut
 
+    df.groupBy("k").agg(F.median("v"), F.mode("w"))
+    skewed(df).groupBy("k").agg(F.median("v"), F.mode("w"))         # hot keys' values split
+
 ``skewed(df).groupBy(...).applyInPandas`` is :func:`keysplit.spark.apply_grouped` and
 returns the same lazy DataFrame; ``.agg`` is :func:`keysplit.spark.aggregate` with Spark's
 result column names (``sum(v)``, ``avg(v)``, ``count(1)``). For combinable aggregates
@@ -32,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 from keysplit._errors import ConfigError, ConfigTypeError
 from keysplit.spark.aggregate import Agg, aggregate
 from keysplit.spark.grouped import apply_grouped
+from keysplit.spark.holistic import HolisticReport, holistic_agg
 from keysplit.spark.hot_keys import DEFAULT_CAPACITY
 from keysplit.spark.intake import is_spark_frame
 from keysplit.spark.join import JoinReport, join
@@ -70,17 +74,16 @@ class SkewedFrame:
     session: Session | SparkSession | None = None
 
     def groupBy(self, *columns: str) -> SkewedGroupedData:  # noqa: N802 - PySpark's name
-        """Groups by one key column, as ``DataFrame.groupBy``."""
+        """Groups by key columns (names), as ``DataFrame.groupBy``: ``.agg`` of Columns
+        takes several, ``applyInPandas`` and ``.agg`` of specs one."""
         if len(columns) == 1 and isinstance(columns[0], (list, tuple)):
             columns = tuple(columns[0])
-        if len(columns) != 1:
-            raise ConfigError(
-                f"keysplit groups by one key column, got {list(columns)}: make one column of them first, "
-                "e.g. df.withColumn('key', F.concat_ws('|', *columns))"
-            )
-        if not isinstance(columns[0], str):
-            raise ConfigTypeError(f"group by a column name, got {type(columns[0]).__name__}")
-        return SkewedGroupedData(self, columns[0])
+        if not columns:
+            raise ConfigError("groupBy needs at least one key column")
+        for name in columns:
+            if not isinstance(name, str):
+                raise ConfigTypeError(f"group by column names, got {type(name).__name__}")
+        return SkewedGroupedData(self, tuple(columns))
 
     groupby = groupBy
 
@@ -122,7 +125,17 @@ class SkewedGroupedData:
     """``skewed(df).groupBy(key)``: ``applyInPandas`` and ``agg`` with hot keys handled."""
 
     skewed: SkewedFrame
-    key: str
+    keys: tuple[str, ...]
+
+    @property
+    def key(self) -> str:
+        """The one key column of the verbs that take one (``applyInPandas``, ``agg`` of specs)."""
+        if len(self.keys) != 1:
+            raise ConfigError(
+                f"this verb groups by one key column, got {list(self.keys)}: make one column of them first, "
+                "e.g. df.withColumn('key', F.concat_ws('|', *columns))"
+            )
+        return self.keys[0]
 
     def applyInPandas(  # noqa: N802 - PySpark's name
         self,
@@ -157,13 +170,32 @@ class SkewedGroupedData:
             report=report,
         )
 
-    def agg(self, *exprs: str | Mapping[str, str], report: Report[RunReport] | None = None) -> DataFrame:
-        """``groupBy(key).agg(...)`` routed by a keysplit grouper (:func:`keysplit.spark.aggregate`;
-        it runs now). ``exprs`` is PySpark's dict form (``{"v": "sum", "w": "avg"}``) or
-        keysplit's specs (``"count"``, ``"sum(v)"``, ``"distinct(u)"``); the columns are
-        named as Spark names them (``sum(v)``, ``avg(w)``, ``count(1)``, ``count(DISTINCT u)``)."""
-        aggs = _aggs(exprs)
+    def agg(
+        self, *exprs: Column | str | Mapping[str, str], report: Report[RunReport] | Report[HolisticReport] | None = None
+    ) -> DataFrame:
+        """``groupBy(keys).agg(...)``. Of Columns (``F.median("v")``, ``F.percentile("v",
+        [0.5, 0.99])``, ``F.mode("v")``, ``F.count_distinct("a", "b")``, ``F.collect_set("v")``,
+        or any other aggregate): :func:`keysplit.spark.holistic_agg`, Spark's result with a
+        hot key's holistic aggregates split, lazy. Of PySpark's dict form (``{"v": "sum"}``)
+        or keysplit's specs (``"sum(v)"``, ``"distinct(u)"``): routed by a keysplit grouper
+        (:func:`keysplit.spark.aggregate`; it runs now), the columns named as Spark names
+        them (``sum(v)``, ``avg(w)``, ``count(1)``, ``count(DISTINCT u)``)."""
+        from pyspark.sql import Column as SparkColumn
+
         options = self.skewed
+        if any(isinstance(expr, SparkColumn) for expr in exprs):
+            if not all(isinstance(expr, SparkColumn) for expr in exprs):
+                raise ConfigTypeError("agg takes Columns (F.median('v')) or specs ('sum(v)'), not both in one call")
+            return holistic_agg(
+                options.frame,
+                self.keys,
+                *exprs,  # type: ignore[arg-type]
+                workers=options.workers,
+                seed=options.seed,
+                session=options.session,
+                report=report,  # type: ignore[arg-type]
+            )
+        aggs = _aggs(exprs)  # type: ignore[arg-type]
         grouper = options.grouper if options.grouper is not None else DEFAULT_GROUPER
         result = aggregate(
             options.frame,
@@ -175,7 +207,7 @@ class SkewedGroupedData:
             session=options.session,
             order_by=options.order_by,
             nulls=options.nulls,
-            report=report,
+            report=report,  # type: ignore[arg-type]
         )
         return result.select(self.key, *[result[agg.name].alias(_spark_name(agg)) for agg in aggs])
 
@@ -197,9 +229,7 @@ def _aggs(exprs: Sequence[str | Mapping[str, str]]) -> list[Agg]:
                 specs.append(Agg(_DICT_FUNCTIONS[function], column))
         else:
             raise ConfigTypeError(
-                f"agg takes PySpark's dict form ({{'v': 'sum'}}) or specs such as 'sum(v)', got "
-                f"{type(expr).__name__}; for Column expressions use Spark's own groupBy, which is already "
-                "right for combinable aggregates"
+                f"agg takes PySpark's dict form ({{'v': 'sum'}}) or specs such as 'sum(v)', got {type(expr).__name__}"
             )
     return parse_aggs(specs)
 

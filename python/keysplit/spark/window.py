@@ -48,17 +48,18 @@ import polars as pl
 from keysplit._checks import require_seed, require_workers
 from keysplit._errors import ConfigError, ConfigTypeError
 from keysplit.spark.columns import column, row_hash
+from keysplit.spark.expressions import column_name
 from keysplit.spark.hot_keys import LOCAL_TOP_TASKS, SAMPLE_FRACTION
 from keysplit.spark.intake import is_spark_frame, session_for, shuffle_partitions
 from keysplit.spark.options import require_task_workers
 from keysplit.spark.report import Report, observed, observed_rows
+from keysplit.spark.sampled import SAMPLED, UPPER, candidate_cuts, hot_in_sample
 from keysplit.spark.window_spec import (
     AGGREGATES,
     ENDS,
     OFFSETS,
     WindowColumn,
     WindowRequest,
-    column_name,
     window_request,
 )
 
@@ -74,13 +75,8 @@ PREFIX = "__keysplit_w_"
 _FIRST_CELL = PREFIX + "first_cell"
 _CHUNK = PREFIX + "chunk"
 _CELL = PREFIX + "cell"
-_SAMPLED = PREFIX + "sampled"
 _KEY_HASH = PREFIX + "key_hash"
-_UPPER = PREFIX + "upper"
-_LOW = PREFIX + "low"
-_HIGH = PREFIX + "high"
 _CHUNKS = PREFIX + "chunks"
-_RANK = PREFIX + "rank"
 _ROWS = PREFIX + "rows"
 _DISTINCT = PREFIX + "distinct"
 _BEFORE = PREFIX + "before_"
@@ -329,39 +325,22 @@ class SkewWindow:
         rows = sample.repartition(LOCAL_TOP_TASKS, _KEY_HASH)
         n, c = self.workers, self.candidates
         if self.request.order:
-            # Candidate j (0 < j < C) is the sampled row at rank ⌈j·m/C⌉ of the key's m.
-            rank = F.row_number().over(by_key.orderBy(*self.sort_orders()))
-            rows = rows.withColumns({_RANK: rank, _SAMPLED: F.count(F.lit(1)).over(by_key)})
-            # The row is candidate j for ⌊(r-1)·C/m⌋ < j ≤ ⌊r·C/m⌋ (integers, once per row).
-            r, m = column(_RANK).cast("long"), column(_SAMPLED)
-            rows = rows.withColumns({_LOW: ((r - 1) * c).cast("long") / m, _HIGH: (r * c) / m})
-            rows = rows.withColumns({_LOW: F.floor(_LOW), _HIGH: F.floor(_HIGH)})
-            # Each j is one row's (the ranges partition (0, C]): a null is a null order value.
-            chosen = {j: (column(_HIGH) >= j) & (column(_LOW) < j) for j in range(1, c)}
-            candidates = [
-                F.array(*[F.max(F.when(chosen[j], column(name))) for j in range(1, c)]).alias(_cuts(i))
-                for i, name in enumerate(self.orders)
-            ]
-            keys = rows.groupBy(_KEY_HASH).agg(F.max(_SAMPLED).alias(_SAMPLED), *candidates)
+            rows, found = candidate_cuts(rows, by_key, self.sort_orders(), F.count(F.lit(1)), self.orders, c, "w")
+            keys = rows.groupBy(_KEY_HASH).agg(
+                F.count(F.lit(1)).alias(SAMPLED), *[cut.alias(_cuts(i)) for i, cut in enumerate(found)]
+            )
         else:
-            keys = rows.groupBy(_KEY_HASH).agg(F.count(F.lit(1)).alias(_SAMPLED))
-        # The sampled keys in one task: a key is hot when its rows at the count's 95 % upper
-        # bound are more than a mean task's (both in sampled rows: the fraction cancels).
-        keys = keys.repartition(1)
+            keys = rows.groupBy(_KEY_HASH).agg(F.count(F.lit(1)).alias(SAMPLED))
+        hot = hot_in_sample(keys, n)
         everything = Window.partitionBy(F.lit(0))
-        sampled = column(_SAMPLED)
-        keys = keys.withColumns(
-            {_UPPER: sampled + F.lit(2) * F.sqrt(sampled) + F.lit(3), _ROWS: F.sum(_SAMPLED).over(everything)}
-        )
-        hot = keys.filter(column(_UPPER) * F.lit(n) > column(_ROWS))
         # The hot keys' rows have the n tasks of a window stage of their own (the other keys
         # are in Spark's): a key's chunks are its part of the hot rows' n, so that each task
         # holds about one chunk.
-        chunks = F.ceil(column(_UPPER) * F.lit(n) / F.sum(_UPPER).over(everything))
+        chunks = F.ceil(column(UPPER) * F.lit(n) / F.sum(UPPER).over(everything))
         hot = hot.withColumn(_CHUNKS, F.least(F.lit(c), F.greatest(F.lit(2), chunks)).cast("int"))
         # Chunks go round the partitions, hottest key first, each key's on partitions of
         # their own (a key has at most n chunks).
-        placed = everything.orderBy(F.desc(_SAMPLED), F.asc(_KEY_HASH)).rowsBetween(Window.unboundedPreceding, -1)
+        placed = everything.orderBy(F.desc(SAMPLED), F.asc(_KEY_HASH)).rowsBetween(Window.unboundedPreceding, -1)
         before = F.coalesce(F.sum(_CHUNKS).over(placed), F.lit(0))
         cuts = self.cut_columns if self.request.order else []
         entry = F.struct(_KEY_HASH, _CHUNKS, F.pmod(before, F.lit(n)).cast("int").alias(_FIRST_CELL), *cuts)

@@ -11,11 +11,11 @@ or frame is refused by name, never computed differently.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from keysplit._errors import ConfigError, ConfigTypeError
+from keysplit.spark.expressions import NOT_LITERAL, literal, unaliased
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -39,9 +39,6 @@ ENDS = ("first", "last")
 #: (Spark's ``max_by(x, ord, k)``, which gathers a chunk's edge rows, takes ``k`` up to
 #: 100,000).
 MAX_REACH = 100_000
-
-#: A column name Spark reads as itself, unquoted.
-_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 #: PySpark's other names for the same functions.
 _ALIASES = {"mean": "avg", "first_value": "first", "last_value": "last"}
@@ -143,7 +140,7 @@ def window_request(columns: Mapping[str, Column]) -> WindowRequest:
                 f"window column {name!r} must be a Spark Connect column such as F.sum('x').over(w), got "
                 f"{type(given).__name__} (keysplit's Spark verbs run on Spark Connect: keysplit.spark.session())"
             )
-        expression = _unaliased(given._expr)
+        expression = unaliased(given._expr)
         if type(expression).__name__ != "WindowExpression":
             raise ConfigError(
                 f"window column {name!r} is {expression!r}, not a window function: write it as F.f(...).over(w); "
@@ -156,30 +153,9 @@ def window_request(columns: Mapping[str, Column]) -> WindowRequest:
     for parsed_column in parsed:
         _require_order(parsed_column, order)
     names = tuple(
-        getattr(_unaliased(p._expr), "_unparsed_identifier", None) or f"partition_{i}" for i, p in enumerate(partition)
+        getattr(unaliased(p._expr), "_unparsed_identifier", None) or f"partition_{i}" for i, p in enumerate(partition)
     )
     return WindowRequest(partition=partition, order=order, columns=tuple(parsed), partition_names=names)
-
-
-def column_name(given: Column) -> str | None:
-    """The name of the top-level column ``given`` reads (``F.col("k")``, ``"k"``), or None
-    for any other expression (a struct's field, a name that needs quoting, a column of a
-    named DataFrame, a computation)."""
-    expression = _unaliased(given._expr)
-    if (
-        type(expression).__name__ != "ColumnReference"
-        or expression._plan_id is not None
-        or expression._is_metadata_column
-    ):
-        return None
-    name = getattr(expression, "_unparsed_identifier", None)
-    return name if isinstance(name, str) and _IDENTIFIER.fullmatch(name) else None
-
-
-def _unaliased(expression: Any) -> Any:
-    while type(expression).__name__ == "ColumnAlias":
-        expression = expression._child
-    return expression
 
 
 def _one_window(specs: list[tuple[str, Any]]) -> tuple[tuple[Column, ...], tuple[SortKey, ...]]:
@@ -295,15 +271,6 @@ def _frame(frame: Any) -> Frame | None:
     return Frame(rows=bool(frame._isRowFrame), start=bound(frame._start), end=bound(frame._end))
 
 
-def _literal(expression: Any) -> Any:
-    if type(expression).__name__ != "LiteralExpression":
-        return _NOT_LITERAL
-    return expression._value
-
-
-_NOT_LITERAL = object()
-
-
 def _counts_rows(args: list[Any]) -> bool:
     """``count(*)`` or ``count(<non-null literal>)``: every row counts."""
     if not args:
@@ -311,12 +278,12 @@ def _counts_rows(args: list[Any]) -> bool:
     first = args[0]
     if type(first).__name__ == "UnresolvedStar":
         return True
-    value = _literal(first)
-    return value is not _NOT_LITERAL and value is not None
+    value = literal(first)
+    return value is not NOT_LITERAL and value is not None
 
 
 def _int_literal(name: str, kind: str, expression: Any, what: str) -> int:
-    value = _literal(expression)
+    value = literal(expression)
     if isinstance(value, bool) or not isinstance(value, int):
         raise ConfigError(f"window column {name!r}: {kind}'s {what} must be an integer literal, got {expression!r}")
     return value
@@ -330,7 +297,7 @@ def _positive_literal(name: str, kind: str, expression: Any, what: str) -> int:
 
 
 def _bool_literal(name: str, kind: str, expression: Any) -> bool:
-    value = _literal(expression)
+    value = literal(expression)
     if not isinstance(value, bool):
         raise ConfigError(f"window column {name!r}: {kind}'s ignorenulls must be True or False, got {expression!r}")
     return value

@@ -1,0 +1,618 @@
+"""``holistic_agg``: Spark's ``groupBy(keys).agg(...)``, with a hot key's exact median,
+percentiles, mode, distinct count and distinct set computed over many tasks.
+
+For combinable aggregates (``sum``, ``count``, ``avg``, ``min``, ``max``, ...) Spark's own
+``groupBy`` is already right: it combines map-side, and a hot key costs it nothing. The
+holistic ones keep a whole buffer per key (a value→count map for ``percentile``,
+``median`` and ``mode``, a set for ``collect_set``), so partial aggregation cuts rows but
+not bytes, and one task merges and sorts a hot key's values alone. :func:`holistic_agg`
+returns a lazy DataFrame equal to ``frame.groupBy(*keys).agg(*columns)``, whose plan does:
+
+1. **Hot keys from a sample** (:data:`SAMPLE_FRACTION` of the rows, in the plan), as
+   :func:`keysplit.spark.window` finds them: a key with more rows than a mean task's of
+   ``workers`` is hot. For each column a percentile is taken of, a hot key's sample gives
+   ``BUCKETS - 1`` cuts of its values: ranges of about equal rows. One broadcast row holds
+   them all (every branch reads it whole, so Spark computes it once).
+2. **Keys not hot: Spark's own aggregate**, the user's columns, unchanged.
+3. **Hot keys: counts per value, which combine.** Per value column, a hot row's
+   (key, range, value) is counted by Spark's ``groupBy``: map-side combined, then spread
+   over the tasks by a hash of the value. From those counts:
+
+   - ``mode``: each key's most frequent value, the smallest among ties (``min_by`` over
+     (-count, value), which combines too);
+   - ``count_distinct``, ``collect_set``: the key's distinct values, counted or gathered;
+   - ``percentile``, ``median``: the counts per range locate the ranges that hold the
+     ranks Spark's interpolation reads (``floor`` and ``ceil`` of ``(n - 1)·p``); only those
+     ranges' distinct values are sorted (a Spark window over (key, range)), and the values
+     at the two ranks interpolated as Spark does.
+
+   Any other column (``sum``, ``collect_list``, an expression over aggregates) is Spark's
+   own aggregate over the hot keys' rows: exact, but not split.
+4. The hot keys' pieces are gathered per key (a few rows each) and the keys not hot
+   appended.
+
+When nothing is hot the hot keys' row is not there, and adaptive execution drops the hot
+branches: the plan is Spark's aggregate, plus the sample's stages.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import polars as pl
+
+from keysplit._checks import require_seed, require_workers
+from keysplit._errors import ConfigError, ConfigTypeError
+from keysplit.spark.columns import column, holds_a_map
+from keysplit.spark.expressions import NOT_LITERAL, function_call, literal, reference_name
+from keysplit.spark.hot_keys import LOCAL_TOP_TASKS, SAMPLE_FRACTION
+from keysplit.spark.intake import is_spark_frame, session_for, shuffle_partitions
+from keysplit.spark.options import require_task_workers
+from keysplit.spark.report import Report, observed, observed_rows
+from keysplit.spark.sampled import SAMPLED, candidate_cuts, hot_in_sample
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from pyspark.sql import Column, DataFrame, SparkSession
+    from pyspark.sql.types import DataType, StructType
+
+    from keysplit.spark.session import Session
+
+PREFIX = "__keysplit_h_"
+_KEY_HASH = PREFIX + "key_hash"
+_ENTRY = PREFIX + "entry"
+_ENTRIES = PREFIX + "entries"
+_COUNT = PREFIX + "count"
+_ROWS = PREFIX + "rows"
+_BEFORE = PREFIX + "before"
+_VALUES = PREFIX + "values"
+_NEEDS = PREFIX + "needs"
+_NEED = PREFIX + "need"
+_END = PREFIX + "end"
+_DISTINCT = PREFIX + "distinct"
+
+#: The ranges a hot key's values are cut into for a percentile: the rows sorted to find a
+#: rank are about ``1/BUCKETS`` of the key's (two ranges' at most per level). A power of
+#: two (:meth:`SkewAggregate.bucketed`).
+BUCKETS = 128
+assert BUCKETS & (BUCKETS - 1) == 0
+
+#: A hot key is split when its sample has at least a ``1/REPEATS`` share of distinct values
+#: (of some split function's arguments); with fewer, each map task holds few distinct values
+#: of it, and Spark's own partial aggregation leaves its final task little to merge.
+REPEATS = 4
+
+#: The functions whose hot keys are split, as Spark names them.
+SPLIT_FUNCTIONS = ("median", "percentile", "mode", "count_distinct", "collect_set")
+
+
+def _argument(i: int) -> str:
+    return f"{PREFIX}a{i}"
+
+
+def _bucket(value: str) -> str:
+    return f"{PREFIX}bucket_{value}"
+
+
+def _cuts(value: str) -> str:
+    return f"{PREFIX}cuts_{value}"
+
+
+def _output(i: int) -> str:
+    return f"{PREFIX}o{i}"
+
+
+def _level(value: str, j: int) -> str:
+    """The ``j``-th percentile level of column ``value``'s result."""
+    return f"{PREFIX}p{j}_{value}"
+
+
+def _rank(value: str, j: int, higher: bool) -> str:
+    return f"{PREFIX}{'hi' if higher else 'lo'}{j}_{value}"
+
+
+def _present(value: str) -> str:
+    """A column's non-null rows of the key."""
+    return f"{PREFIX}n_{value}"
+
+
+@dataclass(frozen=True)
+class Output:
+    """One result column: Spark's name, and how its hot keys are computed."""
+
+    name: str
+    #: ``percentile`` (``median`` too), ``mode``, ``count_distinct``, ``collect_set``, or
+    #: ``spark`` (Spark's own aggregate over the hot keys' rows).
+    function: str
+    #: The user's column (what the keys not hot, and ``spark``, compute).
+    expression: Column
+    #: The function's inputs, as columns of the prepared rows.
+    values: tuple[str, ...] = ()
+    #: ``percentile``: the levels, and whether the result is an array of them.
+    levels: tuple[float, ...] = ()
+    array: bool = False
+    #: Why a ``spark`` column is not split.
+    why: str = ""
+
+
+@dataclass(frozen=True)
+class SkewAggregate:
+    """One :func:`holistic_agg` call's plan: checked arguments in, a lazy DataFrame out."""
+
+    frame: DataFrame
+    keys: tuple[str, ...]
+    outputs: tuple[Output, ...]
+    #: Input expressions copied into columns of their own (name → expression).
+    arguments: tuple[tuple[str, Column], ...]
+    workers: int
+    seed: int
+    target: StructType
+    #: Each percentile column's levels, in order (column → levels).
+    levels: dict[str, tuple[float, ...]] = field(default_factory=dict)
+
+    @property
+    def ranked(self) -> list[str]:
+        """The columns a percentile is taken of: each cut into ranges per hot key."""
+        return list(self.levels)
+
+    @property
+    def counted(self) -> list[tuple[str, ...]]:
+        """The column tuples whose values are counted per hot key (one per distinct tuple)."""
+        seen: dict[tuple[str, ...], None] = {}
+        for output in self.outputs:
+            if output.function != "spark":
+                seen[output.values] = None
+        return list(seen)
+
+    def key_hash(self) -> Column:
+        """``xxhash64(seed, keys)``: what a key is found by among the hot keys' entries. Two
+        keys of one hash are both hot: their values are still counted apart."""
+        from pyspark.sql import functions as F
+
+        return F.xxhash64(F.lit(self.seed), *[column(k) for k in self.keys])
+
+    def prepared(self) -> DataFrame:
+        return self.frame.select("*", *[expression.alias(name) for name, expression in self.arguments])
+
+    def hot_entries(self, prepared: DataFrame) -> DataFrame:
+        """The hot keys, each with its ``BUCKETS - 1`` cuts per ranked column: one row (none
+        when nothing is hot), an array sorted by key hash."""
+        from pyspark.sql import Window
+        from pyspark.sql import functions as F
+
+        sampled_columns = list(dict.fromkeys(name for values in self.counted for name in values))
+        sample = prepared.select(self.key_hash().alias(_KEY_HASH), *sampled_columns).sample(
+            fraction=SAMPLE_FRACTION, seed=self.seed
+        )
+        rows = sample.repartition(LOCAL_TOP_TASKS, _KEY_HASH)
+        by_key = Window.partitionBy(_KEY_HASH)
+        cuts: list[Column] = []
+        for i, name in enumerate(self.ranked):
+            value = column(name)
+            rows, (found,) = candidate_cuts(
+                rows, by_key, [value.asc_nulls_last()], F.count(value), [name], BUCKETS, f"v{i}"
+            )
+            cuts.append(found.alias(_cuts(name)))
+        distinct = [F.count_distinct(*[column(name) for name in values]) for values in self.counted]
+        spread = F.greatest(*distinct, F.lit(0)).alias(_DISTINCT) if distinct else F.lit(0).alias(_DISTINCT)
+        keys = rows.groupBy(_KEY_HASH).agg(F.count(F.lit(1)).alias(SAMPLED), spread, *cuts)
+        # A key whose sampled rows repeat their values (fewer distinct than a
+        # REPEATS-th of them) is combined map-side into few entries by Spark's own
+        # aggregate: it stays there.
+        hot = hot_in_sample(keys, self.workers).filter(column(_DISTINCT) * F.lit(REPEATS) >= column(SAMPLED))
+        entry = F.struct(_KEY_HASH, *[_cuts(name) for name in self.ranked])
+        entries = hot.select(entry.alias(_ENTRY)).agg(F.array_sort(F.collect_list(_ENTRY)).alias(_ENTRIES))
+        return entries.filter(F.size(_ENTRIES) > 0)
+
+    def looked_up(self, rows: DataFrame, entries: DataFrame, how: str) -> DataFrame:
+        """``rows`` with their key's entry (null for a key not hot; ``how="inner"``: the hot
+        keys' rows alone)."""
+        from pyspark.sql import functions as F
+
+        rows = rows.withColumn(_KEY_HASH, self.key_hash()).join(F.broadcast(entries), how=how)
+        position = F.array_position(column(_ENTRIES).getField(_KEY_HASH), column(_KEY_HASH))
+        entry = F.when(position > 0, F.get(column(_ENTRIES), (position - 1).cast("int")))
+        rows = rows.withColumn(_ENTRY, entry).drop(_ENTRIES, _KEY_HASH)
+        return rows.filter(column(_ENTRY).isNotNull()) if how == "inner" else rows
+
+    def cold(self, entries: DataFrame, observe: Any) -> DataFrame:
+        """The keys not hot, through Spark's own aggregate of the user's columns."""
+        rows = self.looked_up(self.frame, entries, "left").filter(column(_ENTRY).isNull()).drop(_ENTRY)
+        return observe(rows).groupBy(*self.keys).agg(*[output.expression for output in self.outputs])
+
+    def bucketed(self, rows: DataFrame, name: str) -> DataFrame:
+        """``rows`` with column ``name``'s range among its key's cuts: how many cuts are
+        below the value, so that equal values share a range; null for a null value. Binary
+        lifting, one step of Spark's expressions each: with :data:`BUCKETS` a power of two
+        every candidate is one of the ``BUCKETS - 1`` cuts, so a step reads the range so far
+        twice (no bound check). Nothing may filter on the range: Spark would push the
+        filter down and inline the steps into it, ``2^steps`` copies."""
+        from pyspark.sql import functions as F
+
+        value, cuts, bucket = column(name), column(_ENTRY).getField(_cuts(name)), _bucket(name)
+        rows = rows.withColumn(bucket, F.when(value.isNotNull(), F.lit(0)))
+        for step in reversed(range(BUCKETS.bit_length() - 1)):
+            so_far = column(bucket)
+            below = F.coalesce(F.try_element_at(cuts, so_far + F.lit(1 << step)) < value, F.lit(False))
+            rows = rows.withColumn(bucket, so_far + F.when(below, F.lit(1 << step)).otherwise(F.lit(0)))
+        return rows
+
+    def value_counts(self, hot: DataFrame, values: tuple[str, ...]) -> DataFrame:
+        """Each hot key's rows per distinct ``values`` (and range, for a ranked column):
+        Spark's ``groupBy``, combined map-side and spread by the values' hash."""
+        from pyspark.sql import functions as F
+
+        ranked = len(values) == 1 and values[0] in self.levels
+        rows = self.bucketed(hot, values[0]) if ranked else hot
+        by = [*self.keys, _bucket(values[0])] if ranked else list(self.keys)
+        return rows.groupBy(*by, *values).agg(F.count(F.lit(1)).alias(_COUNT))
+
+    def per_key(self, counts: DataFrame, values: tuple[str, ...]) -> DataFrame:
+        """From one column tuple's value counts, per hot key: its rows, and each output over
+        those values (``mode``, ``count_distinct``, ``collect_set``)."""
+        from pyspark.sql import functions as F
+
+        present = F.lit(True)
+        for name in values:
+            present = present & column(name).isNotNull()
+        aggregates = [F.sum(_COUNT).alias(_ROWS)]
+        if values[0] in self.levels:
+            aggregates.append(F.sum(F.when(present, column(_COUNT))).alias(_present(values[0])))
+        for i, output in enumerate(self.outputs):
+            if output.values != values:
+                continue
+            if output.function == "mode":
+                value = column(values[0])
+                # Spark's mode: the most frequent value (nulls ignored); among ties, the
+                # smallest (its rule with deterministic=True; without, Spark takes any).
+                ordering = F.when(present, F.struct((-column(_COUNT)).alias("c"), value.alias("v")))
+                aggregates.append(F.min_by(value, ordering).alias(_output(i)))
+            elif output.function == "count_distinct":
+                aggregates.append(F.count(F.when(present, F.lit(1))).alias(_output(i)))
+            elif output.function == "collect_set":
+                aggregates.append(F.collect_set(values[0]).alias(_output(i)))
+        return counts.groupBy(*self.keys).agg(*aggregates)
+
+    def joined_on_keys(self, rows: DataFrame, other: DataFrame, extra: Sequence[str], how: str) -> DataFrame:
+        """``rows`` joined to ``other`` (broadcast) on the keys, null-safe (a null key is a
+        group as any other), and on the ``extra`` columns; ``other``'s copies of them dropped."""
+        from pyspark.sql import functions as F
+
+        names = [*self.keys, *extra]
+        renamed = [f"{PREFIX}t{i}" for i in range(len(names))]
+        other = other.withColumnsRenamed(dict(zip(names, renamed, strict=True)))
+        condition = F.lit(True)
+        for name, copy in zip(names, renamed, strict=True):
+            condition = condition & column(name).eqNullSafe(column(copy))
+        return rows.join(F.broadcast(other), condition, how).drop(*renamed)
+
+    def percentiles(self, counts: DataFrame, name: str) -> DataFrame:
+        """Per hot key with a value in column ``name``, its value at each level
+        (:func:`_level` columns), as Spark's ``percentile`` computes it."""
+        from pyspark.sql import Window
+        from pyspark.sql import functions as F
+
+        bucket, levels = _bucket(name), self.levels[name]
+        # (Not a filter on the range itself: see bucketed.)
+        buckets = counts.filter(column(name).isNotNull()).groupBy(*self.keys, bucket).agg(F.sum(_COUNT).alias(_COUNT))
+        by_key = Window.partitionBy(*self.keys).orderBy(bucket)
+        n = F.sum(_COUNT).over(by_key.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing))
+        before = F.coalesce(F.sum(_COUNT).over(by_key.rowsBetween(Window.unboundedPreceding, -1)), F.lit(0))
+        buckets = buckets.withColumns({_present(name): n, _BEFORE: before})
+        # The ranks Spark's interpolation reads (0-based, among the key's sorted values),
+        # and which of the key's ranges holds each: those ranges' values alone are sorted.
+        needs = []
+        for j, level in enumerate(levels):
+            position = (column(_present(name)) - 1).cast("double") * F.lit(float(level))
+            for higher, rank in ((False, F.floor(position)), (True, F.ceil(position))):
+                local = rank - column(_BEFORE)
+                need = F.struct(F.lit(_rank(name, j, higher)).alias("rank"), local.alias("local"))
+                needs.append(F.when((local >= 0) & (local < column(_COUNT)), need))
+        buckets = buckets.withColumn(_NEEDS, F.array_compact(F.array(*needs))).filter(F.size(_NEEDS) > 0)
+        needed = buckets.select(*self.keys, bucket, _present(name), F.explode(_NEEDS).alias(_NEED))
+        # The needed ranges' distinct values in order, each with the ranks it covers.
+        selected = self.joined_on_keys(counts, needed.select(*self.keys, bucket).distinct(), [bucket], "left_semi")
+        in_order = Window.partitionBy(*self.keys, bucket).orderBy(name)
+        running = in_order.rowsBetween(Window.unboundedPreceding, Window.currentRow)
+        selected = selected.withColumn(_END, F.sum(_COUNT).over(running))
+        found = self.joined_on_keys(selected, needed, [bucket], "inner")
+        local = column(_NEED).getField("local")
+        found = found.filter((column(_END) - column(_COUNT) <= local) & (local < column(_END)))
+        picks = [
+            F.max(F.when(column(_NEED).getField("rank") == F.lit(_rank(name, j, higher)), column(name))).alias(
+                _rank(name, j, higher)
+            )
+            for j in range(len(levels))
+            for higher in (False, True)
+        ]
+        values = found.groupBy(*self.keys).agg(F.max(_present(name)).alias(_present(name)), *picks)
+        n = column(_present(name))
+        results = {}
+        for j, level in enumerate(levels):
+            # Spark's percentile, operation for operation (doubles throughout): Spark 4's
+            # PercentileBase.getPercentile is ``low + (position - lower) * (high - low)``
+            # (read from its bytecode; Spark 3 had ``(higher - position) * low + ...``).
+            position = (n - 1).cast("double") * F.lit(float(level))
+            lower_rank, higher_rank = F.floor(position), F.ceil(position)
+            low, high = column(_rank(name, j, False)).cast("double"), column(_rank(name, j, True)).cast("double")
+            interpolated = low + (position - lower_rank) * (high - low)
+            same = (lower_rank == higher_rank) | (column(_rank(name, j, False)) == column(_rank(name, j, True)))
+            results[_level(name, j)] = F.when(same, low).otherwise(interpolated)
+        return values.select(*self.keys, *[value.alias(level) for level, value in results.items()])
+
+    def final(self, i: int, output: Output) -> Column:
+        """Output ``i``'s value for a hot key, from the gathered pieces."""
+        from pyspark.sql import functions as F
+
+        kind = self.target.fields[len(self.keys) + i].dataType
+        if output.function == "percentile":
+            name = output.values[0]
+            columns = [column(_level(name, self.levels[name].index(level))) for level in output.levels]
+            value = (
+                F.when(column(_present(name)) > 0, F.array_compact(F.array(*columns))) if output.array else columns[0]
+            )
+        else:
+            value = column(_output(i))
+        value = value.cast(kind)
+        if not self.target.fields[len(self.keys) + i].nullable:
+            # Every hot key has its value (the pieces that make it read every row of the
+            # key): the default never applies, it only keeps Spark's schema.
+            value = F.coalesce(value, _zero(kind))
+        return value
+
+    def plan(self, report: Report[HolisticReport] | None) -> DataFrame:
+        from pyspark.sql import functions as F
+        from pyspark.sql.connect.observation import Observation
+
+        observations: tuple[Any, Any] | None = (Observation(), Observation()) if report is not None else None
+
+        def observe_cold(rows: DataFrame) -> DataFrame:
+            if observations is None:
+                return rows
+            return rows.observe(observations[0], F.count(F.lit(1)).alias("rows"))
+
+        prepared = self.prepared()
+        entries = self.hot_entries(prepared)
+        hot = self.looked_up(prepared, entries, "inner")
+        pieces: list[DataFrame] = []
+        by_spark = [(i, output) for i, output in enumerate(self.outputs) if output.function == "spark"]
+        if by_spark or not self.counted:
+            pieces.append(
+                hot.groupBy(*self.keys).agg(
+                    F.count(F.lit(1)).alias(_ROWS), *[output.expression.alias(_output(i)) for i, output in by_spark]
+                )
+            )
+        for values in self.counted:
+            counts = self.value_counts(hot, values)
+            pieces.append(self.per_key(counts, values))
+            if values[0] in self.levels and len(values) == 1:
+                pieces.append(self.percentiles(counts, values[0]))
+        gathered = pieces[0]
+        for piece in pieces[1:]:
+            gathered = gathered.unionByName(piece, allowMissingColumns=True)
+        pieced = [name for name in gathered.columns if name not in self.keys]
+        gathered = gathered.groupBy(*self.keys).agg(*[F.first(name, ignorenulls=True).alias(name) for name in pieced])
+        if observations is not None:
+            gathered = gathered.observe(
+                observations[1], F.collect_list(F.struct(*[column(k) for k in self.keys], _ROWS)).alias("hot")
+            )
+        finals = [self.final(i, output) for i, output in enumerate(self.outputs)]
+        names = self.target.names
+        hot_result = gathered.select(
+            *[column(k) for k in self.keys],
+            *[value.alias(names[len(self.keys) + i]) for i, value in enumerate(finals)],
+        )
+        result = self.cold(entries, observe_cold).union(hot_result)
+        if observations is not None:
+            assert report is not None
+            report.bind(lambda: self.report(observations))
+        return result
+
+    def report(self, observations: tuple[Any, Any]) -> HolisticReport | None:
+        seen = observed(observations[0])
+        if not seen:
+            return None
+        names = [*self.keys, "rows"]
+        hot = observed_rows(observed(observations[1]).get("hot", []), [*self.keys, _ROWS], names, {"rows": pl.Int64})
+        hot = hot.sort("rows", descending=True)
+        split = {
+            output.name: (output.function if output.function != "spark" else f"Spark's own aggregate: {output.why}")
+            for output in self.outputs
+        }
+        rows = int(seen["rows"]) + int(hot["rows"].sum())
+        return HolisticReport(workers=self.workers, rows=rows, sample_fraction=SAMPLE_FRACTION, hot=hot, split=split)
+
+
+@dataclass(frozen=True)
+class HolisticReport:
+    """What :func:`holistic_agg` did, filled when an action runs its result: the input's
+    ``rows``; the ``hot`` keys (one column per key column) and their exact ``rows``; per
+    result column, how its hot keys were computed (``split``: the function split by value,
+    or why Spark's own aggregate computed it); the ``workers`` the keys were measured
+    against and the ``sample_fraction`` they were found from."""
+
+    workers: int
+    rows: int
+    sample_fraction: float
+    hot: pl.DataFrame
+    split: dict[str, str]
+
+
+def _zero(kind: DataType) -> Column:
+    """A value of ``kind``, for a column Spark's schema says is never null."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import ArrayType, BooleanType, MapType, NumericType, StringType
+
+    if isinstance(kind, NumericType):
+        return F.lit(0).cast(kind)
+    if isinstance(kind, ArrayType):
+        return F.array().cast(kind)
+    if isinstance(kind, MapType):
+        return F.create_map().cast(kind)
+    if isinstance(kind, StringType):
+        return F.lit("")
+    if isinstance(kind, BooleanType):
+        return F.lit(False)
+    return F.lit(None).cast(kind)
+
+
+_NUMERIC = ("ByteType", "ShortType", "IntegerType", "LongType", "FloatType", "DoubleType", "DecimalType")
+
+
+def _outputs(
+    columns: Sequence[Column], names: Sequence[str], kinds: dict[str, DataType], arguments: dict[str, str]
+) -> tuple[list[Output], dict[str, tuple[float, ...]]]:
+    """Each column as an :class:`Output`; ``arguments`` maps an argument's repr to its
+    column (filled here), ``kinds`` its type."""
+    outputs: list[Output] = []
+    levels: dict[str, list[float]] = {}
+    for given, name in zip(columns, names, strict=True):
+        output = _output_of(given, name, kinds, arguments)
+        if output.function == "percentile":
+            found = levels.setdefault(output.values[0], [])
+            found += [level for level in output.levels if level not in found]
+        outputs.append(output)
+    return outputs, {name: tuple(found) for name, found in levels.items()}
+
+
+def _output_of(given: Column, name: str, kinds: dict[str, DataType], arguments: dict[str, str]) -> Output:
+    call = function_call(given)
+    if call is None:
+        return Output(name, "spark", given, why="not one aggregate function")
+    function, args, distinct = call
+    if function == "count" and distinct:
+        function = "count_distinct"
+    if function not in SPLIT_FUNCTIONS:
+        return Output(name, "spark", given, why=f"{function} is not split (Spark's groupBy is right for it)")
+    if distinct and function != "count_distinct":
+        return Output(name, "spark", given, why=f"{function}(DISTINCT ...) is not split")
+    values = tuple(arguments[repr(arg)] for arg in (args if function == "count_distinct" else args[:1]))
+    if any(type(arg).__name__ == "UnresolvedStar" for arg in args):
+        return Output(name, "spark", given, why="count(DISTINCT *) is not split")
+    if any(holds_a_map(kinds[value]) for value in values):
+        return Output(name, "spark", given, why="a map value is not split")
+    if function in ("median", "percentile"):
+        kind = type(kinds[values[0]]).__name__
+        if kind not in _NUMERIC:
+            return Output(name, "spark", given, why=f"a percentile of a {kinds[values[0]].simpleString()} is not split")
+        if function == "median":
+            return Output(name, "percentile", given, values, levels=(0.5,))
+        percentage = literal(args[1]) if len(args) > 1 else NOT_LITERAL
+        frequency = literal(args[2]) if len(args) > 2 else 1
+        if frequency != 1 or isinstance(frequency, bool):
+            return Output(name, "spark", given, why="a percentile with a frequency is not split")
+        many = isinstance(percentage, list)
+        found: list[Any] = list(percentage) if isinstance(percentage, list) else [percentage]
+        if not found or not all(isinstance(p, (int, float)) and not isinstance(p, bool) for p in found):
+            return Output(name, "spark", given, why="a percentile of levels that are not literal numbers is not split")
+        return Output(name, "percentile", given, values, levels=tuple(float(p) for p in found), array=many)
+    return Output(name, function, given, values)
+
+
+def _arguments(columns: Sequence[Column], schema: StructType) -> tuple[dict[str, str], list[tuple[str, Column]]]:
+    """Every split function's arguments: a column of the input is read where it is, any
+    other expression copied into a column of its own (repr → column; the copies)."""
+    from pyspark.sql.connect.column import Column as ConnectColumn
+
+    names: dict[str, str] = {}
+    copies: list[tuple[str, Column]] = []
+    for given in columns:
+        call = function_call(given)
+        if call is None:
+            continue
+        function, args, distinct = call
+        if function == "count" and distinct:
+            inputs = args
+        elif function in SPLIT_FUNCTIONS:
+            inputs = args[:1]
+        else:
+            continue
+        for arg in inputs:
+            if repr(arg) in names or type(arg).__name__ == "UnresolvedStar":
+                continue
+            own = reference_name(arg)
+            if own is not None and schema.names.count(own) == 1:
+                names[repr(arg)] = own
+            else:
+                names[repr(arg)] = _argument(len(copies))
+                copies.append((names[repr(arg)], ConnectColumn(arg)))
+    return names, copies
+
+
+def holistic_agg(
+    frame: DataFrame,
+    keys: str | Sequence[str],
+    *columns: Column,
+    workers: int | None = None,
+    seed: int = 0,
+    session: Session | SparkSession | None = None,
+    report: Report[HolisticReport] | None = None,
+) -> DataFrame:
+    """``frame.groupBy(*keys).agg(*columns)`` with a hot key's exact ``median``,
+    ``percentile`` (one level or several), ``mode``, ``count_distinct`` (of one column or
+    several) and ``collect_set`` computed over many tasks: a lazy DataFrame equal to
+    Spark's, with Spark's column names and types. Also
+    ``keysplit.spark.skewed(frame).groupBy(*keys).agg(*columns)``.
+
+    Nulls and NaN are as Spark treats them: a null value is ignored, NaN is the largest
+    number. Among values tied for the most frequent, ``mode`` returns the smallest, which
+    is Spark's rule with ``deterministic=True`` (without it Spark returns any of them). A
+    ``collect_set``'s elements are in no particular order, as Spark's. A zero's sign may
+    differ from Spark's where a key holds both 0.0 and -0.0 (Spark counts them apart in a
+    percentile, and keeps whichever its hash map met first).
+
+    Any other column (``sum``, ``collect_list``, ``percentile_approx``, an expression over
+    aggregates) is Spark's own aggregate over the hot keys' rows: exact, not split. For
+    combinable aggregates that is already right; a ``collect_list``'s result is as large as
+    its key's rows wherever it is built, so nothing can split it.
+
+    ``keys`` are column names of ``frame``. ``workers`` (default: the shuffle's partitions)
+    is what a key's rows are measured against: a key with more than a mean task's rows is
+    hot. ``seed`` seeds the sample the hot keys are found from. ``report`` (a
+    :class:`keysplit.spark.Report`) is filled with a :class:`HolisticReport` when an action
+    runs the result. No Spark job runs here (Spark reads the schemas). The input is read
+    three times or more (the sample, the keys not hot, the hot keys' rows once per distinct
+    argument): cache an input that is costly to compute.
+    """
+    from pyspark.sql import Column as SparkColumn
+
+    if not is_spark_frame(frame):
+        raise ConfigTypeError(f"holistic_agg works on a Spark DataFrame, got {type(frame).__name__}")
+    handle = session_for(frame, session)
+    names = (keys,) if isinstance(keys, str) else tuple(keys)
+    if not names or not all(isinstance(name, str) for name in names):
+        raise ConfigTypeError(f"holistic_agg groups by column names, got {keys!r}")
+    if not columns:
+        raise ConfigError("holistic_agg needs at least one aggregate column, e.g. F.median('v')")
+    for given in columns:
+        if not isinstance(given, SparkColumn):
+            raise ConfigTypeError(
+                f"holistic_agg takes aggregate columns (F.median('v'), F.mode('v'), ...), got {type(given).__name__}"
+            )
+    seed = require_seed(seed)
+    workers = require_task_workers(shuffle_partitions(handle) if workers is None else require_workers(workers))
+    schema = handle.call("reading the schema", lambda: frame.schema)
+    missing = [name for name in names if schema.names.count(name) != 1]
+    if missing:
+        raise ConfigError(
+            f"holistic_agg groups by columns of the frame; {missing} are not (one each) among {schema.names}"
+        )
+    clashes = [name for name in schema.names if name.startswith(PREFIX)]
+    if clashes:
+        raise ConfigError(f"columns starting with {PREFIX!r} are keysplit's own; rename {clashes}")
+    target = handle.call("reading the aggregate's schema", lambda: frame.groupBy(*names).agg(*columns).schema)
+    arguments, copies = _arguments(columns, schema)
+    copied = (
+        handle.call(
+            "reading the arguments' types",
+            lambda: frame.select(*[expression.alias(name) for name, expression in copies]).schema,
+        ).fields
+        if copies
+        else []
+    )
+    kinds = {f.name: f.dataType for f in [*schema.fields, *copied]}
+    outputs, levels = _outputs(columns, target.names[len(names) :], kinds, arguments)
+    planned = SkewAggregate(frame, names, tuple(outputs), tuple(copies), workers, seed, target, levels)
+    return planned.plan(report)
