@@ -9,7 +9,7 @@ BIN := $(VENV)/bin
 DEPS_STAMP := $(VENV)/.requirements-dev.stamp
 WHEEL_DIR := target/wheels
 
-.PHONY: run test wheel data java lint stubtest rust-test python-test fuzz-check fuzz-smoke bench spark-vs-native spark-ingest spark-grouped-map spark-skew-join spark-window clean
+.PHONY: run test wheel data java lint stubtest rust-test python-test fuzz-check fuzz-smoke bench spark-vs-native spark-ingest spark-grouped-map spark-skew-join spark-window spark-holistic clean
 
 # Debian packages of the real datasets (keysplit.datasets.kjv); the PyPI ones are in
 # requirements-dev.txt.
@@ -130,6 +130,12 @@ spark-skew-join: wheel java
 # rows, hot key 30 % and 60 % and none; writes benches/results/spark_window.json.
 spark-window: wheel java
 	cd benches && ../$(BIN)/python spark_window.py
+
+# Holistic aggregates (median, percentile, mode) over a hot key against Spark's own
+# groupBy().agg(), 10^7 rows, hot key 30 % and 60 % and none; writes
+# benches/results/spark_holistic.json.
+spark-holistic: wheel java
+	cd benches && ../$(BIN)/python spark_holistic.py
 
 clean:
 	rm -rf $(VENV) target fuzz/target

@@ -23,7 +23,7 @@ import pytest
 from pyspark import cloudpickle
 
 from chaos import Kill, StatusApi, executor_pids, run_killing, stages_of, wait_for_executors
-from keysplit.spark import Report, aggregate, apply_grouped, join, reference, route, session, window
+from keysplit.spark import Report, aggregate, apply_grouped, holistic_agg, join, reference, route, session, window
 from keysplit.spark.grouped import GroupedReport
 
 # The functions below travel by value: the cluster's executors do not see tests/.
@@ -254,6 +254,26 @@ def test_window_survives_a_kill_in_its_sampling_window_and_carry_stages(cluster,
     for where in kills:
         result, kill = run_killing(api, cluster.cluster.pid, action, **where)
         assert result.equals(expected), f"a different window after {kill}"
+
+
+def test_holistic_agg_survives_a_kill_in_its_sampling_counting_and_ranking_stages(cluster, api, directory):
+    # The median, two percentiles and the mode of the Zipf facts' values per key (key 1
+    # holds 61 %, split into value ranges): killed in its first stage (the sample the cuts
+    # come from), its slowest and its last, equal to Spark's aggregate each time.
+    from pyspark.sql import functions as F
+
+    frame = cluster.spark.read.parquet(str(directory))
+    columns = [F.median("value"), F.percentile("value", [0.1, 0.99]), F.mode("rid", True)]
+
+    def action() -> pl.DataFrame:
+        return fetched(holistic_agg(frame, "key", *columns, workers=16))
+
+    expected = fetched(frame.groupBy("key").agg(*columns))
+    clean, stages = stages_of(api, action)
+    assert clean.equals(expected)
+    for ordinal in sorted({0, slowest(stages), len(stages) - 1}):
+        result, kill = run_killing(api, cluster.cluster.pid, action, ordinal=ordinal, completed=0)
+        assert result.equals(expected), f"a different aggregate after {kill}"
 
 
 # Last: the cluster keeps one Worker after it.

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import decimal
 import math
+import re
 
 import numpy as np
 import polars as pl
@@ -235,3 +236,39 @@ def test_bad_input_is_refused_before_any_job(frame):
         holistic_agg(clash, "k", F.median("x"))
     with pytest.raises(ConfigError, match="one key column"):
         skewed(frame).groupBy("k", "g").agg("sum(t)")
+
+
+def test_a_median_that_runs_spark_s_executors_out_of_memory_completes_split():
+    """Spark's median keeps a hot key's every distinct value in one task's hash map (not
+    memory-managed): with 512 MB executors a key of 7.2·10^6 distinct values fails the
+    job. keysplit's plan counts and sorts in Spark's managed operators, a 128th of the
+    key's values per sort, and completes, equal to the exact medians computed here (the
+    values are integers, so the halves Spark interpolates are exact)."""
+    from pyspark.errors import PySparkException
+
+    from keysplit.spark import session
+
+    rows = 8_000_000
+    # v is a permutation of 0..rows-1 (7,919 is prime to 8·10^6): every value distinct.
+    ids = np.arange(rows, dtype=np.int64)
+    expected = (
+        pl.DataFrame({"k": np.where(ids % 10 == 0, ids % 1000 + 1, 0), "v": ((ids * 7919) % rows).astype(float)})
+        .group_by("k")
+        .agg(pl.col("v").median())
+    )
+    with session(master="cluster:2", query_timeout=600.0, **{"spark.executor.memory": "512m"}) as handle:
+        frame = handle.spark.range(0, rows, numPartitions=8).selectExpr(
+            "IF(id % 10 = 0, id % 1000 + 1, 0) AS k", f"CAST((id * 7919) % {rows} AS DOUBLE) AS v"
+        )
+        with pytest.raises(PySparkException) as failed:
+            handle.call("Spark's own median", lambda: frame.groupBy("k").agg(F.median("v")).collect(), timeout=300.0)
+        # Spark lost its executors and aborted the stage; they died out of memory (their
+        # logs), not of a timeout or another error.
+        assert re.search(r"maximum allowable number of times|OutOfMemory", str(failed.value)), str(failed.value)
+        assert handle.cluster is not None
+        logs = [
+            path.read_text(errors="replace") for path in handle.cluster.directory.glob("worker-*/work/app-*/*/stderr")
+        ]
+        assert any("java.lang.OutOfMemoryError" in log for log in logs)
+        got = dict(holistic_agg(frame, "k", F.median("v"), workers=16).collect())
+    assert got == dict(expected.iter_rows())

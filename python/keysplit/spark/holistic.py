@@ -10,7 +10,9 @@ returns a lazy DataFrame equal to ``frame.groupBy(*keys).agg(*columns)``, whose 
 
 1. **Hot keys from a sample** (:data:`SAMPLE_FRACTION` of the rows, in the plan), as
    :func:`keysplit.spark.window` finds them: a key with more rows than a mean task's of
-   ``workers`` is hot. For each column a percentile is taken of, a hot key's sample gives
+   ``workers`` is hot, unless its sampled values repeat (fewer distinct than a
+   :data:`REPEATS`-th of them): Spark's partial aggregation leaves such a key a few
+   entries per map task, and it stays there. For each column a percentile is taken of, a hot key's sample gives
    ``BUCKETS - 1`` cuts of its values: ranges of about equal rows. One broadcast row holds
    them all (every branch reads it whole, so Spark computes it once).
 2. **Keys not hot: Spark's own aggregate**, the user's columns, unchanged.
@@ -50,7 +52,7 @@ from keysplit.spark.hot_keys import LOCAL_TOP_TASKS, SAMPLE_FRACTION
 from keysplit.spark.intake import is_spark_frame, session_for, shuffle_partitions
 from keysplit.spark.options import require_task_workers
 from keysplit.spark.report import Report, observed, observed_rows
-from keysplit.spark.sampled import SAMPLED, candidate_cuts, hot_in_sample
+from keysplit.spark.sampled import SAMPLED, candidate_cuts, cuts_of, hot_in_sample
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -94,6 +96,10 @@ def _argument(i: int) -> str:
 
 def _bucket(value: str) -> str:
     return f"{PREFIX}bucket_{value}"
+
+
+def _candidates(value: str) -> str:
+    return f"{PREFIX}candidates_{value}"
 
 
 def _cuts(value: str) -> str:
@@ -188,21 +194,23 @@ class SkewAggregate:
         )
         rows = sample.repartition(LOCAL_TOP_TASKS, _KEY_HASH)
         by_key = Window.partitionBy(_KEY_HASH)
-        cuts: list[Column] = []
+        candidates: list[Column] = []
         for i, name in enumerate(self.ranked):
             value = column(name)
-            rows, (found,) = candidate_cuts(
+            rows, found = candidate_cuts(
                 rows, by_key, [value.asc_nulls_last()], F.count(value), [name], BUCKETS, f"v{i}"
             )
-            cuts.append(found.alias(_cuts(name)))
-        distinct = [F.count_distinct(*[column(name) for name in values]) for values in self.counted]
-        spread = F.greatest(*distinct, F.lit(0)).alias(_DISTINCT) if distinct else F.lit(0).alias(_DISTINCT)
-        keys = rows.groupBy(_KEY_HASH).agg(F.count(F.lit(1)).alias(SAMPLED), spread, *cuts)
+            candidates.append(found.alias(_candidates(name)))
+        # How varied a key's values are (approximately, of every counted argument).
+        spread = [F.approx_count_distinct(F.struct(*[column(name) for name in values])) for values in self.counted]
+        distinct = F.greatest(*spread, F.lit(0)) if spread else F.lit(0)
+        keys = rows.groupBy(_KEY_HASH).agg(F.count(F.lit(1)).alias(SAMPLED), distinct.alias(_DISTINCT), *candidates)
         # A key whose sampled rows repeat their values (fewer distinct than a
         # REPEATS-th of them) is combined map-side into few entries by Spark's own
         # aggregate: it stays there.
         hot = hot_in_sample(keys, self.workers).filter(column(_DISTINCT) * F.lit(REPEATS) >= column(SAMPLED))
-        entry = F.struct(_KEY_HASH, *[_cuts(name) for name in self.ranked])
+        cuts = [cuts_of(column(_candidates(name)), name, BUCKETS).alias(_cuts(name)) for name in self.ranked]
+        entry = F.struct(_KEY_HASH, *cuts)
         entries = hot.select(entry.alias(_ENTRY)).agg(F.array_sort(F.collect_list(_ENTRY)).alias(_ENTRIES))
         return entries.filter(F.size(_ENTRIES) > 0)
 
@@ -244,63 +252,91 @@ class SkewAggregate:
         Spark's ``groupBy``, combined map-side and spread by the values' hash."""
         from pyspark.sql import functions as F
 
-        ranked = len(values) == 1 and values[0] in self.levels
+        ranked = self.is_ranked(values)
         rows = self.bucketed(hot, values[0]) if ranked else hot
         by = [*self.keys, _bucket(values[0])] if ranked else list(self.keys)
         return rows.groupBy(*by, *values).agg(F.count(F.lit(1)).alias(_COUNT))
 
-    def per_key(self, counts: DataFrame, values: tuple[str, ...]) -> DataFrame:
-        """From one column tuple's value counts, per hot key: its rows, and each output over
-        those values (``mode``, ``count_distinct``, ``collect_set``)."""
+    def ranges(self, counts: DataFrame, values: tuple[str, ...]) -> DataFrame:
+        """Per hot key and value range (per key, for a column not ranked), what the outputs
+        over ``values`` combine from: the rows, the rows with values, and per output the
+        range's most frequent value (``mode``: the least (-count, value)), its distinct
+        values counted (``count_distinct``) or gathered (``collect_set``). Ranges partition
+        the values, so these combine exactly across them. Counts are read once, here and
+        in :meth:`percentiles`: no filter on them (Spark would push it below their
+        aggregate, and compute them again for each reader)."""
         from pyspark.sql import functions as F
 
         present = F.lit(True)
         for name in values:
             present = present & column(name).isNotNull()
-        aggregates = [F.sum(_COUNT).alias(_ROWS)]
-        if values[0] in self.levels:
-            aggregates.append(F.sum(F.when(present, column(_COUNT))).alias(_present(values[0])))
+        aggregates = [F.sum(_COUNT).alias(_ROWS), F.sum(F.when(present, column(_COUNT))).alias(_present(values[0]))]
         for i, output in enumerate(self.outputs):
             if output.values != values:
                 continue
             if output.function == "mode":
                 value = column(values[0])
-                # Spark's mode: the most frequent value (nulls ignored); among ties, the
-                # smallest (its rule with deterministic=True; without, Spark takes any).
-                ordering = F.when(present, F.struct((-column(_COUNT)).alias("c"), value.alias("v")))
-                aggregates.append(F.min_by(value, ordering).alias(_output(i)))
+                ordering = F.struct((-column(_COUNT)).alias("c"), value.alias("v"))
+                aggregates.append(F.min(F.when(present, ordering)).alias(_output(i)))
             elif output.function == "count_distinct":
                 aggregates.append(F.count(F.when(present, F.lit(1))).alias(_output(i)))
             elif output.function == "collect_set":
                 aggregates.append(F.collect_set(values[0]).alias(_output(i)))
-        return counts.groupBy(*self.keys).agg(*aggregates)
+        by = [*self.keys, _bucket(values[0])] if self.is_ranked(values) else list(self.keys)
+        return counts.groupBy(*by).agg(*aggregates)
 
-    def joined_on_keys(self, rows: DataFrame, other: DataFrame, extra: Sequence[str], how: str) -> DataFrame:
+    def per_key(self, ranges: DataFrame, values: tuple[str, ...]) -> DataFrame:
+        """Per hot key, its rows and each output over ``values``, from :meth:`ranges`."""
+        from pyspark.sql import functions as F
+
+        aggregates = [F.sum(_ROWS).alias(_ROWS), F.sum(_present(values[0])).alias(_present(values[0]))]
+        for i, output in enumerate(self.outputs):
+            if output.values != values:
+                continue
+            if output.function == "mode":
+                # Spark's mode: the most frequent value (nulls ignored); among ties, the
+                # smallest (its rule with deterministic=True; without, Spark takes any).
+                aggregates.append(F.min(_output(i)).getField("v").alias(_output(i)))
+            elif output.function == "count_distinct":
+                aggregates.append(F.sum(_output(i)).alias(_output(i)))
+            elif output.function == "collect_set":
+                aggregates.append(F.flatten(F.collect_list(_output(i))).alias(_output(i)))
+        return ranges.groupBy(*self.keys).agg(*aggregates)
+
+    def is_ranked(self, values: tuple[str, ...]) -> bool:
+        """Whether ``values`` is one column a percentile is taken of (counted per range)."""
+        return len(values) == 1 and values[0] in self.levels
+
+    def joined_on_keys(
+        self, rows: DataFrame, other: DataFrame, extra: Sequence[str], how: str, also: Column | None = None
+    ) -> DataFrame:
         """``rows`` joined to ``other`` (broadcast) on the keys, null-safe (a null key is a
-        group as any other), and on the ``extra`` columns; ``other``'s copies of them dropped."""
+        group as any other), and on the ``extra`` columns (and ``also``); ``other``'s copies
+        of them dropped."""
         from pyspark.sql import functions as F
 
         names = [*self.keys, *extra]
         renamed = [f"{PREFIX}t{i}" for i in range(len(names))]
         other = other.withColumnsRenamed(dict(zip(names, renamed, strict=True)))
-        condition = F.lit(True)
+        condition = also if also is not None else F.lit(True)
         for name, copy in zip(names, renamed, strict=True):
             condition = condition & column(name).eqNullSafe(column(copy))
         return rows.join(F.broadcast(other), condition, how).drop(*renamed)
 
-    def percentiles(self, counts: DataFrame, name: str) -> DataFrame:
+    def percentiles(self, counts: DataFrame, ranges: DataFrame, name: str) -> DataFrame:
         """Per hot key with a value in column ``name``, its value at each level
-        (:func:`_level` columns), as Spark's ``percentile`` computes it."""
+        (:func:`_level` columns), as Spark's ``percentile`` computes it: from the rows with
+        values per range (:meth:`ranges`), then the needed ranges' counts per value."""
         from pyspark.sql import Window
         from pyspark.sql import functions as F
 
-        bucket, levels = _bucket(name), self.levels[name]
-        # (Not a filter on the range itself: see bucketed.)
-        buckets = counts.filter(column(name).isNotNull()).groupBy(*self.keys, bucket).agg(F.sum(_COUNT).alias(_COUNT))
+        bucket, levels, present = _bucket(name), self.levels[name], _present(name)
+        # The ranges with values (not a filter on the range itself: see bucketed).
+        buckets = ranges.filter(column(present) > 0).select(*self.keys, bucket, column(present).alias(_COUNT))
         by_key = Window.partitionBy(*self.keys).orderBy(bucket)
         n = F.sum(_COUNT).over(by_key.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing))
         before = F.coalesce(F.sum(_COUNT).over(by_key.rowsBetween(Window.unboundedPreceding, -1)), F.lit(0))
-        buckets = buckets.withColumns({_present(name): n, _BEFORE: before})
+        buckets = buckets.withColumns({present: n, _BEFORE: before})
         # The ranks Spark's interpolation reads (0-based, among the key's sorted values),
         # and which of the key's ranges holds each: those ranges' values alone are sorted.
         needs = []
@@ -311,15 +347,20 @@ class SkewAggregate:
                 need = F.struct(F.lit(_rank(name, j, higher)).alias("rank"), local.alias("local"))
                 needs.append(F.when((local >= 0) & (local < column(_COUNT)), need))
         buckets = buckets.withColumn(_NEEDS, F.array_compact(F.array(*needs))).filter(F.size(_NEEDS) > 0)
-        needed = buckets.select(*self.keys, bucket, _present(name), F.explode(_NEEDS).alias(_NEED))
-        # The needed ranges' distinct values in order, each with the ranks it covers.
-        selected = self.joined_on_keys(counts, needed.select(*self.keys, bucket).distinct(), [bucket], "left_semi")
+        needed = buckets.select(*self.keys, bucket, present, _NEEDS)
+        # The needed ranges' distinct values in order, with the ranks each covers. (One
+        # join, so that the ranges are computed once; the count in its condition keeps
+        # Spark from pushing it below the counts' aggregate, which would count the hot
+        # rows again.)
+        selected = self.joined_on_keys(counts, needed, [bucket], "inner", column(_COUNT) > 0)
         in_order = Window.partitionBy(*self.keys, bucket).orderBy(name)
         running = in_order.rowsBetween(Window.unboundedPreceding, Window.currentRow)
         selected = selected.withColumn(_END, F.sum(_COUNT).over(running))
-        found = self.joined_on_keys(selected, needed, [bucket], "inner")
-        local = column(_NEED).getField("local")
-        found = found.filter((column(_END) - column(_COUNT) <= local) & (local < column(_END)))
+        start_rank, end_rank = column(_END) - column(_COUNT), column(_END)
+        covered = F.filter(
+            _NEEDS, lambda need: (start_rank <= need.getField("local")) & (need.getField("local") < end_rank)
+        )
+        found = selected.select(*self.keys, name, present, F.explode(covered).alias(_NEED))
         picks = [
             F.max(F.when(column(_NEED).getField("rank") == F.lit(_rank(name, j, higher)), column(name))).alias(
                 _rank(name, j, higher)
@@ -386,9 +427,10 @@ class SkewAggregate:
             )
         for values in self.counted:
             counts = self.value_counts(hot, values)
-            pieces.append(self.per_key(counts, values))
-            if values[0] in self.levels and len(values) == 1:
-                pieces.append(self.percentiles(counts, values[0]))
+            ranges = self.ranges(counts, values)
+            pieces.append(self.per_key(ranges, values))
+            if self.is_ranked(values):
+                pieces.append(self.percentiles(counts, ranges, values[0]))
         gathered = pieces[0]
         for piece in pieces[1:]:
             gathered = gathered.unionByName(piece, allowMissingColumns=True)

@@ -51,12 +51,14 @@ def candidate_cuts(
     values: Sequence[str],
     c: int,
     tag: str,
-) -> tuple[DataFrame, list[Column]]:
-    """``rows`` (sampled) marked for the cuts, and per column of ``values`` the aggregate
-    (over a group by key) of its ``C - 1`` candidate cuts in the ordering ``orders``, an
-    array: candidate ``j`` (``0 < j < C``) is the row at rank ``⌈j·m/C⌉`` of the ``m`` that
-    ``counted`` counts (a count over ``by_key``; those rows first in ``orders``). ``tag``
-    keeps the marks of several orderings of the same rows apart."""
+) -> tuple[DataFrame, Column]:
+    """``rows`` (sampled) marked for the cuts, and the aggregate (over a group by key) of
+    the rows its ``C - 1`` candidate cuts in the ordering ``orders`` are: candidate ``j``
+    (``0 < j < C``) is the row at rank ``⌈j·m/C⌉`` of the ``m`` that ``counted`` counts (a
+    count over ``by_key``; those rows first in ``orders``). The aggregate lists each such
+    row once (at most ``min(m, C)`` per key, whatever the key), with the candidates it is;
+    :func:`cuts_of` turns a hot key's list into its cuts. ``tag`` keeps the marks of several
+    orderings of the same rows apart."""
     from pyspark.sql import functions as F
 
     rank, counts, low, high = (f"{_PREFIX}{what}_{tag}" for what in ("rank", "counted", "low", "high"))
@@ -69,6 +71,21 @@ def candidate_cuts(
     # must not fail on it.
     m = F.greatest(m, F.lit(1))
     rows = rows.withColumns({low: F.floor(((r - 1) * c).cast("long") / m), high: F.floor((r * c) / m)})
-    chosen = {j: within & (column(high) >= j) & (column(low) < j) for j in range(1, c)}
-    aggregates = [F.array(*[F.max(F.when(chosen[j], column(name))) for j in range(1, c)]) for name in values]
-    return rows, aggregates
+    chosen = within & (column(high) > column(low))
+    candidate = F.struct(
+        column(high).alias("high"), column(low).alias("low"), *[column(name).alias(name) for name in values]
+    )
+    return rows, F.collect_list(F.when(chosen, candidate))
+
+
+def cuts_of(candidates: Column, value: str, c: int) -> Column:
+    """A key's ``C - 1`` candidate cuts of column ``value``, in order, from its list of
+    :func:`candidate_cuts` (each row repeated for every candidate it is); empty when the key
+    has no counted row."""
+    from pyspark.sql import functions as F
+
+    repeated = F.transform(
+        F.array_sort(candidates),
+        lambda row: F.array_repeat(row.getField(value), (row.getField("high") - row.getField("low")).cast("int")),
+    )
+    return F.slice(F.flatten(repeated), 1, c - 1)

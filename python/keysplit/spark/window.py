@@ -53,7 +53,7 @@ from keysplit.spark.hot_keys import LOCAL_TOP_TASKS, SAMPLE_FRACTION
 from keysplit.spark.intake import is_spark_frame, session_for, shuffle_partitions
 from keysplit.spark.options import require_task_workers
 from keysplit.spark.report import Report, observed, observed_rows
-from keysplit.spark.sampled import SAMPLED, UPPER, candidate_cuts, hot_in_sample
+from keysplit.spark.sampled import SAMPLED, UPPER, candidate_cuts, cuts_of, hot_in_sample
 from keysplit.spark.window_spec import (
     AGGREGATES,
     ENDS,
@@ -87,6 +87,7 @@ _POSITION = PREFIX + "position"
 _SORT_KEY = PREFIX + "sort_key"
 _ENTRY = PREFIX + "entry"
 _ENTRIES = PREFIX + "entries"
+_CANDIDATES = PREFIX + "candidates"
 
 
 def _part(i: int) -> str:
@@ -326,9 +327,7 @@ class SkewWindow:
         n, c = self.workers, self.candidates
         if self.request.order:
             rows, found = candidate_cuts(rows, by_key, self.sort_orders(), F.count(F.lit(1)), self.orders, c, "w")
-            keys = rows.groupBy(_KEY_HASH).agg(
-                F.count(F.lit(1)).alias(SAMPLED), *[cut.alias(_cuts(i)) for i, cut in enumerate(found)]
-            )
+            keys = rows.groupBy(_KEY_HASH).agg(F.count(F.lit(1)).alias(SAMPLED), found.alias(_CANDIDATES))
         else:
             keys = rows.groupBy(_KEY_HASH).agg(F.count(F.lit(1)).alias(SAMPLED))
         hot = hot_in_sample(keys, n)
@@ -342,7 +341,11 @@ class SkewWindow:
         # their own (a key has at most n chunks).
         placed = everything.orderBy(F.desc(SAMPLED), F.asc(_KEY_HASH)).rowsBetween(Window.unboundedPreceding, -1)
         before = F.coalesce(F.sum(_CHUNKS).over(placed), F.lit(0))
-        cuts = self.cut_columns if self.request.order else []
+        cuts = (
+            [cuts_of(column(_CANDIDATES), name, c).alias(_cuts(i)) for i, name in enumerate(self.orders)]
+            if self.request.order
+            else []
+        )
         entry = F.struct(_KEY_HASH, _CHUNKS, F.pmod(before, F.lit(n)).cast("int").alias(_FIRST_CELL), *cuts)
         # One row, one column, and no row when no key is hot: every branch reads all of it
         # (nothing to prune apart), so Spark computes it once, and adaptive execution drops
