@@ -107,6 +107,7 @@ def measure(handle: Any, status: SparkStatus, query: Any) -> dict[str, Any]:
         "aggregate_stages": len(heavy),
         "hottest_over_mean_bytes": stage["task_shuffle_bytes_read"][hottest] / mean,
         "hottest_share_of_bytes": stage["task_shuffle_bytes_read"][hottest] / read,
+        "hottest_task_bytes": stage["task_shuffle_bytes_read"][hottest],
         "hottest_task_s": stage["task_seconds"][hottest],
         "hottest_task_peak_memory_bytes": stage["task_peak_memory"][hottest],
         "largest_task_peak_memory_bytes": max(max(s["task_peak_memory"], default=0) for s in stages),

@@ -436,7 +436,10 @@ def test_the_one_line_migration_of_agg_gives_spark_s_columns_and_values(spark, z
     assert counted.columns == ["key", "count(1)", "count(DISTINCT user)"]
     assert counted["count(1)"].sum() == zipf_stream.height
     with pytest.raises(TypeError, match="dict form"):
-        skewed(frame).groupBy("key").agg(F.sum("value"))
+        skewed(frame).groupBy("key").agg(42)
+    # Columns are Spark's own aggregate (holistic_agg), with Spark's names and values.
+    spark_own = skewed(frame).groupBy("key").agg(F.sum("value"), F.count("user"))
+    assert sorted(spark_own.collect()) == sorted(frame.groupBy("key").agg(F.sum("value"), F.count("user")).collect())
 
 
 def test_a_user_operators_error_comes_back_as_its_own_type(spark, zipf_stream):

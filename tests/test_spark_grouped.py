@@ -616,7 +616,7 @@ def test_the_one_line_migrations_equal_apply_in_pandas(spark, zipf_frame, zipf_d
     with pytest.raises(ConfigError, match="needs merge="):
         skewed(zipf_frame).groupBy("key").applyInPandas(top3, TOP3)
     with pytest.raises(ConfigError, match="one key column"):
-        skewed(zipf_frame).groupBy("key", "value")
+        skewed(zipf_frame).groupBy("key", "value").applyInPandas(top3, TOP3, merge=top3_merge)
 
 
 def test_the_deprecated_twin_warns_and_gives_the_same_report(spark, zipf_frame, two_pass):

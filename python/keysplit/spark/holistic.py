@@ -20,8 +20,8 @@ returns a lazy DataFrame equal to ``frame.groupBy(*keys).agg(*columns)``, whose 
    (key, range, value) is counted by Spark's ``groupBy``: map-side combined, then spread
    over the tasks by a hash of the value. From those counts:
 
-   - ``mode``: each key's most frequent value, the smallest among ties (``min_by`` over
-     (-count, value), which combines too);
+   - ``mode``: each key's most frequent value, the smallest among ties (the least
+     (-count, value) per range, then per key, which combines too);
    - ``count_distinct``, ``collect_set``: the key's distinct values, counted or gathered;
    - ``percentile``, ``median``: the counts per range locate the ranges that hold the
      ranks Spark's interpolation reads (``floor`` and ``ceil`` of ``(n - 1)·p``); only those
