@@ -131,12 +131,30 @@ def run_family(
         "keysplit": lambda: named(ks.holistic_agg(frame, "k", *columns())),
     }
     runs: dict[str, list[dict[str, Any]]] = {plan: [] for plan in plans}
-    for build in plans.values():  # warm-up
-        measure(handle, status, fingerprint(build()))
+    failed: dict[str, str] = {}
+
+    def attempt(plan: str) -> dict[str, Any] | None:
+        # A plan whose job Spark aborts (its executors out of memory, say) is recorded as
+        # failed and not run again in this family; the other plan goes on.
+        from pyspark.errors import PySparkException
+
+        try:
+            return measure(handle, status, fingerprint(plans[plan]()))
+        except PySparkException as error:
+            failed[plan] = str(error).splitlines()[0][:400]
+            print(f"  {plan}: failed: {failed[plan]}", flush=True)
+            return None
+
+    for plan in plans:  # warm-up
+        attempt(plan)
     order = list(plans)
     for repeat in range(repeats):
         for plan in order if repeat % 2 == 0 else list(reversed(order)):
-            figures = measure(handle, status, fingerprint(plans[plan]()))
+            if plan in failed:
+                continue
+            figures = attempt(plan)
+            if figures is None:
+                continue
             runs[plan].append(figures)
             print(
                 f"  {plan}: {figures['wall_s']:.2f} s, hottest aggregate task {figures['hottest_share_of_bytes']:.1%} "
@@ -145,10 +163,15 @@ def run_family(
                 f"{figures['makespan_32_slots_computed_s']:.2f} s",
                 flush=True,
             )
+    for plan, reason in failed.items():
+        runs[plan] = [{"failed": reason}]
     return runs
 
 
 def summarise(runs: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
+    failed = {plan: rs[0]["failed"] for plan, rs in runs.items() if rs and "failed" in rs[0]}
+    if failed:
+        return {"failed": failed}
     summary = medians_and_exactness(runs, "spark")
     median = summary["median"]
     ours, theirs = median["keysplit"], median["spark"]
@@ -200,6 +223,9 @@ def main() -> None:
         + "\n"
     )
     for family, figures in results.items():
+        if "failed" in figures:
+            print(f"{family}: failed {figures['failed']}")
+            continue
         print(
             f"{family}: exact {figures['exact']}; makespan spark/keysplit {figures['makespan spark / keysplit']:.2f}, "
             f"wall keysplit/spark {figures['wall keysplit / spark']:.2f}, largest peak memory spark/keysplit "
