@@ -39,6 +39,8 @@ from typing import Any
 from keysplit import spark as ks
 from spark_vs_native import (
     BENCH_CONF,
+    RESULTS,
+    SETUPS,
     SparkStatus,
     fingerprint,
     lpt_makespan,
@@ -47,8 +49,6 @@ from spark_vs_native import (
     stage_briefs,
 )
 
-RESULTS = Path(__file__).parent / "results"
-SETUPS = {"local": "local[2]", "cluster": "cluster:2"}
 SLOTS = 32
 #: A stage reading more than this share of the run's shuffle bytes is an aggregate stage.
 HEAVY_STAGE_SHARE = 0.05

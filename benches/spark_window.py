@@ -45,6 +45,8 @@ from typing import Any
 from keysplit import spark as ks
 from spark_vs_native import (
     BENCH_CONF,
+    RESULTS,
+    SETUPS,
     SparkStatus,
     fingerprint,
     lpt_makespan,
@@ -53,8 +55,6 @@ from spark_vs_native import (
     stage_briefs,
 )
 
-RESULTS = Path(__file__).parent / "results"
-SETUPS = {"local": "local[2]", "cluster": "cluster:2"}
 SALTS = 16
 SLOTS = 32
 #: A stage reading more than this share of the input's rows is a window stage.

@@ -5,7 +5,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from pyspark.sql import Column
+    from collections.abc import Sequence
+
+    from pyspark.sql import Column, DataFrame
     from pyspark.sql.types import DataType, StructType
 
 
@@ -44,3 +46,28 @@ def row_hash(seed: int, schema: StructType) -> Column:
 
     hashable = [column(f.name) for f in schema.fields if not holds_a_map(f.dataType)]
     return F.xxhash64(F.lit(seed), *hashable)
+
+
+def joined_on(
+    rows: DataFrame,
+    other: DataFrame,
+    how: str,
+    *,
+    null_safe: Sequence[str],
+    equal: Sequence[str] = (),
+    also: Column | None = None,
+    broadcast: bool = False,
+) -> DataFrame:
+    """``rows`` joined to ``other`` where the ``null_safe`` columns are equal or both null (a
+    null key is a group as any other), the ``equal`` columns are equal (a null matches
+    nothing) and ``also`` holds; ``other``'s copies of those columns dropped."""
+    from pyspark.sql import functions as F
+
+    names = [*null_safe, *equal]
+    copies = [f"__keysplit_joined_{i}" for i in range(len(names))]
+    other = other.withColumnsRenamed(dict(zip(names, copies, strict=True)))
+    condition = also if also is not None else F.lit(True)
+    for i, (name, copy) in enumerate(zip(names, copies, strict=True)):
+        same = column(name).eqNullSafe(column(copy)) if i < len(null_safe) else column(name) == column(copy)
+        condition = condition & same
+    return rows.join(F.broadcast(other) if broadcast else other, condition, how).drop(*copies)

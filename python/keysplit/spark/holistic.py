@@ -46,7 +46,7 @@ import polars as pl
 
 from keysplit._checks import require_seed, require_workers
 from keysplit._errors import ConfigError, ConfigTypeError
-from keysplit.spark.columns import column, holds_a_map
+from keysplit.spark.columns import column, holds_a_map, joined_on
 from keysplit.spark.expressions import NOT_LITERAL, function_call, literal, reference_name
 from keysplit.spark.hot_keys import LOCAL_TOP_TASKS, SAMPLE_FRACTION
 from keysplit.spark.intake import is_spark_frame, session_for, shuffle_partitions
@@ -307,22 +307,6 @@ class SkewAggregate:
         """Whether ``values`` is one column a percentile is taken of (counted per range)."""
         return len(values) == 1 and values[0] in self.levels
 
-    def joined_on_keys(
-        self, rows: DataFrame, other: DataFrame, extra: Sequence[str], how: str, also: Column | None = None
-    ) -> DataFrame:
-        """``rows`` joined to ``other`` (broadcast) on the keys, null-safe (a null key is a
-        group as any other), and on the ``extra`` columns (and ``also``); ``other``'s copies
-        of them dropped."""
-        from pyspark.sql import functions as F
-
-        names = [*self.keys, *extra]
-        renamed = [f"{PREFIX}t{i}" for i in range(len(names))]
-        other = other.withColumnsRenamed(dict(zip(names, renamed, strict=True)))
-        condition = also if also is not None else F.lit(True)
-        for name, copy in zip(names, renamed, strict=True):
-            condition = condition & column(name).eqNullSafe(column(copy))
-        return rows.join(F.broadcast(other), condition, how).drop(*renamed)
-
     def percentiles(self, counts: DataFrame, ranges: DataFrame, name: str) -> DataFrame:
         """Per hot key with a value in column ``name``, its value at each level
         (:func:`_level` columns), as Spark's ``percentile`` computes it: from the rows with
@@ -352,7 +336,9 @@ class SkewAggregate:
         # join, so that the ranges are computed once; the count in its condition keeps
         # Spark from pushing it below the counts' aggregate, which would count the hot
         # rows again.)
-        selected = self.joined_on_keys(counts, needed, [bucket], "inner", column(_COUNT) > 0)
+        selected = joined_on(
+            counts, needed, "inner", null_safe=[*self.keys, bucket], also=column(_COUNT) > 0, broadcast=True
+        )
         in_order = Window.partitionBy(*self.keys, bucket).orderBy(name)
         running = in_order.rowsBetween(Window.unboundedPreceding, Window.currentRow)
         selected = selected.withColumn(_END, F.sum(_COUNT).over(running))

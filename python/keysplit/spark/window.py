@@ -47,7 +47,7 @@ import polars as pl
 
 from keysplit._checks import require_seed, require_workers
 from keysplit._errors import ConfigError, ConfigTypeError
-from keysplit.spark.columns import column, row_hash
+from keysplit.spark.columns import column, joined_on, row_hash
 from keysplit.spark.expressions import column_name
 from keysplit.spark.hot_keys import LOCAL_TOP_TASKS, SAMPLE_FRACTION
 from keysplit.spark.intake import is_spark_frame, session_for, shuffle_partitions
@@ -357,15 +357,7 @@ class SkewWindow:
         """``rows`` joined to ``other`` by the partition values, null-safe (a null key is a
         window partition as any other), and with ``by_chunk`` by chunk too, broadcast (a
         cold row's chunk is null: it matches nothing); ``other``'s copies of them dropped."""
-        from pyspark.sql import functions as F
-
-        names = [*self.parts, _CHUNK] if by_chunk else self.parts
-        keys = [f"{PREFIX}t{i}" for i in range(len(names))]
-        renamed = other.withColumnsRenamed(dict(zip(names, keys, strict=True)))
-        condition = column(_CHUNK) == column(keys[-1]) if by_chunk else F.lit(True)
-        for name, key in zip(self.parts, keys, strict=False):
-            condition = condition & column(name).eqNullSafe(column(key))
-        return rows.join(F.broadcast(renamed) if by_chunk else renamed, condition, how).drop(*keys)
+        return joined_on(rows, other, how, null_safe=self.parts, equal=[_CHUNK] if by_chunk else [], broadcast=by_chunk)
 
     def with_carries(self, rows: DataFrame, carries: DataFrame) -> DataFrame:
         """``rows`` with their chunk's carry (broadcast), by partition values and chunk."""
