@@ -9,7 +9,7 @@ BIN := $(VENV)/bin
 DEPS_STAMP := $(VENV)/.requirements-dev.stamp
 WHEEL_DIR := target/wheels
 
-.PHONY: run test wheel data java lint stubtest rust-test python-test fuzz-check fuzz-smoke bench spark-vs-native spark-ingest spark-grouped-map spark-skew-join spark-window spark-holistic clean
+.PHONY: run test wheel data java lint stubtest rust-test python-test fuzz-check fuzz-smoke bench spark-vs-native spark-ingest spark-grouped-map spark-skew-join spark-window spark-holistic spark-explain-skew clean
 
 # Debian packages of the real datasets (keysplit.datasets.kjv); the PyPI ones are in
 # requirements-dev.txt.
@@ -136,6 +136,12 @@ spark-window: wheel java
 # benches/results/spark_holistic.json.
 spark-holistic: wheel java
 	cd benches && ../$(BIN)/python spark_holistic.py
+
+# explain_skew's verdicts and predicted hottest tasks against Spark's final plans, on every
+# workload of the three benchmarks above, 10^7 rows, hot key 30 %; writes
+# benches/results/spark_explain_skew.json.
+spark-explain-skew: wheel java
+	cd benches && ../$(BIN)/python spark_explain_skew.py
 
 clean:
 	rm -rf $(VENV) target fuzz/target

@@ -30,6 +30,7 @@ from keysplit.spark.aggregate import (
     reference,
     sketch_error,
 )
+from keysplit.spark.explain import explain_skew, skew_table
 from keysplit.spark.frame import SkewedFrame, SkewedGroupedData, skewed
 from keysplit.spark.grouped import GroupedReport, apply_grouped, apply_grouped_with_report
 from keysplit.spark.holistic import HolisticReport, holistic_agg
@@ -69,6 +70,7 @@ __all__ = [
     "WindowSplitReport",
     "aggregate",
     "aggregate_with_report",
+    "explain_skew",
     "apply_grouped",
     "apply_grouped_with_report",
     "apply_operator",
@@ -84,6 +86,7 @@ __all__ = [
     "session",
     "ship_keysplit",
     "skewed",
+    "skew_table",
     "sketch_error",
     "stream_aggregate",
     "window",

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from keysplit._errors import ConfigError, ConfigTypeError
 from keysplit.spark.aggregate import Agg, aggregate
+from keysplit.spark.explain import explain_skew, skew_table
 from keysplit.spark.grouped import apply_grouped
 from keysplit.spark.holistic import HolisticReport, holistic_agg
 from keysplit.spark.hot_keys import DEFAULT_CAPACITY
@@ -111,6 +112,12 @@ class SkewedFrame:
         if len(columns) != 1 or not isinstance(columns[0], dict):
             raise ConfigTypeError("withColumns takes one dict of {name: window column}, as PySpark's")
         return window(self.frame, columns[0], workers=self.workers, seed=self.seed, session=self.session, report=report)
+
+    def explain_skew(self) -> None:
+        """Prints which keyed operators of the frame's plan will straggle and whether Spark
+        splits them (``df.explain()``'s habit: printed; :func:`keysplit.spark.explain_skew`
+        returns the same as a Polars DataFrame). Runs one measuring job, not the query."""
+        print(skew_table(explain_skew(self.frame, seed=self.seed, session=self.session)))
 
     def withColumn(  # noqa: N802 - PySpark's name
         self, name: str, col: Column, *, report: Report[WindowSplitReport] | None = None

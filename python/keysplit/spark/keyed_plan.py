@@ -1,0 +1,292 @@
+"""The keyed operators of a DataFrame's plan, read from Spark Connect's client-side plan
+(``pyspark.sql.connect.plan``) without running anything: what :func:`explain_skew` judges.
+
+A keyed operator moves every row of a key to one task: a join, an aggregate (``groupBy``,
+``dropDuplicates``), a window's ``partitionBy``, a grouped map, a stateful streaming
+operator. Each is listed with its inputs (sub-plans a DataFrame can be made of), its key
+columns per input, and two facts about its neighbours that decide what adaptive execution
+may do:
+
+- ``fed_by``: per input, the keyed operator on the same keys whose output it reads without
+  a shuffle in between (a chain of joins on one key, a window after a join), or None;
+- ``consumer``: the keyed operator above that reads this one's output on the same keys
+  without a shuffle (a ``groupBy`` after a join on its key), or None.
+
+"The same keys" is by column name: the consumer's keys include all of the operator's
+output keys (a hash partitioning on fewer columns satisfies a clustering on more, as
+Spark's ``HashPartitioning.satisfies``). A full outer join's output is not partitioned by
+either side's key (Spark's ``UnknownPartitioning``), so it feeds nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from keysplit._errors import ConfigError
+from keysplit.spark.expressions import column_name, function_call
+from keysplit.spark.join import join_keys, join_type
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame
+
+#: Plan nodes that keep their child's partitioning (no exchange): a keyed operator above
+#: one of them reads its child's partitions as they are.
+_PASS_THROUGH = (
+    "Project",
+    "Filter",
+    "WithColumns",
+    "WithColumnsRenamed",
+    "Drop",
+    "SubqueryAlias",
+    "Hint",
+    "ToDF",
+    "ToSchema",
+    "WithWatermark",
+    "CollectMetrics",
+    "NAFill",
+    "NADrop",
+    "NAReplace",
+    "MapPartitions",
+)
+
+
+@dataclass
+class KeyedOperator:
+    """One keyed operator: ``kind`` is ``join``, ``aggregate``, ``window``, ``grouped map``
+    or ``stateful``; ``inputs[i]`` is a DataFrame of its i-th input, ``keys[i]`` that input's
+    key columns (Spark Connect Columns), ``names[i]`` their names where they are plain
+    columns (else the expression's text)."""
+
+    kind: str
+    label: str
+    inputs: list[DataFrame]
+    keys: list[list[Column]]
+    names: list[tuple[str, ...]]
+    how: str | None = None
+    #: The aggregate's or window's functions, as (name, first argument's text or None).
+    functions: list[tuple[str, Column | None]] = field(default_factory=list)
+    #: Spark Connect expressions of the call, for the keysplit call that fixes it.
+    call: str = ""
+    fed_by: list[KeyedOperator | None] = field(default_factory=list)
+    consumer: KeyedOperator | None = None
+    #: The inputs' sides as the user named them.
+    sides: tuple[str, ...] = ("input",)
+    #: Whether an input reads another keyed operator's output through an exchange: its
+    #: keys can only be measured by running that operator.
+    behind_shuffle: list[KeyedOperator | None] = field(default_factory=list)
+    #: The operator's own output, as a DataFrame (for Spark's physical plan of it).
+    frame: DataFrame | None = None
+
+    @property
+    def output_keys(self) -> tuple[str, ...] | None:
+        """The columns its output is hash-partitioned by (None: not partitioned by a key)."""
+        if self.kind == "join":
+            if self.how == "full":
+                return None
+            return self.names[1] if self.how == "right" else self.names[0]
+        return self.names[0] if self.kind != "stateful" else None
+
+
+def keyed_operators(frame: DataFrame) -> list[KeyedOperator]:
+    """Every keyed operator of ``frame``'s plan, inputs before the operators that read them."""
+    plan = getattr(frame, "_plan", None)
+    if plan is None or not hasattr(frame, "_session"):
+        raise ConfigError(
+            "explain_skew reads a Spark Connect DataFrame's plan; this DataFrame is a classic PySpark one: "
+            "build it from a Spark Connect session (keysplit.spark.session())"
+        )
+    found: list[KeyedOperator] = []
+    _visit(plan, frame._session, None, found)
+    return found
+
+
+def _frame(plan: Any, session: Any) -> DataFrame:
+    from pyspark.sql.connect.dataframe import DataFrame as ConnectFrame
+
+    return ConnectFrame(plan, session)
+
+
+def _text(column: Column) -> str:
+    name = column_name(column)
+    return name if name is not None else str(column._expr)
+
+
+def _columns(given: Any) -> list[Column]:
+    from pyspark.sql.connect.column import Column as ConnectColumn
+
+    return [c if isinstance(c, ConnectColumn) else ConnectColumn(c) for c in given]
+
+
+def _windows(expression: Any) -> list[Any]:
+    """The window expressions in an expression tree."""
+    kind = type(expression).__name__
+    if kind == "WindowExpression":
+        return [expression]
+    found = []
+    for value in vars(expression).values():
+        children = value if isinstance(value, (list, tuple)) else [value]
+        for child in children:
+            if type(child).__module__.endswith("connect.expressions"):
+                found.extend(_windows(child))
+    return found
+
+
+def _visit(
+    node: Any, session: Any, above: tuple[KeyedOperator, tuple[str, ...]] | None, found: list[KeyedOperator]
+) -> KeyedOperator | None:
+    """Reads ``node``'s subtree; ``above`` is the keyed operator that reads ``node``'s output
+    with no exchange in between, and its key columns on this input. Returns the keyed
+    operator whose output ``node``'s output is, with no exchange in between (or None)."""
+    kind = type(node).__name__
+    operator = _operator(node, session)
+    if operator is not None:
+        operator.frame = _frame(node, session)
+        if above is not None and operator.output_keys is not None and set(operator.output_keys) <= set(above[1]):
+            operator.consumer = above[0]
+        children = [node.left, node.right] if kind == "Join" else [node._child]
+        for child, names in zip(children, operator.names, strict=True):
+            lower = _visit(child, session, (operator, names), found)
+            fed = lower if lower is not None and lower.consumer is operator else None
+            operator.fed_by.append(fed)
+            # An input that reads another keyed operator's output through an exchange can
+            # only be measured by running that operator.
+            operator.behind_shuffle.append(None if fed is not None else (lower or _first_keyed(child, session)))
+        found.append(operator)
+        return operator
+    if kind in _PASS_THROUGH and getattr(node, "_child", None) is not None:
+        return _visit(node._child, session, above, found)
+    for child in _children(node):
+        _visit(child, session, None, found)
+    return None
+
+
+def _first_keyed(node: Any, session: Any) -> KeyedOperator | None:
+    if node is None:
+        return None
+    operator = _operator(node, session)
+    if operator is not None:
+        return operator
+    for child in _children(node):
+        below = _first_keyed(child, session)
+        if below is not None:
+            return below
+    return None
+
+
+def _children(node: Any) -> list[Any]:
+    from pyspark.sql.connect.plan import LogicalPlan
+
+    kids = [getattr(node, "_child", None), getattr(node, "left", None), getattr(node, "right", None)]
+    kids.append(getattr(node, "other", None))
+    kids.append(getattr(node, "_other", None))
+    return [k for k in kids if isinstance(k, LogicalPlan)]
+
+
+def _operator(node: Any, session: Any) -> KeyedOperator | None:
+    """``node`` as a keyed operator, or None when it is not one."""
+    kind = type(node).__name__
+    if kind == "Join":
+        return _join(node, session)
+    if kind == "Aggregate" and node._group_type == "groupby" and node._grouping_cols:
+        keys = _columns(node._grouping_cols)
+        functions = []
+        for given in _columns(node._aggregate_cols):
+            call = function_call(given)
+            if call is not None:
+                name, args, distinct = call
+                argument = _columns(args[:1])[0] if args else None
+                functions.append((f"{name}_distinct" if distinct else name, argument))
+        names = tuple(_text(k) for k in keys)
+        aggregates = ", ".join(str(c._expr) for c in _columns(node._aggregate_cols))
+        return KeyedOperator(
+            "aggregate",
+            f"groupBy({', '.join(names)}).agg({aggregates})",
+            [_frame(node._child, session)],
+            [keys],
+            [names],
+            functions=functions,
+            call=f"skewed(df).groupBy({', '.join(map(repr, names))}).agg({aggregates})",
+        )
+    if kind == "Deduplicate" and node.column_names and not node.all_columns_as_keys:
+        names = tuple(node.column_names)
+        from pyspark.sql.connect.functions import col
+
+        return KeyedOperator(
+            "aggregate",
+            f"dropDuplicates({list(names)})",
+            [_frame(node._child, session)],
+            [[col(n) for n in names]],
+            [names],
+            functions=[("first", None)],
+        )
+    if kind in ("Project", "WithColumns"):
+        windows = [w for c in _columns(node._columns) for w in _windows(c._expr)]
+        if windows:
+            spec = windows[0]._windowSpec
+            keys = _columns(spec._partitionSpec)
+            names = tuple(_text(k) for k in keys)
+            functions = []
+            for w in windows:
+                function = w._windowFunction
+                args = getattr(function, "_args", [])
+                functions.append(
+                    (getattr(function, "_name", type(function).__name__), _columns(args[:1])[0] if args else None)
+                )
+            described = ", ".join(str(w) for w in windows)
+            return KeyedOperator(
+                "window",
+                f"window partitionBy({', '.join(names)}): {described}",
+                [_frame(node._child, session)],
+                [keys],
+                [names],
+                functions=functions,
+                call="skewed(df).withColumns({...})",
+            )
+    if kind in ("GroupMap", "ApplyInPandasWithState", "TransformWithStateInPandas", "TransformWithStateInPySpark"):
+        keys = _columns(node._grouping_cols)
+        names = tuple(_text(k) for k in keys)
+        stateful = kind != "GroupMap"
+        verb = (
+            "applyInPandas"
+            if not stateful
+            else ("applyInPandasWithState" if kind.startswith("Apply") else "transformWithState")
+        )
+        return KeyedOperator(
+            "stateful" if stateful else "grouped map",
+            f"groupBy({', '.join(names)}).{verb}(...)",
+            [_frame(node._child, session)],
+            [keys],
+            [names],
+            call=f"skewed(df).groupBy({', '.join(map(repr, names))}).applyInPandas(f, schema, merge=...)",
+        )
+    return None
+
+
+def _join(node: Any, session: Any) -> KeyedOperator | None:
+    import pyspark.sql.connect.proto as proto
+
+    # The client plan holds Spark Connect's enum: JOIN_TYPE_LEFT_OUTER and so on.
+    name = proto.Join.JoinType.Name(node.how).removeprefix("JOIN_TYPE_").lower() if node.how else "inner"
+    if node.on is None or name in ("cross", "unspecified"):
+        return None
+    left, right = _frame(node.left, session), _frame(node.right, session)
+    how = join_type(name)
+    keys = join_keys(node.on, left, right)
+    from pyspark.sql.connect.functions import col
+
+    on = (
+        repr(keys.left[0])
+        if keys.using and len(keys.left) == 1
+        else (repr(list(keys.left)) if keys.using else str(node.on))
+    )
+    return KeyedOperator(
+        "join",
+        f"join({on}, {how!r})",
+        [left, right],
+        [[col(n) for n in keys.left], [col(n) for n in keys.right]],
+        [keys.left, keys.right],
+        how=how,
+        call=f"skewed(left).join(right, {on}, {how!r})",
+        sides=("left", "right"),
+    )
