@@ -136,6 +136,11 @@ def test_join_then_aggregate_names_the_hot_key_the_rule_and_the_call(spark, tabl
         assert aggregate["hottest_task_share"] == join["hottest_task_share"]
         # What Spark then did: no split.
         assert not spark_split(spark_final_plan(spark, query))
+    # At Spark's default threshold that is the first reason, and the veto is named as well.
+    with settings(spark):
+        join = only(explain_skew(query), "join")
+        assert join["rule"] == "threshold" and "over it, still no split" in join["why"]
+        assert "groupBy(k)" in join["why"] and join["fix"] == "skewed(left).join(right, 'k', 'inner')"
     # With the veto lifted Spark splits it and shuffles the join's output for the aggregate,
     # which explain_skew then cannot measure without running the join.
     with settings(spark, **LOW_THRESHOLD, **{"spark.sql.adaptive.forceOptimizeSkewedJoin": "true"}):
@@ -222,6 +227,25 @@ def test_no_keyed_operator_and_printing(spark, tables, capsys):
     assert "fix: skewed(left).join(right, 'k', 'left')" in printed
 
 
+def test_sql_text_and_streams_are_said_so(spark, tables):
+    read, _ = tables
+    read["facts"].createOrReplaceTempView("explain_facts")
+    with settings(spark):
+        sql = explain_skew(spark.spark.sql("SELECT k, count(*) FROM explain_facts GROUP BY k"))
+        assert sql["rule"].to_list() == ["not read"] and "DataFrame API" in sql["why"][0]
+        # A stream's keyed operator: stateful, adaptive execution off; nothing is measured
+        # (a stream cannot be read by a batch job).
+        stream = spark.spark.readStream.format("rate").option("rowsPerSecond", 10).load()
+        row = only(explain_skew(stream.groupBy((F.col("value") % 3).alias("k")).count()), "groupBy")
+        assert row["rule"] == "stateful stream" and row["hottest_task_share"] is None
+        assert row["fix"] == "keysplit.spark.stream_aggregate(...)"
+
+
 def test_bad_input(spark):
     with pytest.raises(ConfigError, match="session="):
         explain_skew(pl.DataFrame({"k": [1]}))  # type: ignore[arg-type]
+    frame = spark.spark.range(10)
+    with pytest.raises(ConfigError, match="sample_rows must be a positive int"):
+        explain_skew(frame, sample_rows=0)
+    with pytest.raises(ConfigError, match="seed"):
+        explain_skew(frame, seed=-1)

@@ -43,7 +43,7 @@ import polars as pl
 
 from keysplit._checks import require_count, require_seed
 from keysplit.spark.holistic import REPEATS, SPLIT_FUNCTIONS
-from keysplit.spark.intake import run_settings, session_for, shuffle_partitions
+from keysplit.spark.intake import RUN_SETTINGS, run_settings, session_for, shuffle_partitions
 from keysplit.spark.keyed_plan import KeyedOperator, keyed_operators
 
 if TYPE_CHECKING:
@@ -448,7 +448,8 @@ def _measure(
         F.col("map").isNotNull() | (F.col("picked") & (F.col("rank") <= TOP_KEYS))
     )
     # The measuring job's own shuffles are small: a few tasks, not the query's partitions.
-    with run_settings(handle, {"spark.sql.shuffle.partitions": str(_OWN_PARTITIONS)}):
+    # (and a holistic input's sketches stay in a hash map, not sorted: RUN_SETTINGS).
+    with run_settings(handle, {**RUN_SETTINGS, "spark.sql.shuffle.partitions": str(_OWN_PARTITIONS)}):
         fetched = pl.from_arrow(handle.call("measuring the keyed operators' inputs", rows.toArrow))
     assert isinstance(fetched, pl.DataFrame)
     measured: dict[int, list[_Input | None]] = {
@@ -517,6 +518,15 @@ def _judge(
             "hash of the key for the life of the checkpoint: a hot key's state and rows stay on one task",
             None,
             fix,
+        )
+    if operator.kind == "sql":
+        return _Verdict(
+            False,
+            "not read",
+            "a spark.sql query's operators are in its text, which only the server parses: explain_skew reads "
+            "DataFrame plans; build the query with the DataFrame API, or explain the DataFrames it joins",
+            None,
+            None,
         )
     if operator.kind == "window" and not operator.names[0]:
         return _Verdict(
@@ -699,12 +709,21 @@ def _join(handle: Session, operator: KeyedOperator, inputs: list[_Input | None],
         )
     if not over:
         size, median, limit = skewed[hottest_side][1:]
+        # What would still stop it over the threshold, for whoever lowers it.
+        also = []
+        if how not in _SPLITTABLE[hottest_side]:
+            also.append(f"a {how} join keeps its {hottest_side} side whole")
+        if operator.consumer is not None and not settings.force:
+            also.append(
+                f"{operator.consumer.label} above reads the join's output on the same key, so a split would add a "
+                "shuffle and is vetoed (forceOptimizeSkewedJoin is off)"
+            )
         return _Verdict(
             False,
             "threshold",
             f"the hottest {hottest_side} partition ({_megabytes(size)} estimated, {size / max(median, 1):.1f}x the "
             f"median) is under the skew threshold max({_megabytes(settings.threshold)}, {settings.factor:g} x "
-            f"median) = {_megabytes(limit)}",
+            f"median) = {_megabytes(limit)}" + (f"; over it, still no split: {'; '.join(also)}" if also else ""),
             unsplit_share,
             fix,
         )
@@ -819,14 +838,24 @@ def _split_share(
 
 
 def _pack(blocks: np.ndarray, target: float) -> list[float]:
+    """Spark's ``splitSizeListByTargetSize``: map blocks packed in order until the next one
+    would pass ``target``; a piece merges into the one before when either is under 0.2 of
+    the target or both together under 1.2 of it."""
     pieces: list[float] = []
+
+    def close(size: float) -> None:
+        if pieces and (size + pieces[-1] < 1.2 * target or size < 0.2 * target or pieces[-1] < 0.2 * target):
+            pieces[-1] += size
+        else:
+            pieces.append(size)
+
     current = 0.0
     for size in blocks:
         if current > 0 and current + size > target:
-            pieces.append(current)
+            close(current)
             current = 0.0
         current += float(size)
-    pieces.append(current)
+    close(current)
     return pieces
 
 

@@ -54,7 +54,7 @@ _PASS_THROUGH = (
 @dataclass
 class KeyedOperator:
     """One keyed operator: ``kind`` is ``join``, ``aggregate``, ``window``, ``grouped map``
-    or ``stateful``; ``inputs[i]`` is a DataFrame of its i-th input, ``keys[i]`` that input's
+    or ``stateful`` (or ``sql``: a ``spark.sql`` query, whose operators are in its text); ``inputs[i]`` is a DataFrame of its i-th input, ``keys[i]`` that input's
     key columns (Spark Connect Columns), ``names[i]`` their names where they are plain
     columns (else the expression's text)."""
 
@@ -85,7 +85,7 @@ class KeyedOperator:
             if self.how == "full":
                 return None
             return self.names[1] if self.how == "right" else self.names[0]
-        return self.names[0] if self.kind != "stateful" else None
+        return self.names[0] if self.kind not in ("stateful", "sql") else None
 
 
 def keyed_operators(frame: DataFrame) -> list[KeyedOperator]:
@@ -144,7 +144,7 @@ def _visit(
         operator.frame = _frame(node, session)
         if above is not None and operator.output_keys is not None and set(operator.output_keys) <= set(above[1]):
             operator.consumer = above[0]
-        children = [node.left, node.right] if kind == "Join" else [node._child]
+        children = [node.left, node.right] if kind == "Join" else [node._child] if operator.inputs else []
         for child, names in zip(children, operator.names, strict=True):
             lower = _visit(child, session, (operator, names), found)
             fed = lower if lower is not None and lower.consumer is operator else None
@@ -188,6 +188,11 @@ def _operator(node: Any, session: Any) -> KeyedOperator | None:
     kind = type(node).__name__
     if kind == "Join":
         return _join(node, session)
+    query = _sql_text(node)
+    if query is not None:
+        # Its operators are in the query's text, which only the server parses.
+        text = " ".join(query.split())
+        return KeyedOperator("sql", f"spark.sql({text[:60]!r}{'...' if len(text) > 60 else ''})", [], [], [])
     if kind == "Aggregate" and node._group_type == "groupby" and node._grouping_cols:
         keys = _columns(node._grouping_cols)
         functions = []
@@ -260,6 +265,18 @@ def _operator(node: Any, session: Any) -> KeyedOperator | None:
             [names],
             call=f"skewed(df).groupBy({', '.join(map(repr, names))}).applyInPandas(f, schema, merge=...)",
         )
+    return None
+
+
+def _sql_text(node: Any) -> str | None:
+    """The query of a ``spark.sql(...)`` relation (Spark Connect holds it as the server's
+    answer, a ``sql`` relation), or None."""
+    kind = type(node).__name__
+    if kind == "SQL":
+        return str(node._query)
+    relation = getattr(node, "_plan", None) if kind == "CachedRelation" else None
+    if relation is not None and relation.WhichOneof("rel_type") == "sql":
+        return str(relation.sql.query)
     return None
 
 
