@@ -214,6 +214,10 @@ def test_window_and_aggregates(spark, tables):
         assert listed["fix"] is None and "no split helps" in listed["why"]
         few = only(explain_skew(frame.groupBy("k").agg(F.median(F.col("v") % 3))), "groupBy")
         assert few["rule"] == "few values"
+        grouped = only(explain_skew(frame.groupBy("k").applyInPandas(lambda p: p, frame.schema)), "groupBy")
+        assert grouped["rule"] == "not a join" and "applyInPandas(f, schema, merge=" in grouped["fix"]
+        deduplicated = only(explain_skew(frame.dropDuplicates(["k"])), "dropDuplicates")
+        assert deduplicated["rule"] == "combinable" and deduplicated["fix"] is None
 
 
 def test_no_keyed_operator_and_printing(spark, tables, capsys):
@@ -233,6 +237,9 @@ def test_sql_text_and_streams_are_said_so(spark, tables):
     with settings(spark):
         sql = explain_skew(spark.spark.sql("SELECT k, count(*) FROM explain_facts GROUP BY k"))
         assert sql["rule"].to_list() == ["not read"] and "DataFrame API" in sql["why"][0]
+        facts, dim = read["facts"], read["dim"]
+        theta = only(explain_skew(facts.join(dim, (facts["k"] == dim["k"]) & (facts["v"] > dim["w"]))), "join")
+        assert theta["rule"] == "not measured" and "not read as key columns" in theta["why"]
         # A stream's keyed operator: stateful, adaptive execution off; nothing is measured
         # (a stream cannot be read by a batch job).
         stream = spark.spark.readStream.format("rate").option("rowsPerSecond", 10).load()

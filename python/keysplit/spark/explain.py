@@ -519,6 +519,8 @@ def _judge(
             None,
             fix,
         )
+    if operator.note is not None:
+        return _Verdict(False, "not measured", operator.note, None, None)
     if operator.kind == "sql":
         return _Verdict(
             False,

@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from keysplit._errors import ConfigError
+from keysplit._errors import ConfigError, KeysplitError
 from keysplit.spark.expressions import column_name, function_call
 from keysplit.spark.join import join_keys, join_type
 
@@ -77,6 +77,8 @@ class KeyedOperator:
     behind_shuffle: list[KeyedOperator | None] = field(default_factory=list)
     #: The operator's own output, as a DataFrame (for Spark's physical plan of it).
     frame: DataFrame | None = None
+    #: Why it cannot be judged, when it cannot.
+    note: str | None = None
 
     @property
     def output_keys(self) -> tuple[str, ...] | None:
@@ -289,8 +291,22 @@ def _join(node: Any, session: Any) -> KeyedOperator | None:
         return None
     left, right = _frame(node.left, session), _frame(node.right, session)
     how = join_type(name)
-    keys = join_keys(node.on, left, right)
     from pyspark.sql.connect.functions import col
+
+    try:
+        keys = join_keys(node.on, left, right)
+    except KeysplitError as error:
+        # Spark's join on a condition keysplit cannot read as key columns: listed, not measured.
+        return KeyedOperator(
+            "join",
+            f"join({node.on}, {how!r})",
+            [left, right],
+            [[], []],
+            [(), ()],
+            how=how,
+            sides=("left", "right"),
+            note=f"its condition is not read as key columns ({error})",
+        )
 
     on = (
         repr(keys.left[0])
