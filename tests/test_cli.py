@@ -146,7 +146,14 @@ def test_simulate_writes_json_refuses_an_unknown_suffix_and_can_group_nulls(tmp_
         capture_output=True,
         text=True,
     )
-    assert nulls.returncode != 0 and "null" in nulls.stderr
+    # The fix is said as the command line spells it, not as the Python API does.
+    assert nulls.returncode == 2 and "pass --nulls group" in nulls.stderr and 'nulls="group"' not in nulls.stderr
+    floats = tmp_path / "floats.parquet"
+    pl.DataFrame({"key": [0.5, 1.5] * 100}).write_parquet(floats)
+    refused_floats = subprocess.run(
+        [*keysplit_command(), "simulate", "--datasets", f"file:path={floats},key=key"], capture_output=True, text=True
+    )
+    assert refused_floats.returncode == 2 and "cast(pl.String)" in refused_floats.stderr
     output = tmp_path / "r.json"
     subprocess.run(
         [*keysplit_command(), "simulate", "--datasets", dataset, "--nulls", "group", "--output", str(output)],

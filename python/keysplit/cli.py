@@ -185,6 +185,12 @@ def _list_groupers(args: argparse.Namespace) -> int:
     return 0
 
 
+def _as_command_line(message: str) -> str:
+    """An error's fix as the command line spells it: the core and the Python API name their
+    keyword arguments (``nulls="group"``), the commands their flags."""
+    return message.replace('nulls="group"', "--nulls group")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="keysplit", description=__doc__)
     from keysplit import __version__
@@ -307,7 +313,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return args.run(args)
     except (ValueError, TypeError, ImportError, FileNotFoundError, datasets.MissingSourceError) as error:
-        print(f"keysplit: error: {error}", file=sys.stderr)
+        print(f"keysplit: error: {_as_command_line(str(error))}", file=sys.stderr)
         return 2
     except BrokenPipeError:
         # The reader (`| head`) has stopped reading: nothing is wrong, and there is no one

@@ -77,7 +77,11 @@ def from_file(
         if column is not None and column not in schema:
             raise KeyInputError(f"{path.name} has no column {column!r} for {role}; its columns are {list(schema)}")
     if not (schema[key].is_integer() or schema[key] in (pl.String, pl.Binary, pl.Categorical)):
-        raise KeyTypeError(f"key column {key!r} of {path.name} is {schema[key]}; keys must be strings or integers")
+        raise KeyTypeError(
+            f"key column {key!r} of {path.name} is {schema[key]}; keys must be strings or integers: write the "
+            f"column as one, e.g. with Polars df.with_columns(pl.col({key!r}).cast(pl.String)) "
+            "(or .cast(pl.Int64) for whole numbers)"
+        )
     stream = scan.select(pl.col(column).alias(role) for role, column in wanted.items() if column is not None)
     return rebatch(stream.collect_batches(chunk_size=batch_rows, maintain_order=True, lazy=True), batch_rows)
 

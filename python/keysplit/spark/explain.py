@@ -216,10 +216,12 @@ def explain_skew(
       what decides it (``join type``, ``threshold``, ``extra shuffle``, ``not two
       shuffles``, ``map blocks``, ``output skew``, ``broadcast``, ``not a join``,
       ``combinable``, ``few values``, ``stateful stream``, ``no hot key``, ``not measured``,
-      ``no shuffle of its own``, ``splits``, ``forced split``); ``why``: the rule with the figures;
+      ``not read``, ``no partitionBy``, ``no shuffle of its own``, ``adaptive execution
+      off``, ``splits``, ``forced split``; ``docs/spark.md`` has the table); ``why``: the
+      rule with the figures;
     - ``hottest_task_share``: the predicted share of the rows its stage reads (a holistic
-      aggregate: of the values it buffers) that the hottest task reads, after Spark's own
-      splitting; null when not measured;
+      aggregate: of the bytes its buffers hold) that the hottest task reads, after Spark's
+      own splitting; null when not measured;
     - ``fix``: the keysplit call that splits it, or null when none is needed or none helps.
 
     The shuffle's blocks (rows per map task and reduce partition) are counted from every

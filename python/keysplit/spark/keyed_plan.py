@@ -64,9 +64,9 @@ class KeyedOperator:
     keys: list[list[Column]]
     names: list[tuple[str, ...]]
     how: str | None = None
-    #: The aggregate's or window's functions, as (name, first argument's text or None).
+    #: The aggregate's or window's functions: (name, first argument or None).
     functions: list[tuple[str, Column | None]] = field(default_factory=list)
-    #: Spark Connect expressions of the call, for the keysplit call that fixes it.
+    #: The keysplit call that splits it, as text.
     call: str = ""
     fed_by: list[KeyedOperator | None] = field(default_factory=list)
     consumer: KeyedOperator | None = None

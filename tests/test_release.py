@@ -1,0 +1,33 @@
+"""One version, set in the workspace ``Cargo.toml``: the installed wheel's metadata,
+``keysplit.__version__``, ``keysplit --version`` and the CHANGELOG's first entry agree on it."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import re
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import keysplit
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_one_version_everywhere() -> None:
+    workspace = tomllib.loads((ROOT / "Cargo.toml").read_text())["workspace"]["package"]["version"]
+    assert keysplit.__version__ == workspace
+    assert importlib.metadata.version("keysplit") == workspace
+    command = subprocess.run(
+        [sys.executable, "-m", "keysplit", "--version"], check=True, capture_output=True, text=True
+    )
+    assert command.stdout.strip() == f"keysplit {workspace}"
+    entries = re.findall(r"^## (\S+)", (ROOT / "CHANGELOG.md").read_text(), flags=re.MULTILINE)
+    assert entries and entries[0] == workspace, f"CHANGELOG.md's first entry is {entries[:1]}, the version {workspace}"
+
+
+def test_changelog_lists_every_grouper() -> None:
+    text = (ROOT / "CHANGELOG.md").read_text()
+    missing = [name for name in [info.name for info in keysplit.groupers()] if f"`{name}`" not in text]
+    assert not missing, f"CHANGELOG.md's first entry does not name {missing}"
