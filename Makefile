@@ -8,8 +8,9 @@ VENV := .venv
 BIN := $(VENV)/bin
 DEPS_STAMP := $(VENV)/.requirements-dev.stamp
 WHEEL_DIR := target/wheels
+DIST_DIR := dist
 
-.PHONY: run test wheel data java lint stubtest rust-test python-test fuzz-check fuzz-smoke bench spark-vs-native spark-ingest spark-grouped-map spark-skew-join spark-window spark-holistic spark-explain-skew clean
+.PHONY: run test wheel dist data java lint stubtest rust-test python-test fuzz-check fuzz-smoke bench spark-vs-native spark-ingest spark-grouped-map spark-skew-join spark-window spark-holistic spark-explain-skew clean
 
 # Debian packages of the real datasets (keysplit.datasets.kjv); the PyPI ones are in
 # requirements-dev.txt.
@@ -34,6 +35,16 @@ wheel: $(DEPS_STAMP)
 	$(BIN)/maturin build --release --out $(WHEEL_DIR)
 	$(BIN)/python -m pip install --quiet --no-deps --force-reinstall $(WHEEL_DIR)/keysplit-*.whl
 	$(BIN)/python -m pip check
+
+# Release artefacts, as users install them: an abi3 wheel for glibc 2.17 and later
+# (manylinux2014, linked with zig from PyPI's ziglang, so no old toolchain is needed) and an
+# sdist; auditwheel confirms the wheel's tag and twine both files' metadata.
+dist: $(DEPS_STAMP)
+	rm -rf $(DIST_DIR)
+	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/maturin build --release --zig --compatibility manylinux2014 --out $(DIST_DIR)
+	$(BIN)/maturin sdist --out $(DIST_DIR)
+	$(BIN)/auditwheel show $(DIST_DIR)/keysplit-*.whl | tr -s ' \n' ' ' | grep -q '"manylinux_2_17_x86_64"'
+	$(BIN)/twine check --strict $(DIST_DIR)/*
 
 lint: $(DEPS_STAMP)
 	cargo fmt --all --check

@@ -31,3 +31,16 @@ def test_changelog_lists_every_grouper() -> None:
     text = (ROOT / "CHANGELOG.md").read_text()
     missing = [name for name in [info.name for info in keysplit.groupers()] if f"`{name}`" not in text]
     assert not missing, f"CHANGELOG.md's first entry does not name {missing}"
+
+
+def test_the_command_line_starts_without_the_optional_packages() -> None:
+    """``pip install keysplit`` has neither PyArrow nor PySpark: the command line must not
+    import them to start (``keysplit --version``, ``keysplit groupers``)."""
+    blocked = "import sys; sys.modules.update(dict.fromkeys(['pyarrow', 'pyspark', 'pandas']))"
+    for command in (["--version"], ["groupers"]):
+        started = subprocess.run(
+            [sys.executable, "-c", f"{blocked}; from keysplit.cli import main; sys.exit(main({command!r}))"],
+            capture_output=True,
+            text=True,
+        )
+        assert started.returncode == 0, started.stderr

@@ -240,6 +240,9 @@ def test_sql_text_and_streams_are_said_so(spark, tables):
         facts, dim = read["facts"], read["dim"]
         theta = only(explain_skew(facts.join(dim, (facts["k"] == dim["k"]) & (facts["v"] > dim["w"]))), "join")
         assert theta["rule"] == "not measured" and "not read as key columns" in theta["why"]
+        # A join on a condition is partitioned by no key column: an aggregate above it shuffles.
+        above = explain_skew(facts.join(dim, facts["v"] > dim["w"] * 100000).groupBy(facts["k"]).count())
+        assert only(above, "groupBy")["rule"] != "no shuffle of its own"
         # A stream's keyed operator: stateful, adaptive execution off; nothing is measured
         # (a stream cannot be read by a batch job).
         stream = spark.spark.readStream.format("rate").option("rowsPerSecond", 10).load()

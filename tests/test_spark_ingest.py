@@ -14,9 +14,9 @@ import pytest
 
 import keysplit
 from keysplit import ConfigError
+from keysplit._grouper import DEFAULT_GROUPER
 from keysplit.spark import reference
 from keysplit.spark.ingest import IngestOptions, balanced_union, choose_path
-from keysplit.spark.options import DEFAULT_GROUPER
 from keysplit.spark.session import Session
 from reports import aggregated
 

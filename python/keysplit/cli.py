@@ -13,8 +13,7 @@ from keysplit import datasets, reproduction
 from keysplit import simulate as simulation
 from keysplit._checks import require_workers
 from keysplit._errors import ConfigError
-from keysplit._grouper import Grouper, GrouperInfo, groupers, parse_spec
-from keysplit.spark.options import DEFAULT_GROUPER
+from keysplit._grouper import DEFAULT_GROUPER, Grouper, GrouperInfo, groupers, parse_spec
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence

@@ -35,7 +35,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from keysplit._errors import ConfigError
-from keysplit._grouper import Grouper, NullPolicy
+from keysplit._grouper import DEFAULT_GROUPER, Grouper, NullPolicy
 from keysplit.spark.checkpoint import Checkpoint
 from keysplit.spark.columns import quoted
 from keysplit.spark.ingest import (
@@ -50,7 +50,7 @@ from keysplit.spark.ingest import (
 )
 from keysplit.spark.intake import Intake, is_spark_frame
 from keysplit.spark.lifetime import unpersist_with
-from keysplit.spark.options import DEFAULT_GROUPER, make_grouper, order_columns, require_key, require_window
+from keysplit.spark.options import make_grouper, order_columns, require_key, require_window
 from keysplit.spark.report import ObservationMismatch, Report, RunReport, WindowReport
 from keysplit.spark.routed_windows import WINDOW_COLUMN, ClientStream, RoutedWindow, SparkFrame, routed_input
 from keysplit.spark.routing import SOURCE_COLUMN, WORKER_COLUMN
@@ -421,7 +421,7 @@ def aggregate(
     grouper, workers, seed
         A :class:`keysplit.Grouper` (stateful: a client stream goes on from where it is;
         each executor source starts from its state) or a grouper name, made with
-        ``workers`` and ``seed`` (default :data:`~keysplit.spark.options.DEFAULT_GROUPER`, ``"elastic"``, 8 workers, seed 0).
+        ``workers`` and ``seed`` (default :data:`~keysplit._grouper.DEFAULT_GROUPER`, ``"elastic"``, 8 workers, seed 0).
     aggs
         Specs such as ``"count"`` (rows per key), ``"count(v)"`` (non-null ``v``),
         ``"sum(v)"``, ``"min(v)"``, ``"max(v)"``, ``"mean(v)"`` and ``"distinct(v)"``; the

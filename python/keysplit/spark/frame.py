@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from keysplit._errors import ConfigError, ConfigTypeError
+from keysplit._grouper import DEFAULT_GROUPER
 from keysplit.spark.aggregate import Agg, aggregate
 from keysplit.spark.explain import explain_skew, skew_table
 from keysplit.spark.grouped import apply_grouped
@@ -40,7 +41,6 @@ from keysplit.spark.holistic import HolisticReport, holistic_agg
 from keysplit.spark.hot_keys import DEFAULT_CAPACITY
 from keysplit.spark.intake import is_spark_frame
 from keysplit.spark.join import JoinReport, join
-from keysplit.spark.options import DEFAULT_GROUPER
 from keysplit.spark.window import WindowSplitReport, window
 
 #: The grouped verbs' workers when ``skewed`` is given none.
@@ -266,7 +266,7 @@ def skewed(
     """``frame`` with keysplit behind its keyed verbs: ``skewed(df).groupBy("k")`` then
     ``.applyInPandas(f, schema, merge=m)`` or ``.agg(...)``. The options are
     :func:`keysplit.spark.apply_grouped`'s (``grouper=None``: its two-pass plan; ``.agg``
-    then routes with :data:`~keysplit.spark.options.DEFAULT_GROUPER`). ``workers=None``:
+    then routes with :data:`~keysplit._grouper.DEFAULT_GROUPER`). ``workers=None``:
     each verb's own default, 32 for the grouped verbs, the shuffle's partitions for
     ``.join``."""
     if not is_spark_frame(frame):

@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from keysplit import datasets
+from keysplit._grouper import DEFAULT_GROUPER
 from keysplit._numbers import to_int
-from keysplit.spark.options import DEFAULT_GROUPER
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator

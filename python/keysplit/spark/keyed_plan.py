@@ -83,11 +83,11 @@ class KeyedOperator:
     @property
     def output_keys(self) -> tuple[str, ...] | None:
         """The columns its output is hash-partitioned by (None: not partitioned by a key)."""
-        if self.kind == "join":
-            if self.how == "full":
-                return None
-            return self.names[1] if self.how == "right" else self.names[0]
-        return self.names[0] if self.kind not in ("stateful", "sql") else None
+        if self.kind in ("stateful", "sql") or (self.kind == "join" and self.how == "full"):
+            return None
+        keys = self.names[1] if self.kind == "join" and self.how == "right" else self.names[0]
+        # No keys (a window without partitionBy, a join on a condition): not partitioned by any.
+        return keys or None
 
 
 def keyed_operators(frame: DataFrame) -> list[KeyedOperator]:

@@ -20,11 +20,11 @@ import polars as pl
 import pyarrow as pa
 
 from keysplit._errors import ConfigError, ConfigTypeError
-from keysplit._grouper import Grouper, NullPolicy
+from keysplit._grouper import DEFAULT_GROUPER, Grouper, NullPolicy
 from keysplit.spark.ingest import DEFAULT_BATCH_ROWS, IngestChoice, IngestOptions, Stream
 from keysplit.spark.intake import Intake
 from keysplit.spark.lifetime import unpersist_with
-from keysplit.spark.options import DEFAULT_GROUPER, make_grouper, order_columns, require_key, require_task_workers
+from keysplit.spark.options import make_grouper, order_columns, require_key, require_task_workers
 from keysplit.spark.report import ObservationMismatch, Report, RunReport, WindowReport
 from keysplit.spark.routed_windows import SEQUENCE_COLUMN, RoutedWindow, routed_input
 from keysplit.spark.routing import SOURCE_COLUMN, WORKER_COLUMN

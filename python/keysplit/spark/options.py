@@ -15,12 +15,6 @@ from keysplit._grouper import Grouper
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-#: The grouper of the Spark pipelines when none is given: on Zipf 1.5, Zipf 2.0 and uniform
-#: keys (10^7 rows, 32 workers, ``benches/spark_vs_native.py``) ``aggregate`` took 0.69×,
-#: 0.80× and 0.54× of Pd-Stream's time (the default before it) in the same session, at
-#: λ ≤ 0.01 and a fraction of its partial rows.
-DEFAULT_GROUPER = "elastic"
-
 
 def make_grouper(grouper: Grouper | str, workers: int, seed: int) -> Grouper:
     """``grouper`` itself, or one made from a name or spec (``"flexd:delta=2.0"``)."""

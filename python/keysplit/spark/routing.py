@@ -29,8 +29,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from keysplit._errors import ConfigError, ConfigTypeError, KeyInputError, KeysplitError
+from keysplit._grouper import DEFAULT_GROUPER
 from keysplit.spark.intake import is_spark_frame, session_for
-from keysplit.spark.options import DEFAULT_GROUPER, make_grouper, order_columns
+from keysplit.spark.options import make_grouper, order_columns
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Sequence

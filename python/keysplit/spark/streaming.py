@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from keysplit._errors import ConfigError
-from keysplit._grouper import Grouper, NullPolicy
+from keysplit._grouper import DEFAULT_GROUPER, Grouper, NullPolicy
 from keysplit.spark.aggregate import (
     DEFAULT_SKETCH_LG_K,
     Agg,
@@ -54,7 +54,7 @@ from keysplit.spark.aggregate import (
     remerge_sql,
 )
 from keysplit.spark.intake import run_settings, session_for
-from keysplit.spark.options import DEFAULT_GROUPER, make_grouper, order_columns
+from keysplit.spark.options import make_grouper, order_columns
 from keysplit.spark.routing import (
     ARCHIVE_DIR,
     SOURCE_COLUMN,
