@@ -128,52 +128,58 @@ def joins(handle: Any, status: SparkStatus, args: Any, share: float) -> list[dic
     return rows
 
 
-def windows(handle: Any, status: SparkStatus, args: Any, share: float) -> list[dict[str, Any]]:
-    frame = spark_window.inputs(handle.spark, args.rows, args.keys, share)
+def families(
+    status: SparkStatus,
+    label: str,
+    frame: Any,
+    queries: dict[str, Any],
+    measure: Any,
+    measured: str,
+) -> list[dict[str, Any]]:
+    """Each family's query of ``frame``: explained, then Spark's own run measured."""
     baseline = hot_keys_time(frame)
     rows = []
-    for name, columns in spark_window.families().items():
-        query = frame.withColumns(columns())
+    for name, query in queries.items():
         explained, seconds = timed(lambda q=query: ks.explain_skew(q))
         first = status.next_execution()
-        figures = spark_window.measure(handle, status, fingerprint(query), args.rows)
+        figures = measure(fingerprint(query))
         rows.append(
             check(
-                f"{share:.0%} window {name}",
-                seconds,
-                baseline,
-                judged(explained),
-                final_plans(status, first),
-                figures["hottest_share_of_records"],
+                f"{label} {name}", seconds, baseline, judged(explained), final_plans(status, first), figures[measured]
             )
         )
     frame.unpersist()
     return rows
+
+
+def windows(handle: Any, status: SparkStatus, args: Any, share: float) -> list[dict[str, Any]]:
+    frame = spark_window.inputs(handle.spark, args.rows, args.keys, share)
+    queries = {name: frame.withColumns(columns()) for name, columns in spark_window.families().items()}
+    return families(
+        status,
+        f"{share:.0%} window",
+        frame,
+        queries,
+        lambda query: spark_window.measure(handle, status, query, args.rows),
+        "hottest_share_of_records",
+    )
 
 
 def holistic(handle: Any, status: SparkStatus, args: Any, share: float) -> list[dict[str, Any]]:
     frame = spark_holistic.inputs(handle.spark, args.rows, args.keys, share)
-    baseline = hot_keys_time(frame)
-    rows = []
+    queries = {}
     for name, columns in spark_holistic.families().items():
         aggregated = frame.groupBy("k").agg(*columns())
         # Plain names for the fingerprint, as spark_holistic's (Spark's own do not read back).
-        query = aggregated.toDF(*[f"c{i}" for i in range(len(aggregated.columns))])
-        explained, seconds = timed(lambda q=query: ks.explain_skew(q))
-        first = status.next_execution()
-        figures = spark_holistic.measure(handle, status, fingerprint(query))
-        rows.append(
-            check(
-                f"{share:.0%} holistic {name}",
-                seconds,
-                baseline,
-                judged(explained),
-                final_plans(status, first),
-                figures["hottest_share_of_bytes"],
-            )
-        )
-    frame.unpersist()
-    return rows
+        queries[name] = aggregated.toDF(*[f"c{i}" for i in range(len(aggregated.columns))])
+    return families(
+        status,
+        f"{share:.0%} holistic",
+        frame,
+        queries,
+        lambda query: spark_holistic.measure(handle, status, query),
+        "hottest_share_of_bytes",
+    )
 
 
 def main() -> None:

@@ -42,12 +42,15 @@ import numpy as np
 import polars as pl
 
 from keysplit._checks import require_count, require_seed
+from keysplit._errors import KeysplitError
 from keysplit.spark.holistic import REPEATS, SPLIT_FUNCTIONS
 from keysplit.spark.intake import RUN_SETTINGS, run_settings, session_for, shuffle_partitions
+from keysplit.spark.join import _common_type
 from keysplit.spark.keyed_plan import KeyedOperator, keyed_operators
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
+    from pyspark.sql.types import DataType
 
     from keysplit.spark.session import Session
 
@@ -377,6 +380,7 @@ def _measure(
     if streaming:
         return {}
     for index, operator in enumerate(operators):
+        compared = _compared_types(handle, operator) if operator.kind == "join" and operator.names[0] else None
         for side, frame in enumerate(operator.inputs):
             if operator.fed_by[side] is not None or operator.behind_shuffle[side] is not None:
                 continue
@@ -391,8 +395,8 @@ def _measure(
                 # Spark infers `key IS NOT NULL` for a side whose null keys match nothing
                 # and are not kept: they never reach the exchange.
                 frame = frame.where(reduce(lambda a, b: a & b, [k.isNotNull() for k in keys]))
-            if operator.kind == "join":
-                keys = _compared(handle, operator, side, keys)
+            if compared is not None:
+                keys = [key.cast(kind) for key, kind in zip(keys, compared, strict=True)]
             estimated = _estimated_rows(handle, frame)
             fraction = 1.0 if estimated is None or estimated <= sample_rows else sample_rows / estimated
             width = _width(_schema(handle, frame))
@@ -482,20 +486,17 @@ def _measure(
     return measured
 
 
-def _compared(handle: Session, operator: KeyedOperator, side: int, keys: list[Column]) -> list[Column]:
-    """The join keys in the type both sides are compared in (Spark widens two integer
-    types to ``bigint`` before hashing them)."""
-    from pyspark.sql.types import LongType
-
-    integral = ("tinyint", "smallint", "int", "bigint")
+def _compared_types(handle: Session, operator: KeyedOperator) -> list[DataType] | None:
+    """The types a join's key pairs are compared (and hashed) in, by :func:`join`'s rule;
+    None for pairs that rule does not compare (each side's keys are hashed as they are)."""
     schemas = [_schema(handle, f) for f in operator.inputs]
-    out = []
-    for i, key in enumerate(keys):
-        kinds = [schemas[s][operator.names[s][i]].dataType for s in (0, 1)]
-        if kinds[0] != kinds[1] and all(k.simpleString() in integral for k in kinds):
-            key = key.cast(LongType())
-        out.append(key)
-    return out
+    try:
+        return [
+            _common_type(left, schemas[0][left].dataType, schemas[1][right].dataType)
+            for left, right in zip(operator.names[0], operator.names[1], strict=True)
+        ]
+    except KeysplitError:
+        return None
 
 
 # ---------------------------------------------------------------------------------------
