@@ -519,7 +519,8 @@ def test_a_hot_group_too_big_for_a_python_worker_completes_when_split(memory_lim
         return pd.DataFrame({"key": [pdf["key"].iloc[0]], "value": [pdf["value"].max()], "n": [pdf["n"].max()]})
 
     # Out of address space, Python or Arrow fails to allocate, whichever first.
-    with pytest.raises(Exception, match="Python worker exited unexpectedly|MemoryError|malloc|Wrapping .* failed"):
+    # Arrow's "Wrapping <value> failed" may reach us cut short, without "failed".
+    with pytest.raises(Exception, match="Python worker exited unexpectedly|MemoryError|malloc|Wrapping "):
         frame.groupBy("key").applyInPandas(largest, schema).collect()
     result = _collect(apply_grouped(frame, key="key", function=largest, merge=largest_of, schema=schema, workers=32))
     expected = data.group_by("key").agg(pl.col("value").max())

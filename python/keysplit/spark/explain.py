@@ -45,7 +45,7 @@ from keysplit._checks import require_count, require_seed
 from keysplit._errors import KeysplitError
 from keysplit.spark.holistic import REPEATS, SPLIT_FUNCTIONS
 from keysplit.spark.intake import RUN_SETTINGS, run_settings, session_for, shuffle_partitions
-from keysplit.spark.join import _common_type
+from keysplit.spark.join import join_key_type
 from keysplit.spark.keyed_plan import KeyedOperator, keyed_operators
 
 if TYPE_CHECKING:
@@ -492,7 +492,7 @@ def _compared_types(handle: Session, operator: KeyedOperator) -> list[DataType] 
     schemas = [_schema(handle, f) for f in operator.inputs]
     try:
         return [
-            _common_type(left, schemas[0][left].dataType, schemas[1][right].dataType)
+            join_key_type(left, schemas[0][left].dataType, schemas[1][right].dataType)
             for left, right in zip(operator.names[0], operator.names[1], strict=True)
         ]
     except KeysplitError:

@@ -216,7 +216,7 @@ def _side(reference: Any, left: DataFrame, right: DataFrame) -> tuple[str, str]:
     return held[0], name
 
 
-def _common_type(name: str, left: DataType, right: DataType) -> DataType:
+def join_key_type(name: str, left: DataType, right: DataType) -> DataType:
     """The type a key pair is compared in: their own when equal, ``bigint`` for two
     integers of different widths (Spark widens them alike)."""
     from pyspark.sql.types import LongType
@@ -677,7 +677,7 @@ def join(
                 "would find ambiguous; name them apart first, e.g. with toDF(...)"
             )
     key_types = [
-        _common_type(
+        join_key_type(
             quoted(a) if a == b else f"{quoted(a)} = {quoted(b)}", left_schema[a].dataType, right_schema[b].dataType
         )
         for a, b in zip(keys.left, keys.right, strict=True)
