@@ -1,16 +1,24 @@
 # The two commands of the README:
 #   make run   sets everything up, builds the release wheel and runs the main job;
-#   make test  sets everything up, builds the release wheel and runs every test.
-# Both work from a fresh clone: the virtualenv, its packages and the wheel are made here.
+#   make test  sets everything up, builds the release wheel and the sdist, and runs every
+#              test against them, each installed as a user would.
+# Both work from a fresh clone: the virtualenvs, their packages and the wheel are made here.
 
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 DEPS_STAMP := $(VENV)/.requirements-dev.stamp
-WHEEL_DIR := target/wheels
 DIST_DIR := dist
+# Fresh on every `make test`: the release wheel installed as `pip install keysplit[...]`
+# would, and the package built from the sdist.
+RELEASE_VENV := .venv-release
+SDIST_VENV := .venv-sdist
+# PATH less the directories that hold a Rust toolchain: the tests run against the wheel
+# where nothing could compile it.
+NO_RUST_PATH := $(shell printf '%s' "$$PATH" | tr ':' '\n' | while IFS= read -r dir; do \
+  [ -e "$$dir/cargo" ] || [ -e "$$dir/rustc" ] || [ -e "$$dir/rustup" ] || printf '%s:' "$$dir"; done | sed 's/:$$//')
 
-.PHONY: run test wheel dist data java lint stubtest rust-test python-test fuzz-check fuzz-smoke bench spark-vs-native spark-ingest spark-grouped-map spark-skew-join spark-window spark-holistic spark-explain-skew clean
+.PHONY: run test wheel dist release-venv sdist-test docs data java lint stubtest rust-test python-test fuzz-check fuzz-smoke bench spark-vs-native spark-ingest spark-grouped-map spark-skew-join spark-window spark-holistic spark-explain-skew clean
 
 # Debian packages of the real datasets (keysplit.datasets.kjv); the PyPI ones are in
 # requirements-dev.txt.
@@ -19,21 +27,19 @@ DEBIAN_DATA_PACKAGES := bible-kjv bible-kjv-text
 run: data wheel java
 	$(BIN)/keysplit run
 
-test: lint fuzz-check fuzz-smoke wheel stubtest rust-test python-test
+test: lint fuzz-check fuzz-smoke wheel stubtest rust-test python-test sdist-test docs
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
-$(DEPS_STAMP): requirements-dev.txt | $(BIN)/python
+$(DEPS_STAMP): requirements-dev.txt requirements-test.txt | $(BIN)/python
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -r requirements-dev.txt
 	touch $@
 
-# The tests import the installed wheel, never the source tree.
-wheel: $(DEPS_STAMP)
-	rm -rf $(WHEEL_DIR)
-	$(BIN)/maturin build --release --out $(WHEEL_DIR)
-	$(BIN)/python -m pip install --quiet --no-deps --force-reinstall $(WHEEL_DIR)/keysplit-*.whl
+# The development virtualenv runs the release wheel too: one build, one binary.
+wheel: dist
+	$(BIN)/python -m pip install --quiet --no-deps --force-reinstall $(DIST_DIR)/keysplit-*.whl
 	$(BIN)/python -m pip check
 
 # Release artefacts, as users install them: an abi3 wheel for glibc 2.17 and later
@@ -46,13 +52,45 @@ dist: $(DEPS_STAMP)
 	$(BIN)/auditwheel show $(DIST_DIR)/keysplit-*.whl | tr -s ' \n' ' ' | grep -q '"manylinux_2_17_x86_64"'
 	$(BIN)/twine check --strict $(DIST_DIR)/*
 
+# dist/'s wheel with every extra, in a new virtualenv, resolved from its own metadata.
+release-venv: dist
+	rm -rf $(RELEASE_VENV)
+	$(PYTHON) -m venv $(RELEASE_VENV)
+	$(RELEASE_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(RELEASE_VENV)/bin/python -m pip install --quiet -r requirements-test.txt
+	$(RELEASE_VENV)/bin/python -m pip install --quiet --only-binary keysplit \
+	  "$$(ls $(DIST_DIR)/keysplit-*.whl)[arrow,numpy,datasets,plot,progress,spark]"
+	$(RELEASE_VENV)/bin/python -m pip check
+
+# The sdist, built by pip as a user without a wheel for their platform would (maturin from
+# PyPI, the crates of its Cargo.lock from crates.io), then the release smoke test and the routing and
+# snapshot, input and sketch tests on what it built (without the optional Spark and plot packages).
+sdist-test: dist
+	rm -rf $(SDIST_VENV)
+	$(PYTHON) -m venv $(SDIST_VENV)
+	$(SDIST_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(SDIST_VENV)/bin/python -m pip install --quiet --no-binary keysplit $(DIST_DIR)/keysplit-*.tar.gz
+	grep -E '^(pytest|hypothesis|xxhash|numpy|pyarrow|datasketches)==' requirements-test.txt > $(SDIST_VENV)/pins.txt
+	$(SDIST_VENV)/bin/python -m pip install --quiet -r $(SDIST_VENV)/pins.txt
+	$(SDIST_VENV)/bin/python tests/release_smoke.py
+	$(SDIST_VENV)/bin/python -m pytest -q -p no:cacheprovider tests/test_choices.py tests/test_snapshot.py \
+	  tests/test_groupers.py tests/test_inputs.py tests/test_sketches.py tests/test_release.py
+
+# The documentation site, into site/ (open site/index.html): the guides of docs/, the API
+# reference from the installed wheel's docstrings, the CLI reference from its parser; every
+# warning, a broken link or cross-reference included, fails the build.
+docs: wheel
+	rm -rf site
+	$(BIN)/sphinx-build -E -W --keep-going -n -q -b html -d target/doctrees docs site
+
 lint: $(DEPS_STAMP)
 	cargo fmt --all --check
 	cargo clippy --workspace --all-targets --locked -- -D warnings
 	RUSTDOCFLAGS="-D warnings" cargo doc -p keysplit-core --no-deps --locked
-	$(BIN)/ruff check python tests benches
-	$(BIN)/ruff format --check python tests benches
+	$(BIN)/ruff check python tests benches docs/conf.py docs/_ext
+	$(BIN)/ruff format --check python tests benches docs/conf.py docs/_ext
 	$(BIN)/mypy
+	$(BIN)/actionlint -shellcheck $(BIN)/shellcheck
 
 # The type stub python/keysplit/_core.pyi against the compiled module it describes, so
 # that the two cannot drift: it needs the wheel installed, which lint (run first, on the
@@ -79,8 +117,11 @@ data:
 	    || { echo "make data: apt-get install$$missing failed" >&2; exit 1; }; \
 	fi
 
-python-test: data java $(DEPS_STAMP)
-	$(BIN)/python -m pytest
+# Against the release wheel in its fresh virtualenv, with no Rust toolchain on PATH.
+python-test: data java release-venv
+	@env PATH="$(NO_RUST_PATH)" sh -c 'for tool in cargo rustc rustup; do \
+	  if command -v $$tool >/dev/null; then echo "python-test: $$tool is still on PATH: $$PATH" >&2; exit 1; fi; done'
+	PATH="$(NO_RUST_PATH)" $(RELEASE_VENV)/bin/python -m pytest
 
 # Keeps the fuzz targets compiling and lint-clean on the stable toolchain;
 # `fuzz/README.md` says how to run them.
@@ -155,4 +196,4 @@ spark-explain-skew: wheel java
 	cd benches && ../$(BIN)/python spark_explain_skew.py
 
 clean:
-	rm -rf $(VENV) target fuzz/target
+	rm -rf $(VENV) $(RELEASE_VENV) $(SDIST_VENV) $(DIST_DIR) site target fuzz/target

@@ -26,6 +26,7 @@ from reference_choices import (
     choose_d,
     default_theta,
 )
+from release_smoke import GOLDEN_INTEGER_KEYS, fnv1a, golden_stream
 from strategies import keys, seeds, workers
 
 
@@ -137,29 +138,8 @@ def test_d_changes_only_with_the_head() -> None:
     assert twin.head == set() and twin.d == 2
 
 
-def golden_stream() -> list[int]:
-    def key(v: int) -> int:
-        return 0 if v < 60 else 1 if v < 100 else 2 if v < 130 else 3 if v < 150 else v % 500
-
-    return [key((i * 2654435761) % 1000) for i in range(4000)]
-
-
-def fnv1a(routed: list[int]) -> int:
-    h = 0xCBF29CE484222325
-    for worker in routed:
-        for byte in worker.to_bytes(4, "little"):
-            h = ((h ^ byte) * 0x100000001B3) & ((1 << 64) - 1)
-    return h
-
-
-MAX_SEED = (1 << 64) - 1
-GOLDEN = [
-    ("d_choices", 37, 12345, {}, 0x2CF8E04FC34974BE),
-    ("d_choices", 64, MAX_SEED, {"theta": 0.05, "distinct_candidates": False}, 0xA0F81874C7CE4848),
-    ("d_choices", 64, MAX_SEED, {"theta": 0.01, "capacity": 100, "epsilon": 0.0}, 0x8480A418833376CF),
-    ("w_choices", 10, 0, {}, 0xB32BEDCC9623EB61),
-    ("rr_head", 37, 12345, {"theta": 0.05, "distinct_candidates": False}, 0xF5405BA4724DDE6F),
-]
+# The golden digests of tests/choices.rs, shared with the wheel's smoke test.
+GOLDEN = GOLDEN_INTEGER_KEYS
 
 
 @pytest.mark.parametrize(("name", "n", "seed", "params", "digest"), GOLDEN)

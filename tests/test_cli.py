@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import polars as pl
+import pytest
 
 import keysplit
 
@@ -101,6 +103,39 @@ def test_simulate_runs_every_combination_and_plot_reads_it(tmp_path: Path) -> No
         text=True,
     )
     assert (tmp_path / "plots" / "report.html").exists() and "report.html" in plot.stdout
+    # Readable file names, and the per-window chart once for each worker count.
+    names = {Path(line).name for line in plot.stdout.split()}
+    assert {"pareto-nycflights-carrier.png", "pareto-zipf-keys500-tuples20000-z1.0.png"} <= names
+    for workers in (4, 8):
+        assert f"windows-nycflights-carrier-n{workers}-w10000.png" in names
+        assert f"windows-zipf-keys500-tuples20000-z1.5-n{workers}-w10000.png" in names
+    assert all(re.fullmatch(r"[A-Za-z0-9._-]+", name) for name in names), names
+
+
+def test_run_steps_go_to_stderr_with_their_seconds_and_no_progress_silences_them(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """keysplit run's helper: a line as each step starts and ends, on stderr (the tables
+    keep stdout), what the step found on its last line; a failing step says so."""
+    from keysplit._progress import PhaseProgress
+
+    with PhaseProgress("keysplit run", None) as shown:
+        with shown.step("reading kjv") as step:
+            step.outcome = "789,684 words"
+        with pytest.raises(RuntimeError), shown.step("Spark's own groupBy"):
+            raise RuntimeError("lost")
+    out, err = capsys.readouterr()
+    assert out == ""
+    lines = err.splitlines()
+    assert len(lines) == 4
+    assert re.fullmatch(r"keysplit run \[0:0\d\] reading kjv …", lines[0])
+    assert re.fullmatch(r"keysplit run \[0:0\d\] reading kjv: done in \d+\.\d s \(789,684 words\)", lines[1])
+    assert re.fullmatch(r"keysplit run \[0:0\d\] Spark's own groupBy: failed after \d+\.\d s", lines[3])
+    with PhaseProgress("keysplit run", False) as shown, shown.step("reading kjv"):
+        pass
+    assert capsys.readouterr() == ("", "")
+    help_text = subprocess.run([*keysplit_command(), "run", "--help"], check=True, capture_output=True, text=True)
+    assert "--no-progress" in help_text.stdout
 
 
 def test_missing_dataset_sources_are_reported(tmp_path: Path) -> None:

@@ -44,3 +44,13 @@ def test_the_command_line_starts_without_the_optional_packages() -> None:
             text=True,
         )
         assert started.returncode == 0, started.stderr
+
+
+def test_the_release_smoke_test_passes_on_this_install() -> None:
+    """The script the release workflow runs on each platform's runner, in a new interpreter
+    as there: its pinned digests stay the Rust core's."""
+    smoke = subprocess.run(
+        [sys.executable, str(ROOT / "tests" / "release_smoke.py")], capture_output=True, text=True, timeout=120
+    )
+    assert smoke.returncode == 0, smoke.stderr
+    assert "smoke test passed" in smoke.stdout

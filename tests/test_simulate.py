@@ -141,6 +141,10 @@ def test_plot_writes_pngs_and_a_self_contained_report(tmp_path: Path) -> None:
     for prefix in ("pareto-zipf", "loads-zipf", "windows-drift", "trend-workers-drift", "trend-skew-zipf"):
         assert any(n.startswith(prefix) for n in names), (prefix, names)
     assert not any(n.startswith("trend-workers-zipf") for n in names)
+    # Per window: one chart for each worker count, named by it and by the window size.
+    drift = "drift-keys1000-tuples20000-z1.4-period5000"
+    assert {f"windows-{drift}-n4-w5000.png", f"windows-{drift}-n8-w5000.png"} <= names
+    assert "pareto-zipf-keys1000-tuples20000-z1.6.png" in names
     pngs = [p for p in written if p.suffix == ".png"]
     assert all(p.read_bytes().startswith(PNG_SIGNATURE) for p in pngs)
 
@@ -166,9 +170,96 @@ def test_plot_draws_results_without_a_synthetic_zipf_dataset(tmp_path: Path) -> 
     write_results(results, str(tmp_path / "r.parquet"))
     written = plots.plot(tmp_path / "r.parquet", tmp_path / "out")
     names = {p.name for p in written}
-    assert any(n.startswith("pareto-") for n in names) and any(n.startswith("loads-") for n in names)
+    # The file by its name, not a spec's ``file:path=/tmp/...`` made a file name.
+    assert {"pareto-file-words-key.png", "loads-file-words-key.png"} <= names, names
     assert not any(n.startswith("trend-skew") for n in names)
     assert (tmp_path / "out" / "report.html").read_text().rstrip().endswith("</html>")
+
+
+def test_chart_file_names_are_readable_safe_stable_and_unique() -> None:
+    labels = [
+        "zipf:keys=2000,tuples=20000,z=1.5",
+        "nycflights:key=dest",
+        "kjv",
+        "tpch:key=l_partkey,scale=0.1,zipf_z=1.0",
+        "file:path=/data/a/events.parquet,key=user",
+        "file:path=/data/b/events.parquet,key=user",
+        "file:path=/data/my events (1).csv,key=user id",
+        "zipf:" + ",".join(f"p{i}=x{i}" for i in range(40)),
+    ]
+    names = plots.file_names(labels)
+    assert names["zipf:keys=2000,tuples=20000,z=1.5"] == "zipf-keys2000-tuples20000-z1.5"
+    assert names["nycflights:key=dest"] == "nycflights-dest"
+    assert names["kjv"] == "kjv"
+    assert names["tpch:key=l_partkey,scale=0.1,zipf_z=1.0"] == "tpch-l_partkey-scale0.1-zipf_z1.0"
+    assert names["file:path=/data/my events (1).csv,key=user id"] == "file-my_events_1-user_id"
+    # Two files of one name, and a name cut at 80 characters, get a hash of their label.
+    alike = [names[f"file:path=/data/{d}/events.parquet,key=user"] for d in "ab"]
+    assert all(re.fullmatch(r"file-events-user-[0-9a-f]{8}", name) for name in alike) and len(set(alike)) == 2
+    assert len(names[labels[-1]]) <= 80 + 9
+    assert len(set(names.values())) == len(labels)
+    assert all(re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", name) for name in names.values()), names
+    assert plots.file_names(reversed(labels)) == names
+
+
+def test_windows_are_drawn_for_every_worker_count_and_hybrid_imbalance_is_defined(tmp_path: Path) -> None:
+    results = simulate(
+        groupers=["key", "pkg"], workers=[4, 16], datasets=["zipf:keys=500,tuples=8000,z=1.2"], windows=[None, 2_000]
+    )
+    charts = [(name, figure) for _, name, figure in plots.figures(results)]
+    windows = {name: figure for name, figure in charts if name.startswith("windows-")}
+    assert sorted(windows) == [f"windows-zipf-keys500-tuples8000-z1.2-n{n}-w2000.png" for n in (16, 4)]
+    for name, figure in windows.items():
+        workers = re.search(r"-n(\d+)-", name)[1]
+        assert f"{workers} workers" in figure.get_suptitle()
+    # HI is named on its axis and defined under the chart and in the report.
+    (trend,) = [figure for name, figure in charts if name.startswith("trend-workers-")]
+    assert any(ax.get_ylabel() == "hybrid imbalance HI" for ax in trend.axes)
+    caption = trend.get_supxlabel().replace("\n", " ")
+    assert "HI = max_w H_w − mean_w H_w" in caption and "p = 0.5" in caption and "min-max scaled" in caption
+    report = (tmp_path / "out").joinpath("report.html")
+    plots.plot(results, tmp_path / "out")
+    assert "hybrid imbalance HI = max_w H_w − mean_w H_w" in report.read_text()
+    import matplotlib.pyplot as plt  # noqa: PLC0415
+
+    plt.close("all")
+
+
+def test_close_front_points_get_a_label_each_none_covering_another(tmp_path: Path) -> None:
+    """Six groupers on the front within a hair of each other: each named at its own point
+    (moved away with a line to it where it must), no label over another or over a point."""
+    from matplotlib.text import Text  # noqa: PLC0415
+    from matplotlib.transforms import Bbox  # noqa: PLC0415
+
+    groupers = [f"grouper-{i}" for i in range(6)]
+    rows = pl.DataFrame(
+        {
+            "workers": [8] * 6,
+            "grouper": groupers,
+            "replication_factor": [1.0 + 0.004 * i for i in range(6)],
+            "load_imbalance": [0.30 - 0.002 * i for i in range(6)],
+        }
+    )
+    style = {g: {"color": "black", "marker": "o", "linestyle": "-"} for g in groupers}
+    figure = plots.pareto_figure(rows, "close", style)
+    plots._save(figure, tmp_path / "close.png")  # draws it as keysplit plot does
+    figure = plots.pareto_figure(rows, "close", style)
+    figure.canvas.draw()
+    renderer = figure.canvas.get_renderer()
+    (ax,) = figure.axes
+    assert sorted(text.get_text() for text in ax.texts) == groupers
+    boxes = [Text.get_window_extent(text, renderer) for text in ax.texts]
+    points = [ax.transData.transform(text.xy) for text in ax.texts]
+    for i, (text, box) in enumerate(zip(ax.texts, boxes, strict=True)):
+        at = rows.row(groupers.index(text.get_text()), named=True)
+        assert text.xy == (at["replication_factor"], at["load_imbalance"])
+        assert not any(box.overlaps(other) for other in boxes[i + 1 :]), text.get_text()
+        assert not any(box.overlaps(Bbox.from_extents(x - 2, y - 2, x + 2, y + 2)) for x, y in points)
+        assert ax.bbox.x0 <= box.x0 and box.x1 <= ax.bbox.x1 and ax.bbox.y0 <= box.y0 and box.y1 <= ax.bbox.y1
+    assert any(text.arrow_patch is not None for text in ax.texts), "some label was moved, with a line to its point"
+    import matplotlib.pyplot as plt  # noqa: PLC0415
+
+    plt.close(figure)
 
 
 def test_plot_refuses_what_is_not_a_results_table(tmp_path: Path) -> None:
@@ -228,7 +319,11 @@ def charts(results_files: dict[str, Path]) -> Iterator[dict[str, list[tuple[str,
     """Every chart of every results file, as (file name, laid-out figure)."""
     import matplotlib.pyplot as plt  # noqa: PLC0415
 
-    drawn = {kind: [(name, figure) for _, name, figure in plots.figures(path)] for kind, path in results_files.items()}
+    # The tests read every chart at once: two dozen open figures are meant, not a leak.
+    with plt.rc_context({"figure.max_open_warning": 0}):
+        drawn = {
+            kind: [(name, figure) for _, name, figure in plots.figures(path)] for kind, path in results_files.items()
+        }
     for figures in drawn.values():
         for _, figure in figures:
             figure.canvas.draw()
@@ -238,11 +333,11 @@ def charts(results_files: dict[str, Path]) -> Iterator[dict[str, list[tuple[str,
 
 def test_plot_draws_every_dataset_kind(charts: dict[str, list[tuple[str, Figure]]]) -> None:
     names = {kind: [re.match(r"trend-\w+|\w+", name)[0] for name, _ in figures] for kind, figures in charts.items()}
-    assert names["zipf"] == ["pareto", "loads", "windows", "trend-workers"]
+    assert names["zipf"] == ["pareto", "loads", "windows", "windows", "trend-workers"]
     # The sweep's trends first; its datasets' points are in them, so no workers trend.
     assert names["skew"] == ["trend-skew", "trend-skew"] + ["pareto", "loads"] * 3
     assert names["real"] == ["pareto", "loads", "trend-workers"]
-    assert names["file"] == ["pareto", "loads", "windows", "trend-workers"]
+    assert names["file"] == ["pareto", "loads", "windows", "windows", "trend-workers"]
 
 
 def test_one_legend_outside_every_panel_names_all_groupers(charts: dict[str, list[tuple[str, Figure]]]) -> None:
@@ -334,15 +429,19 @@ def test_ticks_are_the_worker_counts_and_exponents_run(charts: dict[str, list[tu
 
 
 def test_pareto_labels_stay_apart_and_inside_their_panel(charts: dict[str, list[tuple[str, Figure]]]) -> None:
-    """Groupers at one point, or close, get one label: names written over each other were
-    unreadable; a label past the right edge goes left of its point."""
+    """Groupers at one point get one label, close ones a label each, moved apart: names
+    written over each other were unreadable; a label past the right edge goes left of its
+    point."""
+    from matplotlib.text import Text  # noqa: PLC0415
+
     for kind, figures in charts.items():
         for name, figure in figures:
             if not name.startswith("pareto-"):
                 continue
             renderer = figure.canvas.get_renderer()
             for ax in figure.axes:
-                boxes = [text.get_window_extent(renderer) for text in ax.texts]
+                # The text alone: a moved label's line to its point may cross others.
+                boxes = [Text.get_window_extent(text, renderer) for text in ax.texts]
                 assert boxes, (kind, name)
                 named = [n for text in ax.texts for n in text.get_text().split(", ")]
                 assert len(named) == len(set(named)) and set(named) <= set(ALL_GROUPERS)

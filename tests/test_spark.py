@@ -5,6 +5,8 @@ Every query runs through ``Session.call`` with a timeout; no query sees more tha
 
 from __future__ import annotations
 
+import re
+
 import polars as pl
 import pytest
 
@@ -323,7 +325,26 @@ def test_run_report_page_fits_and_its_legend_covers_no_bar(tmp_path):
         "run", by_run, pl.DataFrame({"worker": range(8)}), "run.png", pl.DataFrame({"plan": ["a"]}), "g.png"
     )
     assert "None" not in page and "<th>grouper</th>" not in page
-    figure = job._run_figure(labels, reports)
+    # Two runs of each pipeline, with times apart: the chart draws what the table shows.
+    seconds = {
+        label: [
+            {"routing_s": 0.1 * i, "ingest_s": 0.2, "partial_s": 0.3 + i, "final_s": 0.1, "wall_s": 1.0},
+            {"routing_s": 0.3 * i, "ingest_s": 0.4, "partial_s": 0.5 + i, "final_s": 0.1, "wall_s": 2.0},
+        ]
+        for i, label in enumerate(labels)
+    }
+    table = job._figures(labels, reports, seconds)
+    figure = job._run_figure(labels, reports, seconds)
+    phases_axis = figure.axes[1]
+    assert "mean of 2 runs" in phases_axis.get_title()
+    phase_names = [t.get_text() for t in phases_axis.get_xticklabels()]
+    assert phase_names == ["routing", "ingest", "partial", "final"]
+    for i, bars in enumerate(phases_axis.containers):
+        drawn = [bar.get_height() for bar in bars]
+        assert drawn == pytest.approx([table[f"{phase}_s"][i] for phase in phase_names])
+        assert drawn != [seconds[labels[i]][0][f"{phase}_s"] for phase in phase_names]  # not the first run's
+    dots = [list(line.get_ydata()) for line in phases_axis.lines]
+    assert dots == [[run[f"{phase}_s"] for phase in phase_names] for label in labels for run in seconds[label]]
     figure.canvas.draw()
     renderer = figure.canvas.get_renderer()
     (legend,) = figure.legends
@@ -333,12 +354,13 @@ def test_run_report_page_fits_and_its_legend_covers_no_bar(tmp_path):
         assert not box.overlaps(axis.get_tightbbox(renderer)), axis.get_title()
     loads_axis = figure.axes[0]
     assert [t.get_text() for t in loads_axis.get_xticklabels()] == [str(w) for w in range(8)]
-    job._chart(labels, reports, tmp_path / "run.png")
+    job._chart(labels, reports, seconds, tmp_path / "run.png")
     assert (tmp_path / "run.png").stat().st_size > 0
 
 
-def test_keysplit_run_takes_ones_own_file(spark, tmp_path):
-    """The main job on a file no corpus ships: integer keys with nulls and a hot key."""
+def test_keysplit_run_takes_ones_own_file(spark, tmp_path, capsys):
+    """The main job on a file no corpus ships: integer keys with nulls and a hot key; each
+    step on stderr as it starts and ends, the results alone on print_."""
     from keysplit.spark import job
 
     path = tmp_path / "events.parquet"
@@ -356,6 +378,16 @@ def test_keysplit_run_takes_ones_own_file(spark, tmp_path):
     output = "\n".join(lines)
     assert code == 0, output
     assert "every pipeline equals Spark's groupBy" in output
+    steps = capsys.readouterr().err
+    assert f"reading file:path={path},key=user and writing it as Parquet files: done in " in steps
+    assert "(30,000 words)" in steps
+    for label in ("KG, client stream", "pdstream, client stream", "pdstream, Spark DataFrame"):
+        for run in (1, 2):
+            assert re.search(
+                rf"{label}, run {run} of 2: done in [0-9.]+ s \(routing [0-9.]+ s, ingest [0-9.]+ s, partial", steps
+            ), steps
+    assert "grouped map: keysplit's apply_grouped, 32 tasks: done in" in steps
+    assert "done in" not in output
     assert {"run.html", "run.png", "grouped.png"} <= {p.name for p in (tmp_path / "run").iterdir()}
 
 

@@ -15,6 +15,7 @@ import pytest
 
 import keysplit
 from conftest import live_group_members
+from keysplit import ConfigError
 from keysplit.spark import reference, session
 from keysplit.spark.routing import WORKER_COLUMN
 from keysplit.spark.streaming import StreamAggregation, stream_aggregate
@@ -115,6 +116,25 @@ def test_a_stream_fed_while_running_equals_groupBy_and_the_offline_routing(spark
     assert all(len(loads) == WORKERS for loads in metrics["loads"])
     assert (metrics["load_imbalance"] < 0.05).all() and (metrics["replication_factor"] >= 1).all()
     assert (metrics["state_bytes"] > 0).all()
+
+
+def test_right_after_the_start_result_names_the_wait_and_the_wait_gives_the_whole_input(spark, tmp_path):
+    """As a new user runs it: start, ask for the table before any batch has finished
+    (refused, naming what to call), then wait for the input that is there and read it."""
+    data = _stream(20_000)
+    (tmp_path / "in").mkdir()
+    run = _start(spark, tmp_path)  # on an empty folder: no batch runs until files arrive
+    try:
+        run.process_all_available()
+        assert run.metrics().is_empty() and run.metrics().columns[:2] == ["batch", "rows"]
+        with pytest.raises(ConfigError, match=r"run\.process_all_available\(\)"):
+            run.result()
+        _feed(tmp_path / "in", data, range(2), 10_000, pause=0.0)
+        run.process_all_available()
+        assert run.metrics()["rows"].sum() == data.height
+    finally:
+        run.query.stop()
+    assert run.result().equals(_expected(spark, tmp_path))
 
 
 def test_a_killed_server_restarted_from_the_checkpoint_routes_and_counts_as_if_uninterrupted(spark, tmp_path):

@@ -201,6 +201,8 @@ class Grouper:
         The grouper's parameters; each defaults to its paper's value
         (see ``GrouperInfo.defaults``). Unknown names are refused.
 
+    Notes
+    -----
     A grouper is stateful: routing a batch is routing its keys one at a time, in order,
     and later routings depend on earlier ones (through loads, tables and sketches).
 

@@ -1,15 +1,21 @@
 """Progress on stderr: rich displays when rich is installed and stderr is a terminal.
 
 ``progress=None`` everywhere means "when stderr is a terminal", so logs and pipes stay
-clean; ``True`` asks for it regardless and ``False`` never shows it.
+clean; ``True`` asks for it regardless and ``False`` never shows it. The lines a long job
+writes as each of its steps starts and ends (:meth:`PhaseProgress.step`) are the exception:
+they are what a log of the job shows, so only ``False`` silences them.
 """
 
 from __future__ import annotations
 
+import contextlib
 import sys
+import time
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
     from types import TracebackType
 
 
@@ -36,7 +42,19 @@ def progress_display(enabled: bool | None) -> Any:
         TimeElapsedColumn(),
         console=Console(stderr=True),
         transient=True,
+        # Printed output goes above the live line only when it shares the terminal with it:
+        # redirected, a piped stdout would land on stderr.
+        redirect_stdout=sys.stdout.isatty(),
     )
+
+
+@dataclass
+class Step:
+    """A step of :meth:`PhaseProgress.step`: ``outcome``, when the step sets it, ends the
+    line that says the step is done (``789,684 words``, the phase times of a pipeline)."""
+
+    what: str
+    outcome: str = ""
 
 
 class PhaseProgress:
@@ -45,18 +63,24 @@ class PhaseProgress:
     actions done would sit still; naming the one that runs says where the time goes.
 
     Use it as a context manager; :meth:`phase` names the action, :meth:`window_done`
-    counts a window.
+    counts a window. A job of several verbs (``keysplit run``) names its steps with
+    :meth:`step`, which also writes a line on stderr as each starts and ends: the live line
+    is a terminal's alone, and a log read later needs to say where the minutes went.
     """
 
     def __init__(self, title: str, enabled: bool | None) -> None:
         self.title = title
+        self.enabled = enabled
         self.display = progress_display(enabled)
         self.task: Any = None
         self.windows = 0
         self.rows = 0
         self._current = ""
+        self._step = ""
+        self._started = time.perf_counter()
 
     def __enter__(self) -> PhaseProgress:
+        self._started = time.perf_counter()
         if self.display is not None:
             self.display.start()
             self.task = self.display.add_task(self._description(), total=None)
@@ -72,6 +96,38 @@ class PhaseProgress:
         self._current = what
         self._show()
 
+    def note(self, line: str) -> None:
+        """``line`` on stderr after the job's title and elapsed time, above the live line
+        where there is one (rich redraws it); nothing when progress is off."""
+        if self.enabled is False:
+            return
+        elapsed = int(time.perf_counter() - self._started)
+        line = f"{self.title} [{elapsed // 60}:{elapsed % 60:02d}] {line}"
+        if self.display is None:
+            print(line, file=sys.stderr, flush=True)
+        else:
+            self.display.console.print(line, markup=False, highlight=False)
+
+    @contextlib.contextmanager
+    def step(self, what: str) -> Iterator[Step]:
+        """One step of a job: ``what …`` on stderr as it starts, ``what: done in 4.2 s`` and
+        the step's ``outcome`` as it ends (``failed after 4.2 s`` when it raises); the live
+        line names the step, then each Spark action it runs."""
+        step = Step(what)
+        self._step, self._current = what, ""
+        self._show()
+        self.note(f"{what} …")
+        started = time.perf_counter()
+        try:
+            yield step
+        except BaseException:
+            self.note(f"{what}: failed after {time.perf_counter() - started:.1f} s")
+            raise
+        finally:
+            self._step, self._current = "", ""
+        outcome = f" ({step.outcome})" if step.outcome else ""
+        self.note(f"{what}: done in {time.perf_counter() - started:.1f} s{outcome}")
+
     def window_done(self, rows: int) -> None:
         self.windows += 1
         self.rows += rows
@@ -79,7 +135,7 @@ class PhaseProgress:
 
     def _description(self) -> str:
         done = f" · {self.windows:,} windows, {self.rows:,} rows" if self.windows else ""
-        running = f" · {self._current}" if self._current else ""
+        running = "".join(f" · {part}" for part in (self._step, self._current) if part)
         return f"{self.title}{done}{running}"
 
     def _show(self, advance: int = 0) -> None:

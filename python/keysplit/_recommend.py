@@ -59,7 +59,9 @@ DEFAULT_MAX_ROWS = 1_000_000
 @dataclass(frozen=True)
 class Recommendation:
     """What :func:`recommend` found: ``grouper`` is the pick, ``table`` one row per grouper
-    (:data:`TABLE_COLUMNS`, by increasing cost), ``results`` the full rows of
+    by increasing cost (``grouper``, ``load_imbalance``, ``replication_factor``,
+    ``replication_bound``, ``aggregation_cost``, ``ns_per_tuple``, ``state_bytes``,
+    ``pareto``, ``cost``, ``recommended``), ``results`` the full rows of
     :func:`keysplit.simulate.simulate` for charts and reports."""
 
     grouper: str
@@ -212,7 +214,7 @@ def recommend(
     drift are part of what decides. ``weight`` sets the cost model (module documentation);
     ``progress`` shows a bar on stderr (default: when stderr is a terminal).
 
-    Only the first ``max_rows`` rows are routed (:data:`DEFAULT_MAX_ROWS`): the groupers'
+    Only the first ``max_rows`` rows are routed (a million by default): the groupers'
     state, and so the memory taken, grows with the distinct keys routed. ``tuples`` of the
     result says how many were.
     """

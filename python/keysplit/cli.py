@@ -150,6 +150,7 @@ def _run(args: argparse.Namespace) -> int:
         seed=args.seed,
         tuples=args.tuples,
         report_dir=args.report_dir,
+        progress=False if args.no_progress else None,
     )
 
 
@@ -190,7 +191,9 @@ def _as_command_line(message: str) -> str:
     return message.replace('nulls="group"', "--nulls group")
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
+    """The ``keysplit`` argument parser, every subcommand included; the documentation's
+    command-line reference is generated from it."""
     parser = argparse.ArgumentParser(prog="keysplit", description=__doc__)
     from keysplit import __version__
 
@@ -269,6 +272,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     job.add_argument("--tuples", type=int, default=10_000_000, help="words drawn (wordfreq, zipf)")
     job.add_argument("--seed", type=int, default=0)
     job.add_argument("--report-dir", default="results/run", help="where run.html and run.png go")
+    job.add_argument(
+        "--no-progress",
+        action="store_true",
+        help="no lines on stderr as each step starts and ends, and no live line naming the Spark action",
+    )
     job.set_defaults(run=_run)
 
     listing = commands.add_parser("groupers", help="list every grouper with its paper, or describe some")
@@ -307,7 +315,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     advice.set_defaults(run=_recommend)
 
     reproduction.add_subcommand(commands)
+    return parser
 
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
     args = parser.parse_args(argv)
     try:
         return args.run(args)

@@ -6,13 +6,18 @@
 - ``pareto-<dataset>.png``: load imbalance λ against replication factor γ, one point per
   grouper and worker count, the Pareto front (no other point is better on both) joined;
 - ``loads-<dataset>.png``: each grouper's load per worker, over the mean load;
-- ``windows-<dataset>.png``: λ, γ and the state moved ψ per window, for runs with windows
-  (how groupers follow a drifting stream);
-- ``trend-skew-<dataset>.png`` and ``trend-workers-<dataset>.png``: every metric as the
-  Zipf exponent or the worker count grows, where the results hold more than one (a
+- ``windows-<dataset>-n<workers>-w<window tuples>.png``: λ, γ and the state moved ψ per
+  window, one chart per worker count and window size, for runs with windows (how groupers
+  follow a drifting stream);
+- ``trend-skew-<dataset>-n<workers>.png`` and ``trend-workers-<dataset>.png``: every metric
+  as the Zipf exponent or the worker count grows, where the results hold more than one (a
   dataset of a skew sweep has its points in the skew trends and no workers trend);
 - ``report.html``: a summary table, all the charts inlined as base64, then the
   whole-stream metrics, one folded table per dataset.
+
+``<dataset>`` is the dataset's label made a file name (:func:`file_names`): its kind, then
+its parameters, a file by its name alone, e.g. ``zipf-keys10000-tuples1000000-z1.2`` or
+``file-events-user``.
 
 Every chart names its groupers in one legend right of its panels, in one colour and marker
 per grouper across charts. :func:`figures` gives the charts as matplotlib figures.
@@ -24,25 +29,30 @@ so no display is needed.
 from __future__ import annotations
 
 import base64
+import hashlib
 import html
 import io
 import re
 import textwrap
+from collections import Counter
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import polars as pl
 
 from keysplit._numbers import to_float, to_int
+from keysplit.metrics import DEFAULT_HYBRID_WEIGHT
 from keysplit.simulate import TABLE_COLUMNS, read_results
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator, Sequence
+    from collections.abc import Iterable, Iterator, Sequence
 
     from matplotlib.axes import Axes
     from matplotlib.backends.backend_agg import RendererAgg
     from matplotlib.figure import Figure, SubFigure
     from matplotlib.legend import Legend
+    from matplotlib.text import Annotation
+    from matplotlib.transforms import Bbox
 
 #: The metrics each trend chart shows, with their axis labels.
 TREND_METRICS = {
@@ -50,9 +60,15 @@ TREND_METRICS = {
     "replication_factor": "replication factor γ",
     "aggregation_cost": "aggregation cost Γ",
     "load_stddev": "StdDev of load",
-    "hybrid_imbalance": "hybrid imbalance",
+    "hybrid_imbalance": "hybrid imbalance HI",
     "ns_per_tuple": "ns per tuple",
 }
+#: What HI is, wherever it is drawn: the name alone says nothing (keysplit.metrics.hybrid_imbalance).
+HYBRID_IMBALANCE_DEFINITION = (
+    f"hybrid imbalance HI = max_w H_w − mean_w H_w, with H_w = p·L′_w + (1 − p)·C′_w and "
+    f"p = {DEFAULT_HYBRID_WEIGHT:g}: L′_w and C′_w are worker w's load and its distinct keys, "
+    "each min-max scaled to [0, 1] over the workers (the holistic paper's Eq. 7–10)"
+)
 WINDOW_METRICS = {
     "load_imbalance": "load imbalance λ",
     "replication_factor": "replication factor γ",
@@ -89,8 +105,53 @@ def _integer_ticks() -> Any:
     return MaxNLocator(integer=True)
 
 
-def _slug(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.=-]+", "_", text).strip("_")[:80] or "dataset"
+#: The longest dataset part of a file name; a longer one is cut and made unique by a hash.
+_NAME_CHARACTERS = 80
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _readable_name(label: str) -> str:
+    """A dataset label as a file name: ``zipf:keys=2000,z=1.5`` as ``zipf-keys2000-z1.5``,
+    ``file:path=/data/events.parquet,key=user`` as ``file-events-user``. A number keeps its
+    parameter's name (``z1.5``), a word stands alone (``user``), a file is its name without
+    directory or suffix; anything but letters, digits, ``.``, ``_`` and ``-`` becomes ``_``."""
+    kind, _, params = label.partition(":")
+    parts = [kind]
+    for item in filter(None, params.split(",")):
+        name, equals, value = item.partition("=")
+        if not equals:
+            parts.append(item)
+        elif name == "path":
+            parts.append(Path(value).stem)
+        elif _is_number(value):
+            parts.append(f"{name}{value}")
+        else:
+            parts.append(value)
+    safe = (re.sub(r"[^A-Za-z0-9._-]+", "_", part).strip("._-") for part in parts)
+    return "-".join(filter(None, safe)) or "dataset"
+
+
+def file_names(labels: Iterable[str]) -> dict[str, str]:
+    """Each dataset label's part of the chart file names: :func:`_readable_name`, with
+    ``-`` and 8 hex digits of the label's hash where two labels read alike (two files
+    ``a/x.csv`` and ``b/x.csv``) or the name is cut at 80 characters. The same label gets
+    the same name in every run with the same datasets."""
+    readable = {label: _readable_name(label) for label in dict.fromkeys(labels)}
+    shared = Counter(readable.values())
+    names = {}
+    for label, name in readable.items():
+        if shared[name] > 1 or len(name) > _NAME_CHARACTERS:
+            digest = hashlib.blake2b(label.encode(), digest_size=4).hexdigest()
+            name = f"{name[:_NAME_CHARACTERS].rstrip('._-')}-{digest}"
+        names[label] = name
+    return names
 
 
 def _family(label: str) -> str:
@@ -237,37 +298,105 @@ def _one_window_setting(rows: pl.DataFrame) -> pl.DataFrame:
     return rows.filter(pl.col("window_tuples").is_null() if first is None else pl.col("window_tuples") == first)
 
 
+#: Where a front label may go, tried in order from its point (x, y offset in points,
+#: alignment): right above, left above, right below, left below.
+_LABEL_SIDES: tuple[tuple[int, int, Literal["left", "right"], Literal["bottom", "top"]], ...] = (
+    (4, 1, "left", "bottom"),
+    (-4, 1, "right", "bottom"),
+    (4, -1, "left", "top"),
+    (-4, -1, "right", "top"),
+)
+#: How many lines of labels a label may be moved away from its point, up or down.
+_LABEL_LINES = 12
+_LABEL_STYLE: dict[str, Any] = {
+    "fontsize": 7,
+    "textcoords": "offset points",
+    # A pale box: names often start on a neighbour's marker.
+    "bbox": {"boxstyle": "square,pad=0.1", "facecolor": "white", "alpha": 0.7, "linewidth": 0},
+}
+
+
+def _text_box(label: Annotation, renderer: RendererAgg) -> Bbox:
+    """Where ``label``'s text is on the page, without the line to its point (which
+    :meth:`Annotation.get_window_extent` includes): lines may cross, names may not."""
+    from matplotlib.text import Text  # noqa: PLC0415
+
+    label.update_positions(renderer)
+    return Text.get_window_extent(label, renderer)
+
+
 def _label_front(ax: Axes, names_at: list[tuple[tuple[float, float], list[str]]]) -> None:
-    """Names next to the front's points, for a figure already laid out; a point whose label
-    would overlap one already written adds its names to that label instead (in the front's
-    order, left to right): written one over the other, close groupers' names were unreadable.
-    A label that would run past the panel's right edge is written left of its point."""
+    """Names next to the front's points, for a figure already laid out. Each label takes
+    the first place, nearest its point first (:data:`_LABEL_SIDES`, then a line further up
+    or down each time), where it stays inside the panel and covers no label already written
+    and no point of the front; a label moved off its point gets a thin line to it. Names
+    written one over the other, or one label naming groupers at two points, misled. Groupers
+    at the very same point share a label; where no place is free, the label joins the one
+    it would cover."""
+    from matplotlib.transforms import Bbox  # noqa: PLC0415
+
     renderer = _renderer(ax.figure)
-    written: list[tuple[Any, Any]] = []
+    to_pixels = ax.figure.dpi / 72
+    # A front marker's half-width: scatter size 36 is 6 points across, and its edge line.
+    reach = 3.5 * to_pixels
+    markers = []
+    for point, _ in names_at:
+        x, y = ax.transData.transform(point)
+        markers.append(Bbox.from_extents(x - reach, y - reach, x + reach, y + reach))
+    written: list[tuple[Annotation, Bbox]] = []
     for point, names in names_at:
-        # A pale box: names often start on a neighbour's marker.
-        label = ax.annotate(
-            ", ".join(names),
-            point,
-            fontsize=7,
-            xytext=(4, 4),
-            textcoords="offset points",
-            bbox={"boxstyle": "square,pad=0.1", "facecolor": "white", "alpha": 0.7, "linewidth": 0},
-        )
+        text = ", ".join(names)
+        probe = ax.annotate(text, point, xytext=(4, 4), **_LABEL_STYLE)
         # Laid out already: moving the panels for a label would move the labels measured.
+        probe.set_in_layout(False)
+        place = _free_place(ax, probe, [*markers, *(box for _, box in written)])
+        probe.remove()
+        if place is None:
+            # No place is free: the names join the label they would cover at the first place.
+            first = ax.annotate(text, point, xytext=(4, 4), **_LABEL_STYLE)
+            box = _text_box(first, renderer)
+            first.remove()
+            joined = next((i for i, (_, other) in enumerate(written) if box.overlaps(other)), None)
+            if joined is not None:
+                label, _ = written[joined]
+                label.set_text(f"{label.get_text()}, {text}")
+                written[joined] = (label, _text_box(label, renderer))
+                continue
+        offset, horizontal, vertical, moved = place or ((4.0, 4.0), "left", "bottom", False)
+        leader = {"arrowstyle": "-", "color": "grey", "linewidth": 0.5, "shrinkA": 0, "shrinkB": 3}
+        label = ax.annotate(
+            text,
+            point,
+            xytext=offset,
+            horizontalalignment=horizontal,
+            verticalalignment=vertical,
+            arrowprops=leader if moved else None,
+            **_LABEL_STYLE,
+        )
         label.set_in_layout(False)
-        box = label.get_window_extent(renderer)
-        joined = next((other for other, other_box in written if box.overlaps(other_box)), None)
-        if joined is None:
-            written.append((label, box))
-        else:
-            label.remove()
-            joined.set_text(f"{joined.get_text()}, {', '.join(names)}")
-        for text, _ in written:
-            if text.get_window_extent(renderer).x1 > ax.bbox.x1:
-                text.set_horizontalalignment("right")
-                text.xyann = (-4, 4)
-        written = [(text, text.get_window_extent(renderer)) for text, _ in written]
+        written.append((label, _text_box(label, renderer)))
+
+
+def _free_place(
+    ax: Axes, label: Annotation, taken: list[Bbox]
+) -> tuple[tuple[float, float], Literal["left", "right"], Literal["bottom", "top"], bool] | None:
+    """The first of :data:`_LABEL_SIDES`, then the same a line further from the point each
+    time, where ``label`` stays inside ``ax`` and overlaps none of ``taken``: its offset,
+    alignments, and whether it is off its point (a line then joins them); None if none is."""
+    renderer = _renderer(ax.figure)
+    line = _text_box(label, renderer).height / (ax.figure.dpi / 72) + 2
+    panel = ax.bbox
+    for lines in range(_LABEL_LINES + 1):
+        for dx, direction, horizontal, vertical in _LABEL_SIDES:
+            offset = (float(dx), direction * (4 + lines * line))
+            label.xyann = offset
+            label.set_horizontalalignment(horizontal)
+            label.set_verticalalignment(vertical)
+            box = _text_box(label, renderer)
+            inside = panel.x0 <= box.x0 and box.x1 <= panel.x1 and panel.y0 <= box.y0 and box.y1 <= panel.y1
+            if inside and not any(box.overlaps(other) for other in taken):
+                return offset, horizontal, vertical, lines > 0
+    return None
 
 
 def pareto_figure(rows: pl.DataFrame, dataset: str, style: dict[str, dict[str, Any]]) -> Figure:
@@ -384,11 +513,14 @@ def loads_figure(rows: pl.DataFrame, dataset: str, style: dict[str, dict[str, An
 
 
 def windows_figure(rows: pl.DataFrame, dataset: str, style: dict[str, dict[str, Any]]) -> Figure:
-    """λ, γ and ψ per window (the largest worker count and the smallest window size)."""
+    """λ, γ and ψ per window, for the per-window rows of one worker count and one window
+    size (:func:`figures` draws one chart for each)."""
     plt = _pyplot()
-    workers = to_int(rows.get_column("workers").max())
-    size = to_int(rows.get_column("window_tuples").min())
-    rows = rows.filter(pl.col("workers") == workers, pl.col("window_tuples") == size).sort("window")
+    settings = rows.select("workers", "window_tuples").unique()
+    if settings.height != 1:
+        raise ValueError(f"windows_figure draws one worker count and one window size, got {settings.rows()}")
+    workers, size = (to_int(value) for value in settings.row(0))
+    rows = rows.sort("window")
     fig, axes = plt.subplots(
         len(WINDOW_METRICS), 1, figsize=(9, 3 * len(WINDOW_METRICS)), sharex=True, layout="constrained"
     )
@@ -427,6 +559,10 @@ def trend_figure(rows: pl.DataFrame, x: str, xlabel: str, title: str, style: dic
     for ax in flat[len(metrics) :]:
         ax.remove()
     fig.suptitle(title, fontsize=10)
+    if "hybrid_imbalance" in metrics:
+        # The name alone is not defined anywhere a reader of the chart would look.
+        width = int(fig.get_figwidth() * 13)
+        fig.supxlabel(textwrap.fill(HYBRID_IMBALANCE_DEFINITION, width=width), fontsize=7, color="dimgrey")
     _legend_outside(fig, style)
     return fig
 
@@ -475,27 +611,31 @@ def figures(results: pl.DataFrame | str | Path) -> Iterator[tuple[str, str, Figu
     skewed = skewed.with_columns(pl.col("dataset").map_elements(_family, return_dtype=pl.String).alias("family"))
     skewed = skewed.filter(pl.col("z").n_unique().over("family") > 1)
 
+    family_names = file_names(skewed.get_column("family").sort())
     for (family, workers), rows in skewed.sort("family", "workers").group_by("family", "workers", maintain_order=True):
         yield (
             f"{family}, {workers} workers, as skew grows",
-            f"trend-skew-{_slug(family)}-n{workers}.png",
+            f"trend-skew-{family_names[family]}-n{workers}.png",
             trend_figure(rows, "z", "Zipf exponent z", f"metrics as skew grows: {family}, {workers} workers", style),
         )
 
+    dataset_names = file_names(frame.get_column("dataset").unique().sort())
     for (dataset,), rows in whole.group_by("dataset", maintain_order=True):
         rows = _one_window_setting(rows)
-        slug = _slug(dataset)
-        yield dataset, f"pareto-{slug}.png", pareto_figure(rows, dataset, style)
-        yield dataset, f"loads-{slug}.png", loads_figure(rows, dataset, style)
+        name = dataset_names[dataset]
+        yield dataset, f"pareto-{name}.png", pareto_figure(rows, dataset, style)
+        yield dataset, f"loads-{name}.png", loads_figure(rows, dataset, style)
         windowed = frame.filter(pl.col("dataset") == dataset, pl.col("window").is_not_null())
-        if windowed.height:
-            yield dataset, f"windows-{slug}.png", windows_figure(windowed, dataset, style)
+        for (workers, size), part in windowed.sort("workers", "window_tuples").group_by(
+            "workers", "window_tuples", maintain_order=True
+        ):
+            yield dataset, f"windows-{name}-n{workers}-w{size}.png", windows_figure(part, dataset, style)
         # A dataset of a skew sweep has its points in the skew trends already, one chart
         # per worker count: drawn again against workers, they doubled the report.
         if rows.get_column("workers").n_unique() > 1 and dataset not in skewed.get_column("dataset"):
             yield (
                 dataset,
-                f"trend-workers-{slug}.png",
+                f"trend-workers-{name}.png",
                 trend_figure(rows, "workers", "workers", f"metrics as workers grow: {dataset}", style),
             )
 
@@ -551,8 +691,8 @@ def _report(whole: pl.DataFrame, sections: list[tuple[str, list[Path]]]) -> str:
         ".wide{overflow-x:auto}</style>",
         "</head><body><h1>keysplit simulation report</h1>",
         "<p>λ = (max load − mean load) / mean load; γ = workers per distinct key; Γ = Σ distinct "
-        "keys per worker; ψ = tuples of state moved between windows. Metrics as in "
-        "<code>keysplit.metrics</code>.</p>",
+        "keys per worker; ψ = tuples of state moved between windows; "
+        f"{html.escape(HYBRID_IMBALANCE_DEFINITION)}. Metrics as in <code>keysplit.metrics</code>.</p>",
         "<h2>Summary</h2>",
         _summary(whole),
     ]

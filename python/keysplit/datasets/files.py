@@ -51,8 +51,8 @@ def from_file(
     The format comes from the suffix (``.parquet``/``.pq``, ``.csv``, ``.tsv``,
     ``.txt``/``.text``/``.md``) unless ``format`` names it. For tables, ``key`` is required
     and must hold strings or integers; ``value`` and ``timestamp`` name optional columns
-    passed through under those names. A text file yields its lower-cased words (see
-    :func:`words_of_lines`) as ``key``, read a block of lines at a time. Tables are scanned
+    passed through under those names. A text file yields its lower-cased words (runs of letters and digits,
+    apostrophes inside a word kept) as ``key``, read a block of lines at a time. Tables are scanned
     with Polars' streaming engine, so memory stays bounded for files of any size.
     """
     require_count(batch_rows, "batch_rows", minimum=1)

@@ -196,7 +196,7 @@ def tpch_q1_keys(
     string keys ``"A|F"``, ``"N|F"``, ``"N|O"``, ``"R|F"``, drawn independently with the
     shares of ``TPCH_Q1_GROUPS`` (the Q1 answer's counts at scale factor 1; 25%, 0.7%,
     49%, 25%). The default ``tuples`` is that answer's total. Real TPC-H rows are in
-    :mod:`keysplit.datasets.real`.
+    :func:`tpch`.
     """
     total = sum(TPCH_Q1_GROUPS.values())
     resolution = 1 << 20

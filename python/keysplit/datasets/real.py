@@ -211,7 +211,8 @@ def _tpchgen() -> str:
 
 def tpch_table(table: str, *, scale: float = 0.1, cache: Path | None = None) -> Path:
     """The Parquet file of TPC-H ``table`` at scale factor ``scale``, generated with
-    ``tpchgen-cli`` into ``cache`` (default :func:`cache_dir` ``/tpch/sf<scale>``) the first
+    ``tpchgen-cli`` into ``cache`` (default ``~/.cache/keysplit/tpch/sf<scale>``, or under
+    ``$KEYSPLIT_CACHE``) the first
     time and reused after. The generator is deterministic: the same scale gives the same rows."""
     if table not in {"lineitem", "orders"}:
         raise ConfigError(f"table must be 'lineitem' or 'orders', got {table!r}")

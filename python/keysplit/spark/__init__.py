@@ -12,7 +12,7 @@ percentiles, mode and distinct values split. ``apply_operator()`` runs a statefu
 in arrival order, then merges; ``stream_aggregate()`` runs the aggregation in Structured
 Streaming, its grouper state in Spark's state store; ``route()`` routes a DataFrame
 lazily; ``hot_keys()`` finds the heavy hitters. Every verb picks its session by one rule
-(:mod:`keysplit.spark.intake`) and reports through a :class:`Report` passed as
+(a Spark DataFrame's own unless ``session=`` names one) and reports through a :class:`Report` passed as
 ``report=``. A stream is a Spark DataFrame (routed on the executors, one source per
 partition) or a client stream (routed here and ingested by the fastest path the server
 allows). Needs ``pip install keysplit[spark]`` and Java 17.

@@ -421,14 +421,14 @@ def aggregate(
     grouper, workers, seed
         A :class:`keysplit.Grouper` (stateful: a client stream goes on from where it is;
         each executor source starts from its state) or a grouper name, made with
-        ``workers`` and ``seed`` (default :data:`~keysplit._grouper.DEFAULT_GROUPER`, ``"elastic"``, 8 workers, seed 0).
+        ``workers`` and ``seed`` (default ``"elastic"``, 8 workers, seed 0).
     aggs
         Specs such as ``"count"`` (rows per key), ``"count(v)"`` (non-null ``v``),
         ``"sum(v)"``, ``"min(v)"``, ``"max(v)"``, ``"mean(v)"`` and ``"distinct(v)"``; the
         result column is ``count`` or ``<function>_<v>``. Nulls in ``v`` are skipped, as in
         SQL; a key whose ``v`` are all null has a null sum, min, max and mean.
     session
-        By the rule of :mod:`keysplit.spark.intake`: a Spark DataFrame's own unless given;
+        A Spark DataFrame's own unless given;
         a client stream needs one (``keysplit.spark.session()``).
     window
         None (the whole stream is one window), a positive count of tuples (client streams:
@@ -444,7 +444,7 @@ def aggregate(
         or its fields: ``"files"`` (Parquet in ``staging_dir``, which the executors read),
         ``"upload"`` (Parquet copied to ``upload_dir`` on the server's filesystem),
         ``"arrow"`` (inside the plan; slow) or ``"auto"`` (default: the fastest that works,
-        see :mod:`keysplit.spark.ingest`); ``batch_rows`` rows per routed batch (65,536).
+        as the Spark guide's client streams say); ``batch_rows`` rows per routed batch (65,536).
     distinct, sketch_lg_k
         ``"sketch"`` (default): HyperLogLog sketches of ``2^sketch_lg_k`` buckets, within
         :func:`sketch_error` of the exact count; ``"exact"``: sets, merged exactly.

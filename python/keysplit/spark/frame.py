@@ -266,7 +266,7 @@ def skewed(
     """``frame`` with keysplit behind its keyed verbs: ``skewed(df).groupBy("k")`` then
     ``.applyInPandas(f, schema, merge=m)`` or ``.agg(...)``. The options are
     :func:`keysplit.spark.apply_grouped`'s (``grouper=None``: its two-pass plan; ``.agg``
-    then routes with :data:`~keysplit._grouper.DEFAULT_GROUPER`). ``workers=None``:
+    then routes with ``"elastic"``). ``workers=None``:
     each verb's own default, 32 for the grouped verbs, the shuffle's partitions for
     ``.join``."""
     if not is_spark_frame(frame):

@@ -113,7 +113,7 @@ class GroupedReport:
     ``worker_seconds[w]`` sum them per worker: worker ``w`` is task ``w`` of the function
     stage, so ``worker_seconds`` are its tasks' Python times. Rows shuffled: ``rows`` to the
     function stage (as ``applyInPandas``), ``merge_rows`` more to the merge stage; uniform
-    salting with :data:`SALTS` salts would make ``salting_calls`` calls (expected, computed
+    salting with ``SALTS`` (32) salts would make ``salting_calls`` calls (expected, computed
     from the per-key counts) and shuffle ``salting_merge_rows`` partial rows (estimated from
     this run's output rows per call). ``offline_replication`` is γ* of the per-key counts.
     ``hot_keys`` is the two-pass plan's placement table: each placed key's exact ``count``
@@ -588,7 +588,7 @@ def apply_grouped(
         :class:`keysplit.Grouper`: that online grouper routes each input partition instead
         (its own ``workers``).
     session
-        By the rule of :mod:`keysplit.spark.intake`: a DataFrame's own unless given; a
+        A DataFrame's own unless given; a
         client stream needs one.
     order_by
         Columns to sort each partition by before routing (see :func:`keysplit.spark.aggregate`);

@@ -26,6 +26,7 @@ import polars as pl
 from keysplit import datasets
 from keysplit._grouper import DEFAULT_GROUPER
 from keysplit._numbers import to_int
+from keysplit._progress import PhaseProgress
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
@@ -73,8 +74,31 @@ def _write_corpus(stream: Iterator[pl.DataFrame], directory: Path, files: int = 
     return words
 
 
-def _run_figure(labels: list[str], reports: list[RunReport]) -> Any:
-    """run.png: load per worker and phase times, one bar per pipeline."""
+def _mean_seconds(runs: list[dict[str, float]]) -> dict[str, float]:
+    """The mean of each time (``routing_s``, ``wall_s``…) over a pipeline's runs: what the
+    table and the chart both show."""
+    return {name: sum(run[name] for run in runs) / len(runs) for name in runs[0]}
+
+
+def _figures(labels: list[str], reports: list[RunReport], seconds: dict[str, list[dict[str, float]]]) -> pl.DataFrame:
+    """One row per pipeline: its report's figures, the times the mean of its runs (the
+    other figures are deterministic)."""
+    return pl.DataFrame(
+        [{**report.figures(), **_mean_seconds(seconds[label])} for label, report in zip(labels, reports, strict=True)]
+    )
+
+
+def _phase_times(runs: list[dict[str, float]]) -> list[float]:
+    """The mean over ``runs`` of each phase's seconds, in :data:`PHASES` order."""
+    from keysplit.spark.report import PHASES
+
+    mean = _mean_seconds(runs)
+    return [mean[f"{phase}_s"] for phase in PHASES]
+
+
+def _run_figure(labels: list[str], reports: list[RunReport], seconds: dict[str, list[dict[str, float]]]) -> Any:
+    """run.png: load per worker, one bar per pipeline; and each phase's seconds, a bar for
+    the mean of the pipeline's runs (the table's figure) and a dot for each run."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -92,12 +116,17 @@ def _run_figure(labels: list[str], reports: list[RunReport]) -> Any:
     loads_axis.set_xlabel("worker")
     loads_axis.set_ylabel("tuples (as Spark aggregated them)")
     loads_axis.set_title("Load per worker")
-    for i, (label, report) in enumerate(zip(labels, reports, strict=True)):
-        seconds = report.phase_seconds
-        phases_axis.bar([p + i * width for p in range(len(PHASES))], [seconds[p] for p in PHASES], width, label=label)
-    phases_axis.set_xticks([p + width / 2 for p in range(len(PHASES))], PHASES)
+    runs = {len(seconds[label]) for label in labels}
+    for i, label in enumerate(labels):
+        at = [p + i * width for p in range(len(PHASES))]
+        phases_axis.bar(at, _phase_times(seconds[label]), width, label=label)
+        # Each run's own seconds over the mean's bar: how far apart the runs were.
+        for run in seconds[label]:
+            phases_axis.plot(at, _phase_times([run]), linestyle="none", marker="o", markersize=3, color="black")
+    phases_axis.set_xticks([p + width * (len(labels) - 1) / 2 for p in range(len(PHASES))], PHASES)
     phases_axis.set_ylabel("seconds")
-    phases_axis.set_title("Phase times")
+    shown_runs = f"{runs.pop()} runs" if len(runs) == 1 else "its runs"
+    phases_axis.set_title(f"Phase times: bars the mean of {shown_runs} (as in the table), dots each run", fontsize=10)
     # One legend for both panels, below them: inside, it covered the first workers' bars.
     handles, names = loads_axis.get_legend_handles_labels()
     figure.legend(handles, names, loc="lower center", ncol=len(names), frameon=False)
@@ -105,10 +134,10 @@ def _run_figure(labels: list[str], reports: list[RunReport]) -> Any:
     return figure
 
 
-def _chart(labels: list[str], reports: list[RunReport], path: Path) -> None:
+def _chart(labels: list[str], reports: list[RunReport], seconds: dict[str, list[dict[str, float]]], path: Path) -> None:
     import matplotlib.pyplot as plt
 
-    figure = _run_figure(labels, reports)
+    figure = _run_figure(labels, reports, seconds)
     figure.savefig(path, dpi=100)
     plt.close(figure)
 
@@ -201,9 +230,10 @@ def timed_score3(pdf: Any) -> Any:
     return out.assign(task=context.partitionId() if context else -1, seconds=time.perf_counter() - started)
 
 
-def grouped_map_case(handle: Any, frame: Any, workers: int, print_: Callable[[str], None]) -> dict[str, Any]:
+def grouped_map_case(handle: Any, frame: Any, workers: int, shown: PhaseProgress) -> dict[str, Any]:
     """``applyInPandas`` and ``apply_grouped`` on the same grouped map, same session, same
-    task count (``workers``); their per-task function seconds, largest call and wall time."""
+    task count (``workers``); their per-task function seconds, largest call and wall time.
+    ``shown`` names each step as it runs."""
     import time
 
     import numpy as np
@@ -217,29 +247,33 @@ def grouped_map_case(handle: Any, frame: Any, workers: int, print_: Callable[[st
         native_plan = frame.groupBy("key").applyInPandas(timed_score3, GROUPED_SCHEMA + ", task int, seconds double")
         # Untimed first runs on a slice: Python workers and imports are no plan's cost.
         sample = frame.limit(20_000)
-        handle.call("warming up", sample.groupBy("key").applyInPandas(score3, GROUPED_SCHEMA).count)
-        warm_up = apply_grouped(
-            sample, key="key", function=score3, merge=best3, schema=GROUPED_SCHEMA, workers=workers, session=handle
-        )
-        handle.call("warming up", warm_up.count)
-        started = time.perf_counter()
-        native = pl.from_arrow(handle.call("applyInPandas", native_plan.toArrow))
-        native_wall = time.perf_counter() - started
-        started = time.perf_counter()
-        observed: Report[GroupedReport] = Report()
-        result = apply_grouped(
-            frame,
-            key="key",
-            function=score3,
-            merge=best3,
-            schema=GROUPED_SCHEMA,
-            workers=workers,
-            session=handle,
-            report=observed,
-        )
-        ours = pl.from_arrow(handle.call("apply_grouped", result.toArrow))
-        ours_wall = time.perf_counter() - started
-        report = observed.get
+        with shown.step("grouped map: warming up on 20,000 words (untimed)"):
+            handle.call("warming up", sample.groupBy("key").applyInPandas(score3, GROUPED_SCHEMA).count)
+            warm_up = apply_grouped(
+                sample, key="key", function=score3, merge=best3, schema=GROUPED_SCHEMA, workers=workers, session=handle
+            )
+            handle.call("warming up", warm_up.count)
+        with shown.step(f"grouped map: Spark's applyInPandas, {workers} tasks"):
+            started = time.perf_counter()
+            native = pl.from_arrow(handle.call("applyInPandas", native_plan.toArrow))
+            native_wall = time.perf_counter() - started
+        with shown.step(f"grouped map: keysplit's apply_grouped, {workers} tasks") as step:
+            started = time.perf_counter()
+            observed: Report[GroupedReport] = Report()
+            result = apply_grouped(
+                frame,
+                key="key",
+                function=score3,
+                merge=best3,
+                schema=GROUPED_SCHEMA,
+                workers=workers,
+                session=handle,
+                report=observed,
+            )
+            ours = pl.from_arrow(handle.call("apply_grouped", result.toArrow))
+            ours_wall = time.perf_counter() - started
+            report = observed.get
+            step.outcome = f"{report.split.height} words split"
     assert isinstance(native, pl.DataFrame) and isinstance(ours, pl.DataFrame)
     native_tasks = native.group_by("key").agg(pl.col("task").first(), pl.col("seconds").first())
     native_seconds = [0.0] * workers
@@ -317,6 +351,7 @@ def run(
     report_dir: str | Path = "results/run",
     print_: Callable[[str], None] = print,
     spark: Session | None = None,
+    progress: bool | None = None,
 ) -> int:
     """Runs the job; returns 0 when every pipeline equals ``groupBy`` and Spark agrees with the client.
 
@@ -325,6 +360,10 @@ def run(
     the executors (one source per Parquet file). Spark's own ``groupBy`` of the same
     DataFrame, timed in the same session, is the reference and the baseline. ``spark``: a
     session to run in (left open); None starts an embedded server for the job.
+
+    The results go to ``print_``; the steps, as they start and end with their seconds, to
+    stderr, with a live line naming the Spark action running when stderr is a terminal
+    (``progress``: None, as everywhere; ``False`` silences both).
     """
     import time
 
@@ -341,10 +380,20 @@ def run(
     directory = Path(report_dir)
     corpus = directory / "corpus"
     runs: list[tuple[str, RunReport, bool, float]] = []
-    with contextlib.nullcontext(spark) if spark is not None else session() as handle:
+    with contextlib.ExitStack() as stack:
+        shown = stack.enter_context(PhaseProgress("keysplit run", progress))
+        if spark is None:
+            with shown.step("starting an embedded Spark Connect server"):
+                handle = stack.enter_context(session())
+        else:
+            handle = spark
+        # The live line names every Spark action the job runs, whichever verb runs it.
+        stack.enter_context(handle.observed(shown.phase))
         print_(f"keysplit run: word count of {dataset!r} on an embedded Spark Connect server ({handle.url})")
-        corpus_words = _write_corpus(open_dataset(), corpus).select("key")
-        words = corpus_words.height
+        with shown.step(f"reading {dataset} and writing it as Parquet files") as step:
+            corpus_words = _write_corpus(open_dataset(), corpus).select("key")
+            words = corpus_words.height
+            step.outcome = f"{words:,} words"
 
         def stream() -> Iterator[pl.DataFrame]:
             return corpus_words.iter_slices(batch_rows)
@@ -353,18 +402,21 @@ def run(
         plan = frame.groupBy("key").agg(F.count(F.lit(1)).alias("count"))
         # One untimed run of each plan first: the first query of a kind pays for the JVM's
         # compilation and the Python workers' start, which no pipeline should be charged.
-        handle.call("warming up", plan.count)
-        for rows in (frame, next(iter(stream()))):
-            aggregate(
-                rows,
-                key="key",
-                grouper=Grouper.from_spec(grouper, workers=workers, seed=seed),
-                aggs=["count"],
-                session=handle,
-            )
-        started = time.perf_counter()
-        table = handle.call("Spark's own groupBy", plan.toArrow)
-        native_walls = [time.perf_counter() - started]
+        with shown.step("warming up: one untimed run of each plan on a slice"):
+            handle.call("warming up", plan.count)
+            for rows in (frame, next(iter(stream()))):
+                aggregate(
+                    rows,
+                    key="key",
+                    grouper=Grouper.from_spec(grouper, workers=workers, seed=seed),
+                    aggs=["count"],
+                    session=handle,
+                    progress=False,
+                )
+        with shown.step("Spark's own groupBy, the baseline"):
+            started = time.perf_counter()
+            table = handle.call("Spark's own groupBy", plan.toArrow)
+            native_walls = [time.perf_counter() - started]
         expected = pl.from_arrow(table)
         assert isinstance(expected, pl.DataFrame)
         expected = expected.sort("key", nulls_last=False)
@@ -374,8 +426,9 @@ def run(
             (f"{grouper}, Spark DataFrame", lambda: (frame, grouper)),
         ]
         # Each pipeline twice, forward then backward, so that no position in the order (the
-        # machine warming, a neighbour's load) favours one; the figures are the first run's,
-        # the wall time the mean of both. groupBy is timed before and after them.
+        # machine warming, a neighbour's load) favours one; the loads are the first run's
+        # (routing is deterministic), the times the mean of both. groupBy is timed before
+        # and after them.
         walls: dict[str, list[float]] = {}
         seconds: dict[str, list[dict[str, float]]] = {}
         first: dict[str, RunReport] = {}
@@ -383,40 +436,36 @@ def run(
         for label, make in [*pipelines, *reversed(pipelines)]:
             rows, name = make()
             observed: Report[RunReport] = Report()
-            result = aggregate(
-                rows,
-                key="key",
-                grouper=Grouper.from_spec(name, workers=workers, seed=seed),
-                aggs=["count"],
-                session=handle,
-                output="polars",
-                batch_rows=batch_rows,
-                report=observed,
-            )
-            report = observed.get
+            with shown.step(f"{label}, run {len(walls.get(label, [])) + 1} of 2") as step:
+                # The job's own live line names the verb's actions: rich shows one at a time.
+                result = aggregate(
+                    rows,
+                    key="key",
+                    grouper=Grouper.from_spec(name, workers=workers, seed=seed),
+                    aggs=["count"],
+                    session=handle,
+                    output="polars",
+                    batch_rows=batch_rows,
+                    report=observed,
+                    progress=False,
+                )
+                report = observed.get
+                step.outcome = ", ".join(f"{phase} {s:.1f} s" for phase, s in report.phase_seconds.items())
             report.check()
             first.setdefault(label, report)
             equal[label] = equal.get(label, True) and result.equals(expected)
             walls.setdefault(label, []).append(report.wall_seconds)
             seconds.setdefault(label, []).append({k: v for k, v in report.figures().items() if k.endswith("_s")})
-        started = time.perf_counter()
-        handle.call("Spark's own groupBy", plan.toArrow)
-        native_walls.append(time.perf_counter() - started)
+        with shown.step("Spark's own groupBy again"):
+            started = time.perf_counter()
+            handle.call("Spark's own groupBy", plan.toArrow)
+            native_walls.append(time.perf_counter() - started)
         native_seconds = sum(native_walls) / len(native_walls)
         runs = [(label, first[label], equal[label], sum(walls[label]) / len(walls[label])) for label, _ in pipelines]
-        case = grouped_map_case(handle, frame, GROUPED_WORKERS, print_)
+        case = grouped_map_case(handle, frame, GROUPED_WORKERS, shown)
     labels = [label for label, *_ in runs]
     reports = [report for _, report, *_ in runs]
-    # Times are the mean of each pipeline's two runs; the other figures are deterministic.
-    figures = pl.DataFrame(
-        [
-            {
-                **r.figures(),
-                **{k: sum(run[k] for run in seconds[label]) / len(seconds[label]) for k in seconds[label][0]},
-            }
-            for label, r in zip(labels, reports, strict=True)
-        ]
-    ).with_columns(
+    figures = _figures(labels, reports, seconds).with_columns(
         pl.Series("equals_groupBy", [equal for *_, equal, _ in runs]),
         pl.Series("wall_vs_groupBy", [wall / native_seconds for *_, wall in runs]),
     )
@@ -436,7 +485,7 @@ def run(
     ):
         print_(str(_by_run(figures, labels)))
         print_(str(loads))
-    _chart(labels, reports, directory / "run.png")
+    _chart(labels, reports, seconds, directory / "run.png")
     title = f"keysplit run: {dataset}, {words:,} words, {workers} workers"
     _print_grouped(case, print_)
     _grouped_chart(case, directory / "grouped.png")

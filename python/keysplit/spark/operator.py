@@ -135,7 +135,7 @@ def apply_operator(
 
     ``stream`` is a Spark DataFrame (routed on the executors, see
     :func:`keysplit.spark.aggregate` for ``order_by``) or a client stream (routed here and
-    ingested by ``ingest``); the session follows the rule of :mod:`keysplit.spark.intake`.
+    ingested by ``ingest``); the session is a Spark DataFrame's own unless ``session=`` names one.
     Runs now, and returns the merged result (Spark DataFrame, or ``output="arrow"``/
     ``"polars"``, sorted by its first columns); ``report`` (a :class:`keysplit.spark.Report`)
     is filled with the :class:`RunReport` (one window: the whole stream). ``progress``

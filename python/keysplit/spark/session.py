@@ -565,7 +565,7 @@ def session(
 
     ``master`` is a Spark master URL such as ``"local[2]"`` (the default), or
     ``"cluster:N"`` with N from 1 to 16: a real Spark standalone cluster on 127.0.0.1, one
-    master and N workers of one core each (:class:`~keysplit.spark.cluster.StandaloneCluster`),
+    master and N workers of one core each (a ``StandaloneCluster``),
     started before the server, which then runs N one-core, 1 GB executors on it
     (``conf`` may override these settings). It takes 15 to 30 s to start on a two-core
     machine; the session's ``cluster`` holds it, and closing the session stops the server,

@@ -95,13 +95,25 @@ class StreamAggregation:
     aggs: list[Agg]
     window: str | None
 
+    def process_all_available(self, *, timeout: float | None = None) -> None:
+        """Waits until every input the stream's source holds now is aggregated, as
+        ``StreamingQuery.processAllAvailable()`` does; a failed query raises its error. Then
+        :meth:`result`, :meth:`routing` and :meth:`metrics` include that input. ``timeout``
+        is in seconds (the session's query timeout by default)."""
+        self.session.call("waiting for the stream's available input", self.query.processAllAvailable, timeout=timeout)
+
     def result(self, *, output: str = "polars") -> Any:
         """The table: the aggregates per key (and window) over every finished batch, equal
         to a batch ``groupBy`` of their rows. A Polars DataFrame sorted by window and key
-        (``output="polars"``), or a Spark DataFrame (``"spark"``) of ``output/table``."""
+        (``output="polars"``), or a Spark DataFrame (``"spark"``) of ``output/table``.
+        Right after :func:`stream_aggregate` no batch has finished: call
+        :meth:`process_all_available` first."""
         table = self.output / "table"
         if not (table / "_SUCCESS").exists():
-            raise ConfigError(f"no batch of the stream has finished yet: {table} holds no table")
+            raise ConfigError(
+                f"no batch of the stream has finished yet ({table} holds no table): "
+                "call run.process_all_available() to wait for the input the source holds now"
+            )
         frame = self.session.spark.read.parquet(str(table))
         if output == "spark":
             return frame
@@ -118,7 +130,10 @@ class StreamAggregation:
         cut into micro-batches or restarted."""
         partials = self.output / "partials"
         if not any(partials.glob("batch=*/*.parquet")):
-            raise ConfigError(f"no batch of the stream has finished yet: {partials} is empty")
+            raise ConfigError(
+                f"no batch of the stream has finished yet ({partials} is empty): "
+                "call run.process_all_available() to wait for the input the source holds now"
+            )
         cells = pl.read_parquet(partials / "**" / "*.parquet", hive_partitioning=True)
         groups = [*([self.window] if self.window is not None else []), WORKER_COLUMN, self.key]
         return cells.group_by(groups).agg(pl.col(_TUPLES).sum().alias("tuples")).sort(groups)
@@ -126,7 +141,8 @@ class StreamAggregation:
     def metrics(self) -> pl.DataFrame:
         """One row per finished micro-batch: its rows, the loads per worker, λ, γ (workers
         per key within the batch), Γ (its partial rows) and the grouper state bytes summed
-        over the sources."""
+        over the sources. Empty (with these columns) until a batch has finished:
+        :meth:`process_all_available` waits for one."""
         files = sorted((self.output / "metrics").glob("batch=*/*.parquet"))
         if not files:
             return pl.DataFrame(schema=_METRICS_SCHEMA)
