@@ -18,7 +18,7 @@ SDIST_VENV := .venv-sdist
 NO_RUST_PATH := $(shell printf '%s' "$$PATH" | tr ':' '\n' | while IFS= read -r dir; do \
   [ -e "$$dir/cargo" ] || [ -e "$$dir/rustc" ] || [ -e "$$dir/rustup" ] || printf '%s:' "$$dir"; done | sed 's/:$$//')
 
-.PHONY: run test wheel dist release-venv sdist-test docs data java lint stubtest rust-test python-test fuzz-check fuzz-smoke bench spark-vs-native spark-ingest spark-grouped-map spark-skew-join spark-window spark-holistic spark-explain-skew clean
+.PHONY: run test wheel dist release-venv sdist-test docs data java lint stubtest rust-test python-test fuzz-check fuzz-smoke bench spark-vs-native spark-ingest spark-grouped-map spark-skew-join spark-window spark-holistic spark-explain-skew spark-streaming clean
 
 # Debian packages of the real datasets (keysplit.datasets.kjv); the PyPI ones are in
 # requirements-dev.txt.
@@ -194,6 +194,12 @@ spark-holistic: wheel java
 # benches/results/spark_explain_skew.json.
 spark-explain-skew: wheel java
 	cd benches && ../$(BIN)/python spark_explain_skew.py
+
+# stream_aggregate against Spark's own streaming aggregation and an identity routing step,
+# on a file source of 10^7 rows in 100 files whose distinct keys keep growing; writes
+# benches/results/spark_streaming.json.
+spark-streaming: wheel java
+	cd benches && ../$(BIN)/python spark_streaming.py
 
 clean:
 	rm -rf $(VENV) $(RELEASE_VENV) $(SDIST_VENV) $(DIST_DIR) site target fuzz/target
