@@ -36,7 +36,7 @@ import spark_holistic
 import spark_skew_join
 import spark_window
 from keysplit import spark as ks
-from spark_vs_native import RESULTS, SETUPS, SparkStatus, fingerprint, machine
+from spark_vs_native import RESULTS, SETUPS, SparkStatus, fingerprint, write_results
 
 TOLERANCE = 0.25
 
@@ -216,20 +216,12 @@ def main() -> None:
         if rows
         else None,
     }
-    output.parent.mkdir(parents=True, exist_ok=True)
-    output.write_text(
-        json.dumps(
-            {
-                "benchmark": "explain_skew's verdicts and predicted hottest tasks against Spark's final plans",
-                "machine": machine(),
-                "settings": {**vars(args), "output": str(output), "conf": spark_skew_join.CONF},
-                "summary": summary,
-                "workloads": rows,
-            },
-            indent=1,
-            default=str,
-        )
-        + "\n"
+    write_results(
+        output,
+        "explain_skew's verdicts and predicted hottest tasks against Spark's final plans",
+        {**vars(args), "output": str(output), "conf": spark_skew_join.CONF},
+        summary=summary,
+        workloads=rows,
     )
     print(json.dumps(summary, indent=1))
 

@@ -30,7 +30,6 @@ Writes ``benches/results/spark_holistic[_cluster].json``.
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -44,9 +43,9 @@ from spark_vs_native import (
     SparkStatus,
     fingerprint,
     lpt_makespan,
-    machine,
     medians_and_exactness,
     stage_briefs,
+    write_results,
 )
 
 SLOTS = 32
@@ -208,19 +207,11 @@ def main() -> None:
                 runs = run_family(handle, status, frame, columns, args.repeats)
                 results[f"{share:.0%} {family}"] = {"runs": runs, **summarise(runs)}
             frame.unpersist()
-    output.parent.mkdir(parents=True, exist_ok=True)
-    output.write_text(
-        json.dumps(
-            {
-                "benchmark": "holistic aggregates over a hot key: keysplit.spark.holistic_agg against Spark",
-                "machine": machine(),
-                "settings": {**vars(args), "output": str(output), "conf": CONF},
-                "families": results,
-            },
-            indent=1,
-            default=str,
-        )
-        + "\n"
+    write_results(
+        output,
+        "holistic aggregates over a hot key: keysplit.spark.holistic_agg against Spark",
+        {**vars(args), "output": str(output), "conf": CONF},
+        families=results,
     )
     for family, figures in results.items():
         if "failed" in figures:

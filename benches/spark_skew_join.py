@@ -38,7 +38,6 @@ Writes ``benches/results/spark_skew_join[_cluster].json``.
 from __future__ import annotations
 
 import argparse
-import json
 import tempfile
 import time
 from collections.abc import Callable
@@ -51,9 +50,9 @@ from spark_vs_native import (
     SparkStatus,
     fingerprint,
     lpt_makespan,
-    machine,
     medians_and_exactness,
     stage_briefs,
+    write_results,
 )
 
 RESULTS = Path(__file__).parent / "results"
@@ -245,19 +244,11 @@ def main() -> None:
                 print(f"share {share:.0%}, {name}", flush=True)
                 runs = run_shape(handle, status, name, build, args.repeats)
                 results[f"{share:.0%} {name}"] = {"runs": runs, **summarise(runs)}
-    output.parent.mkdir(parents=True, exist_ok=True)
-    output.write_text(
-        json.dumps(
-            {
-                "benchmark": "skewed joins: keysplit.spark.join against Spark, Spark tuned and salting by hand",
-                "machine": machine(),
-                "settings": {**vars(args), "output": str(output), "conf": CONF, "tuned": TUNED, "salts": SALTS},
-                "shapes": results,
-            },
-            indent=1,
-            default=str,
-        )
-        + "\n"
+    write_results(
+        output,
+        "skewed joins: keysplit.spark.join against Spark, Spark tuned and salting by hand",
+        {**vars(args), "output": str(output), "conf": CONF, "tuned": TUNED, "salts": SALTS},
+        shapes=results,
     )
     for name, figures in results.items():
         line = ", ".join(

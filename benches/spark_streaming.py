@@ -29,7 +29,6 @@ rewrites the running partials of every key each batch: 2.24 s a batch early, 4.2
 from __future__ import annotations
 
 import argparse
-import json
 import shutil
 import statistics
 import tempfile
@@ -41,7 +40,7 @@ import numpy as np
 import polars as pl
 
 from keysplit import spark as ks
-from spark_vs_native import BENCH_CONF, RESULTS, SETUPS, machine
+from spark_vs_native import BENCH_CONF, RESULTS, SETUPS, write_results
 
 SOURCES = 2
 NEW_KEYS_PER_FILE = 40_000
@@ -202,20 +201,12 @@ def main() -> None:
                         flush=True,
                     )
     summary = summarise(runs) if {"spark", "identity", "keysplit"} <= set(runs) else {}
-    output.parent.mkdir(parents=True, exist_ok=True)
-    output.write_text(
-        json.dumps(
-            {
-                "benchmark": "streaming aggregation: stream_aggregate against Spark's own and an identity routing step",
-                "machine": machine(),
-                "settings": {**vars(args), "output": str(output), "conf": CONF},
-                "summary": summary,
-                "runs": runs,
-            },
-            indent=1,
-            default=str,
-        )
-        + "\n"
+    write_results(
+        output,
+        "streaming aggregation: stream_aggregate against Spark's own and an identity routing step",
+        {**vars(args), "output": str(output), "conf": CONF},
+        summary=summary,
+        runs=runs,
     )
     for figure, value in summary.items():
         print(f"{figure}: {value}")

@@ -640,6 +640,14 @@ def dumps(document: dict[str, Any]) -> str:
     return re.sub(r"\[\s+([-\d.,\se+]+?)\s+\]", lambda m: "[" + " ".join(m.group(1).split()) + "]", text) + "\n"
 
 
+def write_results(output: Path, benchmark: str, settings: dict[str, Any], **sections: Any) -> None:
+    """A benchmark's JSON document at ``output``: what it measured, the machine, the
+    settings, then its own ``sections`` (in order)."""
+    output.parent.mkdir(parents=True, exist_ok=True)
+    document = {"benchmark": benchmark, "machine": machine(), "settings": settings, **sections}
+    output.write_text(json.dumps(document, indent=1, default=str) + "\n")
+
+
 class Report:
     """The JSON document, rewritten after every measured row so that a long run that stops
     keeps what it measured."""

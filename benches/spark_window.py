@@ -36,7 +36,6 @@ Writes ``benches/results/spark_window[_cluster].json``.
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -50,9 +49,9 @@ from spark_vs_native import (
     SparkStatus,
     fingerprint,
     lpt_makespan,
-    machine,
     medians_and_exactness,
     stage_briefs,
+    write_results,
 )
 
 SALTS = 16
@@ -254,19 +253,11 @@ def main() -> None:
                     figures["salted_wrong_rows"] = wrong_rows(handle, frame)
                 results[f"{share:.0%} {name}"] = figures
             frame.unpersist()
-    output.parent.mkdir(parents=True, exist_ok=True)
-    output.write_text(
-        json.dumps(
-            {
-                "benchmark": "window functions over a hot key: keysplit.spark.window against Spark and salting",
-                "machine": machine(),
-                "settings": {**vars(args), "output": str(output), "conf": CONF, "salts": SALTS},
-                "families": results,
-            },
-            indent=1,
-            default=str,
-        )
-        + "\n"
+    write_results(
+        output,
+        "window functions over a hot key: keysplit.spark.window against Spark and salting",
+        {**vars(args), "output": str(output), "conf": CONF, "salts": SALTS},
+        families=results,
     )
     for name, figures in results.items():
         print(
