@@ -9,10 +9,11 @@ its own on the same files, alternated (A B C, then C B A):
 
 - ``spark``: Spark's own streaming aggregation, update mode, into the ``noop`` sink;
 - ``identity``: the same after a ``transformWithStateInPandas`` step that passes every row
-  on unrouted, grouped by ``pmod(xxhash64(seq), 2)`` as keysplit's sources are: the floor
-  of any Python routing step;
-- ``keysplit``: ``stream_aggregate`` with its defaults (elastic, 8 workers, 2 sources), its
-  table checked against an exact group-by of the files at the end.
+  on unrouted, grouped into sources as keysplit's are (``pmod(xxhash64(seq), 4)``, one
+  source per state partition): the floor of any Python routing step;
+- ``keysplit``: ``stream_aggregate`` with its defaults (elastic, 8 workers, one source per
+  state partition) into the same sink; at the end its running aggregates, read from the
+  state store with Spark's state data source, are checked against an exact group-by.
 
 Per batch, from the query's progress: the trigger's and ``addBatch``'s durations and the
 state rows. Per pipeline: the median batch time of batches 3–12 and of the last 10, and
@@ -22,8 +23,9 @@ of keysplit's throughput to the floor's and to Spark's.
     python benches/spark_streaming.py --files 100 --rows 1e5 --setup local
 
 Writes ``benches/results/spark_streaming[_cluster].json``. ``spark_streaming_before.json``
-holds the run at these defaults (``local[2]``) of the ``foreachBatch`` implementation that
-rewrites the running partials of every key each batch: 2.24 s a batch early, 4.21 s late.
+holds the run at these defaults (``local[2]``) of the ``foreachBatch`` implementation of
+0.1.0's development that rewrote the running partials of every key each batch: 2.24 s a
+batch early, 4.21 s late.
 """
 
 from __future__ import annotations
@@ -40,9 +42,11 @@ import numpy as np
 import polars as pl
 
 from keysplit import spark as ks
+from keysplit.spark.streaming import source_values
 from spark_vs_native import BENCH_CONF, RESULTS, SETUPS, write_results
 
-SOURCES = 2
+#: keysplit's default: one source per state partition (CONF's shuffle partitions).
+SOURCES = 4
 NEW_KEYS_PER_FILE = 40_000
 HOT_SHARE = 0.3
 CONF = {
@@ -86,7 +90,8 @@ def query_figures(query: Any, rows: int, wall: float) -> dict[str, Any]:
     progress = [p for p in query.recentProgress if p.numInputRows > 0]
     batches = [p.durationMs["triggerExecution"] / 1000 for p in progress]
     add_batch = [p.durationMs.get("addBatch", 0) / 1000 for p in progress]
-    state_rows = [sum(o.numRowsTotal for o in p.stateOperators) for p in progress]
+    state_rows = [sum(o.numRowsTotal for o in p.stateOperators if o.operatorName == "stateStoreSave") for p in progress]
+    partitions = max((o.numShufflePartitions for p in progress for o in p.stateOperators), default=1)
     early, late = statistics.median(batches[2:12]), statistics.median(batches[-10:])
     return {
         "wall_s": wall,
@@ -95,6 +100,7 @@ def query_figures(query: Any, rows: int, wall: float) -> dict[str, Any]:
         "batch_s": batches,
         "add_batch_s": add_batch,
         "state_rows": state_rows,
+        "state_rows_per_partition": [r / partitions for r in state_rows],
         "early_batch_s": early,
         "late_batch_s": late,
         "growth": late / early,
@@ -107,38 +113,26 @@ def run_pipeline(handle: Any, name: str, source: Path, scratch: Path, rows: int)
     stream = handle.spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", 1).parquet(str(source))
     started = time.perf_counter()
     if name == "keysplit":
-        run = ks.stream_aggregate(
-            stream,
-            key="key",
-            aggs=["count", "sum(v)"],
-            order_by="seq",
-            checkpoint=scratch / "checkpoint",
-            output=scratch / "output",
-            session=handle,
-        )
-        run.process_all_available(timeout=24 * 3600.0)
-        wall = time.perf_counter() - started
-        figures = query_figures(run.query, rows, wall)
-        run.query.stop()
-        table = run.result()
-        expected = (
-            pl.scan_parquet(source / "*.parquet")
-            .group_by("key")
-            .agg(pl.len().cast(pl.Int64).alias("count"), pl.col("v").sum().alias("sum_v"))
-            .sort("key")
-            .collect()
-        )
-        figures["exact"] = table.select("key", "count", "sum_v").equals(expected, null_equal=True)
-        return figures
+        stream = ks.stream_aggregate(stream, key="key", aggs=["count", "sum(v)"], order_by="seq", session=handle)
     if name == "identity":
         stream = (
-            stream.withColumn("source", F.pmod(F.xxhash64("seq"), F.lit(SOURCES)).cast("int"))
+            stream.withColumn(
+                "source",
+                F.element_at(
+                    F.array(*map(F.lit, source_values(SOURCES, SOURCES))),
+                    (F.pmod(F.xxhash64("seq"), F.lit(SOURCES)) + 1).cast("int"),
+                ),
+            )
             .groupBy("source")
             .transformWithStateInPandas(
                 identity_processor(), outputStructType=SCHEMA, outputMode="Append", timeMode="None"
             )
         )
-    table = stream.groupBy("key").agg(F.count("*").alias("count"), F.sum("v").alias("sum_v"))
+    table = (
+        stream
+        if name == "keysplit"
+        else stream.groupBy("key").agg(F.count("*").alias("count"), F.sum("v").alias("sum_v"))
+    )
     query = (
         table.writeStream.outputMode("update")
         .format("noop")
@@ -149,7 +143,24 @@ def run_pipeline(handle: Any, name: str, source: Path, scratch: Path, rows: int)
     wall = time.perf_counter() - started
     figures = query_figures(query, rows, wall)
     query.stop()
+    if name == "keysplit":
+        figures["exact"] = state_equals_group_by(handle, scratch / "checkpoint", source)
     return figures
+
+
+def state_equals_group_by(handle: Any, checkpoint: Path, source: Path) -> bool:
+    """Whether the running aggregates in the aggregation's state store (read with Spark's
+    state data source: the aggregation is operator 0, the routing 1) equal an exact group-by of the files."""
+    state = handle.spark.read.format("statestore").option("operatorId", 0).load(str(checkpoint))
+    table = pl.from_arrow(state.selectExpr("key.key AS key", "value.count AS count", "value.sum AS sum_v").toArrow())
+    expected = (
+        pl.scan_parquet(source / "*.parquet")
+        .group_by("key")
+        .agg(pl.len().cast(pl.Int64).alias("count"), pl.col("v").sum().alias("sum_v"))
+        .sort("key")
+        .collect()
+    )
+    return table.sort("key").select(expected.columns).equals(expected)
 
 
 def summarise(runs: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:

@@ -1,12 +1,14 @@
-"""keysplit.spark.stream_aggregate on a real server: files fed into a directory while the
-query runs, a server killed mid-stream and the query restarted from its checkpoint; the
-table against Spark's own groupBy, and the routing against each source's keys routed
-offline in order."""
+"""keysplit.spark.stream_aggregate on a real server: files written by a feeder while the
+query runs, sinks chosen as a user would (a ``foreachBatch`` function, Spark's Parquet file
+sink, the memory sink), a server killed mid-stream and the query resumed from its
+checkpoint; the output read through the sink against an exact group-by, and the routing
+against each source's keys routed offline in order."""
 
 from __future__ import annotations
 
-import os
-import threading
+import subprocess
+import sys
+import textwrap
 import time
 from pathlib import Path
 
@@ -15,24 +17,30 @@ import pytest
 
 import keysplit
 from conftest import live_group_members
-from keysplit import ConfigError
-from keysplit.spark import reference, session
+from keysplit.spark import reference, session, stream_aggregate, stream_metrics
+from keysplit.spark.join_grid import spark_hash
 from keysplit.spark.routing import WORKER_COLUMN
-from keysplit.spark.streaming import StreamAggregation, stream_aggregate
+from keysplit.spark.streaming import source_values
 
 AGGS = ["count", "sum(value)", "mean(value)", "distinct(value)"]
-SCHEMA = "key string, seq long, value long"
+SCHEMA = "key string, seq long, value long, ts timestamp"
 WORKERS = 6
 SOURCES = 2
 TIMEOUT = 180.0
+#: Seconds of event time per row, and the tumbling window and watermark delay over them.
+TICK = 1
+WINDOW = "1000 seconds"
+DELAY = "10 seconds"
 
 
 def _stream(tuples: int = 40_000) -> pl.DataFrame:
     keys = pl.concat(list(keysplit.datasets.zipf(keys=2_000, tuples=tuples, z=1.5, seed=5)))
+    seq = pl.int_range(pl.len(), dtype=pl.Int64)
     return keys.select(
         pl.col("key").cast(pl.String),
-        seq=pl.int_range(pl.len(), dtype=pl.Int64),
-        value=(pl.int_range(pl.len(), dtype=pl.Int64) * 37) % 101,
+        seq=seq,
+        value=(seq * 37) % 101,
+        ts=((seq * TICK + 1_700_000_000) * 1_000_000).cast(pl.Datetime("us", "UTC")),
     )
 
 
@@ -43,212 +51,276 @@ def _feed(directory: Path, data: pl.DataFrame, files: range, rows: int, pause: f
         part = data.slice(i * rows, rows)
         hidden = directory / f".part-{i:04d}.tmp"
         part.write_parquet(hidden)
-        os.replace(hidden, directory / f"part-{i:04d}.parquet")
+        hidden.rename(directory / f"part-{i:04d}.parquet")
         time.sleep(pause)
 
 
-def _start(spark, base: Path) -> StreamAggregation:
-    stream = spark.spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", 1).parquet(str(base / "in"))
-    return stream_aggregate(
-        stream,
-        aggs=AGGS,
-        workers=WORKERS,
-        sources=SOURCES,
-        order_by="seq",
-        checkpoint=base / "checkpoint",
-        output=base / "out",
-        session=spark,
+def _feeder(directory: Path, data: pl.DataFrame, files: range, rows: int, pause: float) -> subprocess.Popen:
+    """The same from a process of its own, as an independent producer would write."""
+    whole = directory.parent / "feed.parquet"
+    data.write_parquet(whole)
+    script = textwrap.dedent(
+        f"""
+        import time, polars as pl
+        from pathlib import Path
+        data, directory = pl.read_parquet({str(whole)!r}), Path({str(directory)!r})
+        for i in range({files.start}, {files.stop}):
+            hidden = directory / f".part-{{i:04d}}.tmp"
+            data.slice(i * {rows}, {rows}).write_parquet(hidden)
+            hidden.rename(directory / f"part-{{i:04d}}.parquet")
+            time.sleep({pause})
+        """
     )
+    return subprocess.Popen([sys.executable, "-c", script])
 
 
-def _wait_for(run: StreamAggregation, rows: int) -> None:
+def _read_stream(spark, base: Path):
+    return spark.spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", 1).parquet(str(base / "in"))
+
+
+def _wait_for(query, rows: int) -> None:
     deadline = time.monotonic() + TIMEOUT
     while time.monotonic() < deadline:
-        if run.query.exception() is not None:
-            raise AssertionError(f"the query failed: {run.query.exception()}")
-        if run.metrics()["rows"].sum() >= rows:
+        if query.exception() is not None:
+            raise AssertionError(f"the query failed: {query.exception()}")
+        if stream_metrics(query)["rows"].sum() >= rows:
             return
         time.sleep(0.5)
     raise AssertionError(f"the query did not reach {rows} rows in {TIMEOUT} s")
 
 
-def _expected(spark, base: Path) -> pl.DataFrame:
-    frame = spark.spark.read.parquet(str(base / "in"))
-    return pl.from_arrow(reference(frame, key="key", aggs=AGGS).toArrow()).sort("key")
+def _input(spark, base: Path):
+    return spark.spark.read.schema(SCHEMA).parquet(str(base / "in"))
 
 
-def _offline_cells(spark, base: Path) -> pl.DataFrame:
-    """The same, routing each source's keys in ``seq`` order with one grouper per source,
-    the sources assigned by Spark's own ``pmod(xxhash64(seq), sources)``."""
+def _offline_cells(spark, base: Path, *, windowed: bool) -> pl.DataFrame:
+    """The tuples per ((window,) worker, key) of each source's keys routed offline in ``seq``
+    order with one grouper per source (ending a window where the rows' window changes), the
+    sources assigned by Spark's own ``pmod(xxhash64(seq), sources)``."""
     from pyspark.sql import functions as F
 
-    rows = spark.spark.read.parquet(str(base / "in")).select(
-        "key", "seq", F.pmod(F.xxhash64("seq"), F.lit(SOURCES)).alias("source")
+    rows = _input(spark, base).select(
+        "key",
+        "seq",
+        F.window("ts", WINDOW).start.alias("start"),
+        F.pmod(F.xxhash64("seq"), F.lit(SOURCES)).alias("source"),
     )
     table = pl.from_arrow(rows.toArrow()).sort("seq")
     cells = []
-    for (source,), part in table.group_by("source"):
+    for _, part in table.group_by("source"):
         grouper = keysplit.Grouper("elastic", workers=WORKERS, seed=0)
-        cells.append(part.select("key", **{WORKER_COLUMN: pl.Series(grouper.route(part["key"])).cast(pl.Int32)}))
-        assert source in range(SOURCES)
-    counted = pl.concat(cells).group_by(WORKER_COLUMN, "key").agg(pl.len().cast(pl.Int64).alias("tuples"))
-    return counted.sort(WORKER_COLUMN, "key")
+        runs = part.group_by("start", maintain_order=True) if windowed else [(None, part)]
+        ids = []
+        for i, (_, run) in enumerate(runs):
+            if i:
+                grouper.end_window()
+            ids.append(pl.Series(grouper.route(run["key"])))
+        cells.append(part.select("start", "key", **{WORKER_COLUMN: pl.concat(ids).cast(pl.Int32)}))
+    groups = ["start", WORKER_COLUMN, "key"] if windowed else [WORKER_COLUMN, "key"]
+    return pl.concat(cells).group_by(groups).agg(pl.len().cast(pl.Int64).alias("count")).sort(groups)
 
 
-def test_a_stream_fed_while_running_equals_groupBy_and_the_offline_routing(spark, tmp_path):
+def test_updates_written_by_a_users_foreachBatch_equal_groupBy_and_metrics_reach_a_listener(
+    spark, tmp_path, monkeypatch
+):
+    """Update mode into a user's ``foreachBatch`` (each batch's rows written under its id, so
+    a re-run batch overwrites itself), on paths given as Hadoop URIs: the last row of each key
+    equals Spark's groupBy, and each batch's figures reach both the query's progress and a
+    StreamingQueryListener without a job of their own."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.streaming import StreamingQueryListener
+
+    monkeypatch.chdir(tmp_path)
     data = _stream()
     (tmp_path / "in").mkdir()
-    run = _start(spark, tmp_path)
+    updates = f"file://{tmp_path}/updates"
+
+    def write(batch, batch_id):
+        batch.withColumn("batch", F.lit(batch_id)).write.mode("overwrite").parquet(f"{updates}/batch={batch_id}")
+
+    heard: list = []
+
+    class Heard(StreamingQueryListener):
+        def onQueryStarted(self, event):  # noqa: N802 - PySpark's names
+            pass
+
+        def onQueryProgress(self, event):  # noqa: N802
+            heard.append(event.progress)
+
+        def onQueryIdle(self, event):  # noqa: N802
+            pass
+
+        def onQueryTerminated(self, event):  # noqa: N802
+            pass
+
+    listener = Heard()
+    spark.spark.streams.addListener(listener)
+    table = stream_aggregate(_read_stream(spark, tmp_path), aggs=AGGS, workers=WORKERS, order_by="seq", session=spark)
+    assert table.isStreaming and table.columns == ["key", "count", "sum_value", "mean_value", "distinct_value"]
+    query = (
+        table.writeStream.outputMode("update")
+        .foreachBatch(write)
+        .option("checkpointLocation", f"file://{tmp_path}/checkpoint")
+        .start()
+    )
     try:
         _feed(tmp_path / "in", data, range(4), 10_000, pause=1.0)
-        _wait_for(run, data.height)
+        _wait_for(query, data.height)
+        metrics = stream_metrics(query)
+        deadline = time.monotonic() + TIMEOUT
+        while stream_metrics(heard)["rows"].sum() < data.height and time.monotonic() < deadline:
+            time.sleep(0.5)
     finally:
-        run.query.stop()
-    result = run.result()
-    assert result.equals(_expected(spark, tmp_path))
-    assert result["count"].sum() == data.height  # nothing lost or counted twice
-    # The table is plain Parquet, for any reader; of the running partials the two newest stay.
-    assert pl.read_parquet(tmp_path / "out" / "table" / "*.parquet").sort("key").equals(result)
-    assert len(list((tmp_path / "out" / "merged").iterdir())) <= 2
-    assert run.routing().equals(_offline_cells(spark, tmp_path))
-    metrics = run.metrics()
+        query.stop()
+        spark.spark.streams.removeListener(listener)
+    written = pl.read_parquet(tmp_path / "updates" / "**" / "*.parquet", hive_partitioning=False)
+    latest = written.sort("batch").group_by("key", maintain_order=True).last().drop("batch").sort("key")
+    expected = pl.from_arrow(reference(_input(spark, tmp_path), key="key", aggs=AGGS).toArrow()).sort("key")
+    assert latest.equals(expected)
+    assert latest["count"].sum() == data.height  # nothing lost or counted twice
+    assert not (tmp_path / "file:").exists()  # the URIs went to Hadoop, not to a folder named "file:"
+
     assert metrics["rows"].sum() == data.height and metrics["batch"].is_sorted()
-    assert all(len(loads) == WORKERS for loads in metrics["loads"])
-    assert (metrics["load_imbalance"] < 0.05).all() and (metrics["replication_factor"] >= 1).all()
-    assert (metrics["state_bytes"] > 0).all()
+    assert all(len(loads) == WORKERS and sum(loads) == rows for loads, rows in metrics.select("loads", "rows").rows())
+    assert (metrics["load_imbalance"] < 0.05).all()
+    # γ: the hot keys are on several workers, every key on at least one (up to the estimate).
+    assert (metrics["replication_factor"] > 1).all() and (metrics["partials"] >= metrics["keys"] * 0.97).all()
+    assert (metrics["grouper_state_bytes"] > 0).all() and (metrics["state_rows"] > 0).all()
+    assert metrics["late_rows"].sum() == 0
+    assert stream_metrics(heard).select("batch", "rows", "loads").equals(metrics.select("batch", "rows", "loads"))
+
+    # One source per state partition (the session's 8 shuffle partitions), each holding
+    # its grouper: the routing ran on 8 tasks side by side.
+    groupers = spark.spark.read.format("statestore").option("operatorId", 1).option("stateVarName", "grouper")
+    held = groupers.load(f"file://{tmp_path}/checkpoint").select("partition_id").toPandas()
+    partitions = int(spark.spark.conf.get("spark.sql.shuffle.partitions"))
+    assert sorted(held["partition_id"]) == list(range(partitions))
 
 
-def test_right_after_the_start_result_names_the_wait_and_the_wait_gives_the_whole_input(spark, tmp_path):
-    """As a new user runs it: start, ask for the table before any batch has finished
-    (refused, naming what to call), then wait for the input that is there and read it."""
-    data = _stream(20_000)
-    (tmp_path / "in").mkdir()
-    run = _start(spark, tmp_path)  # on an empty folder: no batch runs until files arrive
-    try:
-        run.process_all_available()
-        assert run.metrics().is_empty() and run.metrics().columns[:2] == ["batch", "rows"]
-        with pytest.raises(ConfigError, match=r"run\.process_all_available\(\)"):
-            run.result()
-        _feed(tmp_path / "in", data, range(2), 10_000, pause=0.0)
-        run.process_all_available()
-        assert run.metrics()["rows"].sum() == data.height
-    finally:
-        run.query.stop()
-    assert run.result().equals(_expected(spark, tmp_path))
+def test_closed_windows_reach_a_parquet_sink_once_across_a_killed_server(spark, tmp_path):
+    """The issue's check: a feeder process writes while the query runs; the server is
+    killed mid-stream and the query resumed from its checkpoint on another server. Spark's
+    Parquet file sink, in append mode, gets each closed window once per worker and key: the
+    tuples per (window, worker, key) equal an uninterrupted routing of each source's rows,
+    their sums per (window, key) equal a groupBy, and the state data source shows the
+    closed windows evicted."""
+    from pyspark.sql import functions as F
 
-
-def test_a_killed_server_restarted_from_the_checkpoint_routes_and_counts_as_if_uninterrupted(spark, tmp_path):
     data = _stream()
     (tmp_path / "in").mkdir()
+    sink, checkpoint = tmp_path / "sink", tmp_path / "checkpoint"
+
+    def start(handle):
+        stream = _read_stream(handle, tmp_path).withWatermark("ts", DELAY)
+        table = stream_aggregate(
+            stream,
+            aggs=["count", "sum(value)"],
+            workers=WORKERS,
+            sources=SOURCES,
+            order_by="seq",
+            window=F.window("ts", WINDOW),
+            per_worker=True,
+            session=handle,
+        )
+        assert table.columns == ["window", WORKER_COLUMN, "key", "count", "sum_value"]
+        writer = table.writeStream.outputMode("append").format("parquet").option("path", str(sink))
+        return writer.option("checkpointLocation", str(checkpoint)).start()
+
     doomed = session(query_timeout=TIMEOUT)
     pid = doomed.server.pid
+    feeder = _feeder(tmp_path / "in", data, range(8), 5_000, pause=1.0)
     try:
-        run = _start(doomed, tmp_path)
-        _feed(tmp_path / "in", data, range(2), 10_000, pause=0.5)
-        _wait_for(run, 10_000)
+        query = start(doomed)
+        _wait_for(query, 10_000)
         doomed.server.kill()
     finally:
         doomed.close()
     assert live_group_members(pid) == []
-    before = run.metrics()
-    assert 10_000 <= before["rows"].sum() <= 20_000
-
-    # More files arrive while nothing runs; the restarted query takes them and the rest.
-    feeder = threading.Thread(target=_feed, args=(tmp_path / "in", data, range(2, 4), 10_000, 1.0))
-    feeder.start()
-    resumed = _start(spark, tmp_path)
+    resumed = start(spark)
     try:
-        feeder.join()
-        _wait_for(resumed, data.height)
+        assert feeder.wait(timeout=TIMEOUT) == 0
+        resumed.processAllAvailable()
     finally:
-        resumed.query.stop()
-    result = resumed.result()
-    assert result.equals(_expected(spark, tmp_path))
-    assert result["count"].sum() == data.height
-    assert resumed.routing().equals(_offline_cells(spark, tmp_path))
-    assert resumed.metrics()["rows"].sum() == data.height
+        resumed.stop()
+
+    written = pl.from_arrow(
+        spark.spark.read.parquet(str(sink)).select(F.col("window.start").alias("start"), "*").drop("window").toArrow()
+    )
+    # The windows still open: the last one, which the watermark (10 s behind the newest
+    # row) has not passed.
+    newest = data["ts"].max()
+    open_windows = pl.from_arrow(
+        _input(spark, tmp_path)
+        .select(F.window("ts", WINDOW).alias("w"))
+        .where(F.col("w.end") > F.lit(newest) - F.expr(f"INTERVAL {DELAY}"))
+        .select("w.start")
+        .distinct()
+        .toArrow()
+    )["start"]
+    cells = _offline_cells(spark, tmp_path, windowed=True)
+    closed = cells.filter(~pl.col("start").is_in(open_windows.to_list()))
+    assert closed.height and written.height == closed.height  # each cell once
+    assert written.sort("start", WORKER_COLUMN, "key").select(closed.columns).equals(closed)
+    by_key = written.group_by("start", "key").agg(pl.col("count").sum(), pl.col("sum_value").sum()).sort("start", "key")
+    rows = _input(spark, tmp_path).select(F.window("ts", WINDOW).start.alias("start"), "key", "value")
+    expected = rows.groupBy("start", "key").agg(F.count("*").alias("count"), F.sum("value").alias("sum_value"))
+    expected_table = pl.from_arrow(expected.toArrow()).filter(~pl.col("start").is_in(open_windows.to_list()))
+    assert by_key.equals(expected_table.sort("start", "key"))
+
+    # The aggregation is the query's stateful operator 0 (the routing is 1): what it holds
+    # now is the open windows' rows only.
+    state = spark.spark.read.format("statestore").option("operatorId", 0).load(str(checkpoint))
+    held = pl.from_arrow(state.select(F.col("key.keysplit_window_start").alias("start")).toArrow())["start"]
+    assert held.len() and set(held.unique()) <= set(open_windows)
 
 
-@pytest.mark.parametrize(
-    ("change", "error", "message"),
-    [
-        ({"stream": "batch"}, ValueError, "streaming DataFrame"),
-        ({"order_by": "nope"}, ValueError, "column 'nope' is not in the stream"),
-        ({"sources": 0}, ValueError, r"sources must be an int in \[1, 1024\]"),
-        ({"key": "value2"}, ValueError, "key column 'value2' is not in the DataFrame"),
-        ({"aggs": ["median(value)"]}, ValueError, "unknown aggregate 'median'"),
-        ({"grouper": "nope"}, ValueError, "nope"),
-        ({"session": "sc://nowhere"}, TypeError, "session must be a keysplit.spark.Session"),
-    ],
-)
-def test_bad_arguments_are_refused_before_the_query_starts(spark, tmp_path, change, error, message):
-    (tmp_path / "in").mkdir()
-    stream = spark.spark.readStream.schema(SCHEMA).parquet(str(tmp_path / "in"))
-    if change.get("stream") == "batch":
-        stream = spark.spark.range(3)
-    arguments = {
-        "aggs": ["count"],
-        "order_by": "seq",
-        "checkpoint": tmp_path / "checkpoint",
-        "output": tmp_path / "out",
-        "session": spark,
-        **{k: v for k, v in change.items() if k != "stream"},
-    }
-    with pytest.raises(error, match=message):
-        stream_aggregate(stream, **arguments)
-    assert not (tmp_path / "checkpoint").exists()
-
-
-def test_another_streams_settings_may_not_reuse_the_table(spark, tmp_path):
-    (tmp_path / "in").mkdir()
-    stream = spark.spark.readStream.schema(SCHEMA).parquet(str(tmp_path / "in"))
-    arguments = {"order_by": "seq", "checkpoint": tmp_path / "checkpoint", "output": tmp_path / "out", "session": spark}
-    run = stream_aggregate(stream, workers=4, **arguments)
-    run.query.stop()
-    with pytest.raises(ValueError, match="differing: workers"):
-        stream_aggregate(stream, workers=5, **arguments)
-
-
-def test_windows_group_the_table_and_end_each_sources_window(spark, tmp_path):
-    """A window column (here a tumbling window of 5,000 positions) groups the aggregates,
-    and each source's grouper ends a window where its rows' window changes, as a batch
-    routing with end_window() there would."""
+def test_a_column_window_groups_the_table_and_ends_each_sources_window(spark, tmp_path):
+    """A window column (here panes of 5,000 positions) groups the aggregates, and each
+    source's grouper ends a window where its rows' pane changes, as a batch routing with
+    end_window() there would; the whole table in complete mode into the memory sink."""
     data = _stream(20_000).with_columns(pane=pl.col("seq") // 5_000)
     (tmp_path / "in").mkdir()
-    stream = (
-        spark.spark.readStream.schema(SCHEMA + ", pane long")
-        .option("maxFilesPerTrigger", 1)
-        .parquet(str(tmp_path / "in"))
-    )
-    # No count among the aggregates: routing() counts the tuples itself.
-    aggs = ["sum(value)", "distinct(value)"]
-    run = stream_aggregate(
-        stream,
-        aggs=aggs,
-        workers=WORKERS,
-        sources=SOURCES,
-        order_by="seq",
-        window="pane",
-        checkpoint=tmp_path / "checkpoint",
-        output=tmp_path / "out",
-        session=spark,
-    )
-    try:
-        _feed(tmp_path / "in", data, range(2), 10_000, pause=0.5)
-        _wait_for(run, data.height)
-    finally:
-        run.query.stop()
-    frame = spark.spark.read.parquet(str(tmp_path / "in"))
-    expected = pl.from_arrow(reference(frame, key="key", aggs=aggs, window="pane").toArrow()).sort("pane", "key")
-    assert run.result().equals(expected)
-
+    _feed(tmp_path / "in", data.drop("pane"), range(2), 10_000, pause=0.0)
     from pyspark.sql import functions as F
+
+    stream = _read_stream(spark, tmp_path).withColumn("pane", F.floor(F.col("seq") / 5_000))
+    aggs = ["count", "distinct(value)"]
+    tables = {
+        "by_key": stream_aggregate(
+            stream, aggs=aggs, workers=WORKERS, sources=SOURCES, order_by="seq", window="pane", session=spark
+        ),
+        "by_worker": stream_aggregate(
+            stream,
+            aggs=["count"],
+            workers=WORKERS,
+            sources=SOURCES,
+            order_by="seq",
+            window="pane",
+            per_worker=True,
+            session=spark,
+        ),
+    }
+    for name, table in tables.items():
+        query = (
+            table.writeStream.outputMode("complete")
+            .format("memory")
+            .queryName(f"panes_{name}")
+            .option("checkpointLocation", str(tmp_path / name))
+            .start()
+        )
+        try:
+            query.processAllAvailable()
+        finally:
+            query.stop()
+    frame = _input(spark, tmp_path).withColumn("pane", F.floor(F.col("seq") / 5_000))
+    expected = pl.from_arrow(reference(frame, key="key", aggs=aggs, window="pane").toArrow()).sort("pane", "key")
+    assert pl.from_arrow(spark.spark.table("panes_by_key").toArrow()).sort("pane", "key").equals(expected)
 
     rows = pl.from_arrow(
         frame.select("key", "seq", "pane", F.pmod(F.xxhash64("seq"), F.lit(SOURCES)).alias("source")).toArrow()
-    ).sort("seq")
+    )
     cells = []
-    for _, part in rows.group_by("source"):
+    for _, part in rows.sort("seq").group_by("source"):
         grouper = keysplit.Grouper("elastic", workers=WORKERS, seed=0)
         ids = []
         for i, (_, pane) in enumerate(part.group_by("pane", maintain_order=True)):
@@ -256,5 +328,95 @@ def test_windows_group_the_table_and_end_each_sources_window(spark, tmp_path):
                 grouper.end_window()
             ids.append(pl.Series(grouper.route(pane["key"])))
         cells.append(part.select("pane", "key", **{WORKER_COLUMN: pl.concat(ids).cast(pl.Int32)}))
-    offline = pl.concat(cells).group_by("pane", WORKER_COLUMN, "key").agg(pl.len().cast(pl.Int64).alias("tuples"))
-    assert run.routing().equals(offline.sort("pane", WORKER_COLUMN, "key"))
+    groups = ["pane", WORKER_COLUMN, "key"]
+    offline = pl.concat(cells).group_by(groups).agg(pl.len().cast(pl.Int64).alias("count")).sort(groups)
+    routed = pl.from_arrow(spark.spark.table("panes_by_worker").toArrow()).sort(groups)
+    assert routed.equals(offline)
+
+
+@pytest.mark.parametrize(("sources", "partitions"), [(1, 1), (4, 4), (8, 8), (3, 8), (10, 4), (1024, 200)])
+def test_each_source_gets_a_state_partition_of_its_own_while_there_are_free_ones(sources, partitions):
+    values = source_values(sources, partitions)
+    assert len(set(values)) == sources
+    landed = [spark_hash((v,), ("int",)) % partitions for v in values]
+    assert landed == [s % partitions for s in range(sources)]
+
+
+@pytest.mark.parametrize(
+    ("change", "error", "message"),
+    [
+        ({"stream": "batch"}, ValueError, "streaming DataFrame"),
+        ({"order_by": "nope"}, ValueError, "column 'nope' is not in the stream"),
+        ({"order_by": []}, ValueError, "order_by names the columns"),
+        ({"sources": 0}, ValueError, r"sources must be None or an int in \[1, 1024\]"),
+        ({"key": "value2"}, ValueError, "key column 'value2' is not in the DataFrame"),
+        ({"aggs": ["median(value)"]}, ValueError, "unknown aggregate 'median'"),
+        ({"aggs": ["sum(nope)"]}, ValueError, "column 'nope' is not in the stream"),
+        ({"window": "nope"}, ValueError, "column 'nope' is not in the stream"),
+        ({"grouper": "nope"}, ValueError, "nope"),
+        ({"per_worker": "yes"}, TypeError, "per_worker must be True or False"),
+        ({"stream": "worker"}, ValueError, "may not have a column 'worker'"),
+        ({"session": "sc://nowhere"}, TypeError, "session must be a keysplit.spark.Session"),
+    ],
+)
+def test_bad_arguments_are_refused_before_any_query(spark, tmp_path, change, error, message):
+    (tmp_path / "in").mkdir()
+    stream = _read_stream(spark, tmp_path)
+    if change.get("stream") == "batch":
+        stream = spark.spark.range(3)
+    elif change.get("stream") == "worker":
+        from pyspark.sql import functions as F
+
+        stream = stream.withColumn("worker", F.lit(1))
+    arguments = {
+        "aggs": ["count"],
+        "order_by": "seq",
+        "session": spark,
+        **{k: v for k, v in change.items() if k != "stream"},
+    }
+    active = len(spark.spark.streams.active)
+    with pytest.raises(error, match=message):
+        stream_aggregate(stream, **arguments)
+    assert len(spark.spark.streams.active) == active
+
+
+def test_a_checkpoint_of_other_settings_stops_the_query_and_large_integers_stay_exact(spark, tmp_path):
+    from pyspark.errors import StreamingQueryException
+
+    (tmp_path / "in").mkdir()
+    _feed(tmp_path / "in", _stream(2_000), range(1), 2_000, pause=0.0)
+
+    def run(workers: int, checkpoint: Path, stream=None) -> None:
+        table = stream_aggregate(
+            stream if stream is not None else _read_stream(spark, tmp_path),
+            aggs=["sum(value)", "max(value)"],
+            workers=workers,
+            order_by="seq",
+            session=spark,
+        )
+        writer = table.writeStream.outputMode("complete").format("memory").queryName(f"settings_{workers}")
+        query = writer.option("checkpointLocation", str(checkpoint)).start()
+        try:
+            query.processAllAvailable()
+        finally:
+            query.stop()
+
+    run(4, tmp_path / "checkpoint")
+    _feed(tmp_path / "in", _stream(4_000), range(1, 2), 2_000, pause=0.0)
+    with pytest.raises(StreamingQueryException, match=r"differing: workers.*new checkpoint"):
+        run(5, tmp_path / "checkpoint")
+
+    # Integers beyond 2^53 in a batch with nulls pass the pandas routing step exactly.
+    (tmp_path / "big").mkdir()
+    values = [2**60 + 1, None, 2**62 + 3]
+    pl.DataFrame(
+        {"key": ["a", "a", "b"], "seq": [0, 1, 2], "value": values},
+        schema={"key": pl.String, "seq": pl.Int64, "value": pl.Int64},
+    ).write_parquet(tmp_path / "big" / "part-0.parquet")
+    run(
+        3,
+        tmp_path / "big-checkpoint",
+        spark.spark.readStream.schema("key string, seq long, value long").parquet(str(tmp_path / "big")),
+    )
+    held = sorted(tuple(row) for row in spark.spark.table("settings_3").collect())
+    assert held == [("a", 2**60 + 1, 2**60 + 1), ("b", 2**62 + 3, 2**62 + 3)]

@@ -41,7 +41,7 @@ from keysplit.spark.operator import Operator, apply_operator, windowed_count
 from keysplit.spark.report import ObservationMismatch, Report, ReportPendingError, RunReport, WindowReport
 from keysplit.spark.routing import ExecutorSetupError, check_executors, package_archive, route, ship_keysplit
 from keysplit.spark.session import EmbeddedServer, Session, SparkConnectError, redact, session
-from keysplit.spark.streaming import StreamAggregation, stream_aggregate
+from keysplit.spark.streaming import stream_aggregate, stream_metrics
 from keysplit.spark.window import WindowSplitReport, window
 
 __all__ = [
@@ -64,7 +64,6 @@ __all__ = [
     "Session",
     "SkewedFrame",
     "SkewedGroupedData",
-    "StreamAggregation",
     "SparkConnectError",
     "WindowReport",
     "WindowSplitReport",
@@ -89,6 +88,7 @@ __all__ = [
     "skew_table",
     "sketch_error",
     "stream_aggregate",
+    "stream_metrics",
     "window",
     "windowed_count",
 ]

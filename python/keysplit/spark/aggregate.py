@@ -115,8 +115,7 @@ def parse_aggs(aggs: Sequence[str | Agg]) -> list[Agg]:
 
 def partial_sql(agg: Agg, distinct: DistinctMode, lg_k: int) -> list[str]:
     """``agg``'s partial aggregates as Spark SQL, each named ``__<name>`` (``mean`` has a
-    sum and a count): one definition for the batch plan, which makes Columns of them, and
-    the streaming sink, which gets them as text where ``foreachBatch`` runs."""
+    sum and a count)."""
     p = f"__{agg.name}"
     if agg.function == "count":
         return [f"count({1 if agg.column is None else quoted(agg.column)}) AS {quoted(p)}"]
@@ -129,20 +128,6 @@ def partial_sql(agg: Agg, distinct: DistinctMode, lg_k: int) -> list[str]:
     if distinct == "exact":
         return [f"collect_set({column}) AS {quoted(p)}"]
     return [f"hll_sketch_agg({column}, {lg_k}) AS {quoted(p)}"]
-
-
-def remerge_sql(agg: Agg, distinct: DistinctMode) -> list[str]:
-    """Partials of ``agg`` merged into partials of the same columns: a running total that
-    later partials merge into."""
-    p = f"__{agg.name}"
-    names = [p + "_sum", p + "_n"] if agg.function == "mean" else [p]
-    if agg.function in ("min", "max"):
-        how = agg.function + "({})"
-    elif agg.function == "distinct":
-        how = "array_distinct(flatten(collect_list({})))" if distinct == "exact" else "hll_union_agg({})"
-    else:
-        how = "sum({})"
-    return [f"{how.format(quoted(name))} AS {quoted(name)}" for name in names]
 
 
 def merge_sql(agg: Agg, distinct: DistinctMode, value_type: Any) -> str:
@@ -181,6 +166,43 @@ def _merge(agg: Agg, distinct: DistinctMode, value_types: dict[str, Any]) -> Any
     return F.expr(merge_sql(agg, distinct, None if agg.column is None else value_types[agg.column]))
 
 
+def aggregate_columns(
+    aggs: Sequence[str | Agg],
+    distinct: DistinctMode = "exact",
+    *,
+    streaming: bool = False,
+    lg_k: int = DEFAULT_SKETCH_LG_K,
+) -> list[Any]:
+    """Spark's own aggregate Columns for ``aggs`` over unrouted rows, each named as
+    :attr:`Agg.name`. Distinct counts are exact unless ``distinct="sketch"``; a streaming
+    aggregation cannot count distinct values, so there (``streaming``) an exact one is the
+    size of the value set and a sketch is DataSketches' HyperLogLog (``lg_k``) instead of
+    ``approx_count_distinct``."""
+    from pyspark.sql import functions as F
+
+    exprs = []
+    for agg in parse_aggs(aggs):
+        if agg.function == "count":
+            expr = F.count(F.lit(1)) if agg.column is None else F.count(agg.column)
+            exprs.append(expr.alias(agg.name))
+            continue
+        assert agg.column is not None  # parse_aggs: every aggregate but count names a column
+        if agg.function == "mean":
+            expr = F.avg(agg.column)
+        elif agg.function == "distinct" and streaming:
+            expr = (
+                F.size(F.collect_set(agg.column)).cast("bigint")
+                if distinct == "exact"
+                else F.hll_sketch_estimate(F.hll_sketch_agg(agg.column, lg_k))
+            )
+        elif agg.function == "distinct":
+            expr = F.count_distinct(agg.column) if distinct == "exact" else F.approx_count_distinct(agg.column)
+        else:
+            expr = getattr(F, agg.function)(agg.column)
+        exprs.append(expr.alias(agg.name))
+    return exprs
+
+
 def reference(
     frame: DataFrame,
     *,
@@ -194,22 +216,7 @@ def reference(
     Distinct counts are exact (``count_distinct``) unless ``distinct="sketch"``, which
     uses one HyperLogLog sketch per key.
     """
-    from pyspark.sql import functions as F
-
-    exprs = []
-    for agg in parse_aggs(aggs):
-        if agg.function == "count":
-            expr = F.count(F.lit(1)) if agg.column is None else F.count(agg.column)
-            exprs.append(expr.alias(agg.name))
-            continue
-        assert agg.column is not None  # parse_aggs: every aggregate but count names a column
-        if agg.function == "mean":
-            expr = F.avg(agg.column)
-        elif agg.function == "distinct":
-            expr = F.count_distinct(agg.column) if distinct == "exact" else F.approx_count_distinct(agg.column)
-        else:
-            expr = getattr(F, agg.function)(agg.column)
-        exprs.append(expr.alias(agg.name))
+    exprs = aggregate_columns(aggs, distinct)
     groups = [window, key] if window is not None else [key]
     return frame.groupBy(*groups).agg(*exprs)
 

@@ -323,3 +323,16 @@ def _join(node: Any, session: Any) -> KeyedOperator | None:
         call=f"skewed(left).join(right, {on}, {how!r})",
         sides=("left", "right"),
     )
+
+
+def watermark_columns(frame: DataFrame) -> list[str]:
+    """The event-time columns of the watermarks (``withWatermark``) in ``frame``'s client
+    plan, outermost first: what the server will know of them, read without asking it."""
+    found: list[str] = []
+    pending: list[Any] = [frame._plan]
+    while pending:
+        node = pending.pop(0)
+        if type(node).__name__ == "WithWatermark":
+            found.append(node._event_time)
+        pending.extend(_children(node))
+    return found

@@ -1,34 +1,35 @@
-"""A routed streaming aggregation in Spark Structured Streaming, whose grouper state lives in
-Spark's state store and survives restarts.
+"""A routed streaming aggregation in Spark Structured Streaming: a lazy streaming DataFrame
+that the user writes to any sink, with the grouper states and the running aggregates in
+Spark's state store.
 
-:func:`stream_aggregate` takes a streaming DataFrame (``spark.readStream...``) and starts
-one query:
+:func:`stream_aggregate` takes a streaming DataFrame (``spark.readStream...``) and returns
+one, as ``groupBy().agg()`` does; nothing runs until ``writeStream...start()``:
 
-1. **Sources.** Each row goes to source ``pmod(xxhash64(order_by...), sources)``: the
-   stream is cut into ``sources`` upstream sources, as the papers' spouts, each a
-   deterministic function of the row.
+1. **Sources.** Each row goes to source ``pmod(xxhash64(order_by...), sources)``, a
+   deterministic function of the row: the papers' upstream sources (spouts). Each source's
+   grouping value is chosen so that Spark's hash partitioning puts it on a state partition
+   of its own, so ``sources`` (by default the session's ``spark.sql.shuffle.partitions``)
+   routing tasks run side by side.
 2. **Routing.** ``groupBy(source).transformWithStateInPandas(...)``: per micro-batch, each
    source's rows are sorted by ``order_by``, its grouper is restored from a ``ValueState``
    holding its :meth:`~keysplit.Grouper.snapshot` (the first batch builds it from
    ``grouper``; every source has the same seed), the keys are routed in that order, and
-   the new snapshot is saved. The state store is checkpointed with the query (RocksDB,
-   which ``transformWithState`` needs; the session's provider is set to it).
-3. **Aggregation.** ``foreachBatch`` writes, each overwritten whole under the batch id:
-   the batch's partial aggregates per (window, worker, key) to ``output/partials``; the
-   running partials per (window, key), the previous batch's merged with this one's, to
-   ``output/merged`` (the two newest are kept); the table, finalised from them, to
-   ``output/table``; and the batch's loads, λ, γ, Γ and state bytes to ``output/metrics``.
-   A batch that Spark runs again after a failure writes the same rows again, so nothing
-   is counted twice.
-
-``output/table`` (Parquet; :meth:`StreamAggregation.result` reads it) holds the aggregates
-per key (and window) over every finished batch, equal to a batch ``groupBy`` of their rows.
+   the new snapshot is saved. Each routed row carries its worker; each source adds one row
+   of figures (its loads per worker, its grouper's bytes) that the observation
+   ``"keysplit"`` sums and the aggregation never sees.
+3. **Aggregation.** Spark's own streaming ``groupBy([window,] key).agg(...)`` (with
+   ``per_worker``, ``groupBy([window,] worker, key)``: what each worker holds) keeps the
+   running aggregates in the state store and touches only the keys of the batch. Its output
+   is the returned DataFrame: updated rows in update mode, the whole table in complete
+   mode, and, with a time window over a watermarked column, each window once it has closed
+   in append mode (its state rows then evicted).
 
 Exactly once: Spark's offset and commit logs decide which rows form batch ``N``; a batch
 re-run after a restart reads the same rows and the state store's version ``N − 1``, so it
-routes them as the first run did and overwrites the same partials. Routing a source's rows
-in ``order_by`` order batch after batch is routing its whole subsequence in that order, so
-the result does not depend on how the stream was cut into micro-batches, as long as every
+routes and aggregates them as the first run did, and the sink's own guarantee (a file
+sink's log, an idempotent ``foreachBatch``) does the rest. Routing a source's rows in
+``order_by`` order batch after batch is routing its whole subsequence in that order, so the
+routing does not depend on how the stream was cut into micro-batches, as long as every
 batch's rows come after the previous batches' in ``order_by`` (files named in arrival
 order, Kafka offsets).
 """
@@ -36,24 +37,16 @@ order, Kafka offsets).
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
-from keysplit._errors import ConfigError
+from keysplit._errors import ConfigError, ConfigTypeError
 from keysplit._grouper import DEFAULT_GROUPER, Grouper, NullPolicy
-from keysplit.spark.aggregate import (
-    DEFAULT_SKETCH_LG_K,
-    Agg,
-    DistinctMode,
-    merge_sql,
-    parse_aggs,
-    partial_sql,
-    remerge_sql,
-)
-from keysplit.spark.intake import run_settings, session_for
+from keysplit.spark.aggregate import DEFAULT_SKETCH_LG_K, DistinctMode, aggregate_columns, parse_aggs
+from keysplit.spark.intake import session_for
+from keysplit.spark.join_grid import spark_hash
+from keysplit.spark.keyed_plan import watermark_columns
 from keysplit.spark.options import make_grouper, order_columns
 from keysplit.spark.routing import (
     ARCHIVE_DIR,
@@ -63,110 +56,75 @@ from keysplit.spark.routing import (
     keysplit_importer,
     require_key_type,
 )
-from keysplit.spark.runs import run_slices
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
+    from collections.abc import Iterable, Sequence
 
-    from pyspark.sql import DataFrame
+    from pyspark.sql import Column, DataFrame
     from pyspark.sql.streaming import StreamingQuery
 
     from keysplit.spark.session import Session
 
-#: The state store provider ``transformWithState`` needs.
+#: The state store provider ``transformWithState`` needs; :func:`stream_aggregate` sets it
+#: on the session (a query already checkpointed keeps the provider its checkpoint names).
 STATE_STORE_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+#: The name of the observation (``DataFrame.observe``) that carries each batch's routing
+#: figures to ``StreamingQueryProgress.observedMetrics`` and to a ``StreamingQueryListener``.
+OBSERVATION = "keysplit"
+#: The observation of the aggregation's output rows: how many, and how many workers have
+#: held their keys (Γ over them), for up to ``MAX_REPLICATION_WORKERS`` workers.
+REPLICATION_OBSERVATION = "keysplit_replication"
+MAX_REPLICATION_WORKERS = 64
+#: Worker counts up to this get their loads per batch in the observation (an array of
+#: ``workers`` longs per source and batch); above it the loads and λ are left out.
+MAX_OBSERVED_WORKERS = 4096
 _PROVIDER_SETTING = "spark.sql.streaming.stateStore.providerClass"
-#: The column of each routed row's source's state size, which the metrics add up.
+_PARTITIONS_SETTING = "spark.sql.shuffle.partitions"
+#: The columns of each source's row of figures (null on the routed rows).
+_LOADS = "__keysplit_loads"
 _STATE_BYTES = "__keysplit_state_bytes"
-#: The tuples of each (window, worker, key) in the partials, whatever the aggregates.
-_TUPLES = "__keysplit_tuples"
-_SETTINGS_FILE = "keysplit_stream.json"
-DEFAULT_SOURCES = 2
+_LATE = "__keysplit_late_rows"
+_HELD_BY = "__keysplit_held_by"
+#: A time window's bounds, flattened for pandas and rebuilt after the aggregation (PySpark
+#: hands pandas a column whose name starts with "__" under a positional name).
+_WINDOW_START = "keysplit_window_start"
+_WINDOW_END = "keysplit_window_end"
+_AGGREGATION_OPERATOR = "stateStoreSave"
 
 
-@dataclass(frozen=True)
-class StreamAggregation:
-    """A started :func:`stream_aggregate`: its ``query`` and where its table is."""
-
-    query: StreamingQuery
-    session: Session
-    output: Path
-    key: str
-    aggs: list[Agg]
-    window: str | None
-
-    def process_all_available(self, *, timeout: float | None = None) -> None:
-        """Waits until every input the stream's source holds now is aggregated, as
-        ``StreamingQuery.processAllAvailable()`` does; a failed query raises its error. Then
-        :meth:`result`, :meth:`routing` and :meth:`metrics` include that input. ``timeout``
-        is in seconds (the session's query timeout by default)."""
-        self.session.call("waiting for the stream's available input", self.query.processAllAvailable, timeout=timeout)
-
-    def result(self, *, output: str = "polars") -> Any:
-        """The table: the aggregates per key (and window) over every finished batch, equal
-        to a batch ``groupBy`` of their rows. A Polars DataFrame sorted by window and key
-        (``output="polars"``), or a Spark DataFrame (``"spark"``) of ``output/table``.
-        Right after :func:`stream_aggregate` no batch has finished: call
-        :meth:`process_all_available` first."""
-        table = self.output / "table"
-        if not (table / "_SUCCESS").exists():
-            raise ConfigError(
-                f"no batch of the stream has finished yet ({table} holds no table): "
-                "call run.process_all_available() to wait for the input the source holds now"
-            )
-        frame = self.session.spark.read.parquet(str(table))
-        if output == "spark":
-            return frame
-        if output != "polars":
-            raise ConfigError(f"output must be 'polars' or 'spark', got {output!r}")
-        fetched = pl.from_arrow(self.session.call("reading the stream's table", frame.toArrow))
-        assert isinstance(fetched, pl.DataFrame)  # a table converts to a frame
-        groups = [self.window, self.key] if self.window is not None else [self.key]
-        return fetched.sort(groups, nulls_last=False)
-
-    def routing(self) -> pl.DataFrame:
-        """The tuples routed to each (window,) worker and key over every finished batch,
-        sorted: what an uninterrupted run of the same stream routes, however the stream was
-        cut into micro-batches or restarted."""
-        partials = self.output / "partials"
-        if not any(partials.glob("batch=*/*.parquet")):
-            raise ConfigError(
-                f"no batch of the stream has finished yet ({partials} is empty): "
-                "call run.process_all_available() to wait for the input the source holds now"
-            )
-        cells = pl.read_parquet(partials / "**" / "*.parquet", hive_partitioning=True)
-        groups = [*([self.window] if self.window is not None else []), WORKER_COLUMN, self.key]
-        return cells.group_by(groups).agg(pl.col(_TUPLES).sum().alias("tuples")).sort(groups)
-
-    def metrics(self) -> pl.DataFrame:
-        """One row per finished micro-batch: its rows, the loads per worker, λ, γ (workers
-        per key within the batch), Γ (its partial rows) and the grouper state bytes summed
-        over the sources. Empty (with these columns) until a batch has finished:
-        :meth:`process_all_available` waits for one."""
-        files = sorted((self.output / "metrics").glob("batch=*/*.parquet"))
-        if not files:
-            return pl.DataFrame(schema=_METRICS_SCHEMA)
-        return pl.concat([pl.read_parquet(f) for f in files]).sort("batch")
-
-
-_METRICS_SCHEMA = pl.Schema(
-    {
-        "batch": pl.Int64(),
-        "rows": pl.Int64(),
-        "loads": pl.List(pl.Int64()),
-        "load_imbalance": pl.Float64(),
-        "replication_factor": pl.Float64(),
-        "aggregation_cost": pl.Int64(),
-        "state_bytes": pl.Int64(),
-    }
-)
+def source_values(sources: int, partitions: int) -> list[int]:
+    """The grouping value of each of ``sources`` sources: the smallest non-negative ints
+    whose Spark hash (``pmod(hash(v), partitions)``, a stateful operator's partitioning)
+    lands source ``s`` on partition ``s mod partitions``, so no two sources share a
+    partition while there are partitions free."""
+    taken: dict[int, list[int]] = {}
+    wanted = [sum(1 for s in range(sources) if s % partitions == p) for p in range(min(sources, partitions))]
+    value = 0
+    while any(len(taken.get(p, [])) < n for p, n in enumerate(wanted)):
+        partition = spark_hash((value,), ("int",)) % partitions
+        if partition < len(wanted) and len(taken.setdefault(partition, [])) < wanted[partition]:
+            taken[partition].append(value)
+        value += 1
+    return [taken[s % partitions][s // partitions] for s in range(sources)]
 
 
 def _route_processor(
-    initial: bytes, key: str, order_by: list[str], window: str | None, nulls: NullPolicy, archive_dir: str
+    initial: bytes,
+    settings: str,
+    key: str,
+    order_by: list[str],
+    output_columns: list[str],
+    label: str | None,
+    window_end: str | None,
+    nulls: NullPolicy,
+    workers: int,
+    archive_dir: str,
 ) -> Any:
     """The stateful processor that routes one source's rows per micro-batch. Built in a
-    function, so that it travels by value and an executor needs keysplit only to run it."""
+    function, so that it travels by value and an executor needs keysplit only to run it.
+    It emits ``output_columns`` of each row; ``label`` is the column whose changes end a
+    window; ``window_end`` (a time window over a watermarked column) drops rows whose
+    window the watermark has closed."""
     import_keysplit = keysplit_importer(archive_dir)
     from pyspark.sql.streaming import StatefulProcessor
 
@@ -174,7 +132,8 @@ def _route_processor(
         def init(self, handle: Any) -> None:
             from pyspark.sql.types import BinaryType, StringType, StructField, StructType
 
-            fields = [StructField("snapshot", BinaryType()), StructField("window", StringType())]
+            fields = [StructField(n, t) for n, t in (("snapshot", BinaryType()), ("window", StringType()))]
+            fields.append(StructField("settings", StringType()))
             self.state = handle.getValueState("grouper", StructType(fields))
 
         def handleInputRows(self, source: Any, rows: Any, timerValues: Any) -> Any:  # noqa: N802, N803 - PySpark's names
@@ -183,29 +142,53 @@ def _route_processor(
             import pyarrow as pa
 
             keysplit = import_keysplit()
-            frame = pd.concat(list(rows), ignore_index=True).sort_values(order_by, kind="stable", ignore_index=True)
-            snapshot, last = self.state.get() if self.state.exists() else (initial, None)
+            frame = pd.concat(list(rows), ignore_index=True)
+            late = 0
+            if window_end is not None:
+                ends = frame[window_end]
+                since_epoch = (ends - pd.Timestamp(0, tz=ends.dt.tz)) // pd.Timedelta(milliseconds=1)
+                closed = since_epoch <= timerValues.getCurrentWatermarkInMs()
+                late = int(closed.sum())
+                frame = frame[~closed.to_numpy()]
+            frame = frame.sort_values(order_by, kind="stable", ignore_index=True)
+            snapshot, last, stored = self.state.get() if self.state.exists() else (initial, None, settings)
+            if stored != settings:
+                before, now = json.loads(stored), json.loads(settings)
+                differing = sorted(k for k in now.keys() | before.keys() if now.get(k) != before.get(k))
+                raise keysplit.ConfigError(
+                    f"this checkpoint holds another stream_aggregate's routing (differing: {', '.join(differing)}): "
+                    "give the query a new checkpoint location, or the same settings"
+                )
             grouper = keysplit.Grouper.restore(bytes(snapshot))
             keys = pa.Array.from_pandas(frame[key])
             if pa.types.is_floating(keys.type):
-                # An integer key column with nulls arrives as floats.
+                # An integer key column with nulls arrives as doubles.
                 keys = pa.Array.from_pandas(frame[key].astype("Int64"))
-            if window is None:
-                ids = np.asarray(grouper.route(keys, nulls=nulls), dtype="int32")
+            ids = np.empty(len(frame), dtype="int32")
+            if label is None:
+                ids[:] = np.asarray(grouper.route(keys, nulls=nulls), dtype="int32")
             else:
-                labels = pa.array(frame[window].astype(str))
-                ids = np.empty(len(frame), dtype="int32")
-                for start, length in run_slices(labels):
-                    if last is not None and labels[start].as_py() != last:
+                codes, uniques = pd.factorize(frame[label], use_na_sentinel=False)
+                starts = [0, *(np.flatnonzero(codes[1:] != codes[:-1]) + 1).tolist()]
+                for start, end in zip(starts, [*starts[1:], len(frame)], strict=True):
+                    if start == end:
+                        continue
+                    value = str(uniques[codes[start]])
+                    if last is not None and value != last:
                         grouper.end_window()
-                    last = labels[start].as_py()
-                    ids[start : start + length] = np.asarray(grouper.route(keys.slice(start, length), nulls=nulls))
-            self.state.update((grouper.snapshot(), last))
-            # The grouping key is not among the rows' columns.
-            frame[SOURCE_COLUMN] = np.int32(source[0])
+                    last = value
+                    ids[start:end] = np.asarray(grouper.route(keys.slice(start, end - start), nulls=nulls))
+            self.state.update((grouper.snapshot(), last, settings))
             frame[WORKER_COLUMN] = ids
-            frame[_STATE_BYTES] = np.int64(grouper.state_bytes)
-            yield frame
+            yield frame[output_columns].assign(**{_LOADS: None, _STATE_BYTES: None, _LATE: None})
+            # The source's figures of the batch, on a row of their own that only the
+            # observation reads.
+            loads = np.bincount(ids, minlength=workers).tolist() if workers <= MAX_OBSERVED_WORKERS else None
+            figures = pd.DataFrame({name: [None] for name in output_columns})
+            figures[_LOADS] = pd.Series([loads], dtype=object)
+            figures[_STATE_BYTES] = grouper.state_bytes
+            figures[_LATE] = late
+            yield figures
 
         def close(self) -> None:
             pass
@@ -213,89 +196,15 @@ def _route_processor(
     return RouteSource()
 
 
-def _sink(
-    output: str, key: str, window: str | None, sql: dict[str, list[str]], workers: int
-) -> Callable[[Any, int], None]:
-    """The ``foreachBatch`` function. It writes, each whole (overwrite) and named by the
-    batch id: the batch's partials per (window, worker, key); the running partials per
-    (window, key), the previous batch's merged with this one's; the table, finalised from
-    them; and the batch's metrics. Only PySpark is needed where it runs: the aggregates come
-    as SQL (``sql``: ``partial``, ``remerge`` and ``final`` expressions)."""
+def _time_window(field: Any) -> bool:
+    from pyspark.sql.types import StructType, TimestampNTZType, TimestampType
 
-    def write(frame: Any, batch_id: int) -> None:
-        import os
-        import re
-        import shutil
-
-        from pyspark.sql import functions as F
-
-        spark = frame.sparkSession
-        frame = frame.persist()
-        try:
-            by_key = [window, key] if window is not None else [key]
-            cells = frame.groupBy(WORKER_COLUMN, *by_key).agg(
-                F.count(F.lit(1)).alias(_TUPLES), *[F.expr(e) for e in sql["partial"]]
-            )
-            cells.write.mode("overwrite").parquet(f"{output}/partials/batch={batch_id}")
-            # The running partials: the last earlier batch's (a re-run of this batch finds
-            # the same one) merged with this batch's.
-            merged_dir = f"{output}/merged"
-            earlier = sorted(
-                int(match[1])
-                for name in (os.listdir(merged_dir) if os.path.isdir(merged_dir) else [])
-                if (match := re.fullmatch(r"batch=(\d+)", name)) and int(match[1]) < batch_id
-            )
-            running = spark.read.parquet(f"{output}/partials/batch={batch_id}").drop(WORKER_COLUMN, _TUPLES)
-            if earlier:
-                running = running.unionByName(spark.read.parquet(f"{merged_dir}/batch={earlier[-1]}"))
-            running.groupBy(*by_key).agg(*[F.expr(e) for e in sql["remerge"]]).write.mode("overwrite").parquet(
-                f"{merged_dir}/batch={batch_id}"
-            )
-            final = spark.read.parquet(f"{merged_dir}/batch={batch_id}").groupBy(*by_key)
-            final.agg(*[F.expr(e) for e in sql["final"]]).write.mode("overwrite").parquet(f"{output}/table")
-            for old in earlier[:-1]:
-                shutil.rmtree(f"{merged_dir}/batch={old}", ignore_errors=True)
-            loads = {row[0]: row[1] for row in frame.groupBy(WORKER_COLUMN).count().collect()}
-            states = frame.groupBy(SOURCE_COLUMN).agg(F.max(_STATE_BYTES)).collect()
-            pairs = frame.select(WORKER_COLUMN, key).distinct().count()
-            keys = frame.select(key).distinct().count()
-            per_worker = [int(loads.get(w, 0)) for w in range(workers)]
-            rows = sum(per_worker)
-            mean = rows / workers
-            figures = {
-                "batch": batch_id,
-                "rows": rows,
-                "loads": per_worker,
-                "load_imbalance": (max(per_worker) - mean) / mean if rows else 0.0,
-                "replication_factor": pairs / keys if keys else 0.0,
-                "aggregation_cost": pairs,
-                "state_bytes": int(sum(row[1] for row in states)),
-            }
-            frame.sparkSession.createDataFrame(
-                [figures],
-                "batch long, rows long, loads array<long>, load_imbalance double, replication_factor double, "
-                "aggregation_cost long, state_bytes long",
-            ).coalesce(1).write.mode("overwrite").parquet(f"{output}/metrics/batch={batch_id}")
-        finally:
-            frame.unpersist()
-
-    return write
-
-
-def _check_settings(output: Path, settings: dict[str, Any]) -> None:
-    """Writes the stream's settings next to its table, or refuses other ones there."""
-    path = output / _SETTINGS_FILE
-    if path.exists():
-        before = json.loads(path.read_text(encoding="utf-8"))
-        differing = sorted(k for k in settings.keys() | before.keys() if settings.get(k) != before.get(k))
-        if differing:
-            raise ConfigError(
-                f"{output} holds another stream's table (differing: {', '.join(differing)}): "
-                "give a new output and checkpoint, or the same settings"
-            )
-        return
-    output.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(settings, indent=1, sort_keys=True), encoding="utf-8")
+    kind = field.dataType
+    return (
+        isinstance(kind, StructType)
+        and [f.name for f in kind.fields] == ["start", "end"]
+        and all(isinstance(f.dataType, (TimestampType, TimestampNTZType)) for f in kind.fields)
+    )
 
 
 def stream_aggregate(
@@ -303,31 +212,40 @@ def stream_aggregate(
     *,
     key: str = "key",
     grouper: Grouper | str = DEFAULT_GROUPER,
-    aggs: Sequence[str | Agg] = ("count",),
+    aggs: Sequence[str] = ("count",),
     workers: int = 8,
-    checkpoint: str | Path,
-    output: str | Path,
     order_by: Sequence[str] | str,
-    sources: int = DEFAULT_SOURCES,
-    window: str | None = None,
+    window: str | Column | None = None,
+    sources: int | None = None,
+    per_worker: bool = False,
     seed: int = 0,
     nulls: NullPolicy = "group",
     distinct: DistinctMode = "exact",
-    trigger: dict[str, Any] | None = None,
     session: Session | Any | None = None,
-) -> StreamAggregation:
-    """Starts a streaming aggregation of ``stream`` per ``key``, routed by ``grouper`` over
-    ``workers`` workers (module documentation), and returns it started.
+) -> DataFrame:
+    """The streaming aggregation of ``stream`` per ``key``, routed by ``grouper`` over
+    ``workers`` workers (module documentation): a lazy streaming DataFrame of the
+    aggregates per key (and window), which ``writeStream`` sends to any sink.
 
-    ``stream`` is a streaming DataFrame of the ``session``'s Spark. ``order_by`` names the
-    columns that order the stream (unique, increasing with arrival: a sequence number, a
-    Kafka ``(partition, offset)``); ``sources`` is the number of upstream sources, each with
-    its own grouper, all with ``seed``. ``aggs`` are as :func:`keysplit.spark.aggregate`'s.
-    ``window`` names a column whose value groups the aggregates (a tumbling window's start,
-    a window id); each source's grouper ends a window when it changes. ``checkpoint`` is the
-    query's checkpoint directory (its offsets and the grouper states), ``output`` the
-    directory of its table; both on a filesystem the client and the server share.
-    ``trigger`` is ``writeStream.trigger``'s keywords (default: ``processingTime="1 second"``).
+    ``stream`` is a streaming DataFrame. ``order_by`` names the columns that order the
+    stream (unique, increasing with arrival: a sequence number, a Kafka
+    ``(partition, offset)``). ``aggs`` are as :func:`keysplit.spark.aggregate`'s; an exact
+    ``distinct`` keeps each key's value set in the state store, ``distinct="sketch"`` a
+    HyperLogLog sketch. ``window`` names a column, or is a Column (``F.window("ts",
+    "5 minutes")``, named ``window``), whose value groups the aggregates; each source's
+    grouper ends a window where it changes. A time window over a column the stream
+    watermarks (``withWatermark``) closes: append mode then writes each window once, after
+    which its state is evicted, and rows of a closed window are dropped (counted as late).
+    ``sources`` is the number of upstream sources, each routing on a state partition of its
+    own with a grouper of its own, all with ``seed``: by default the session's
+    ``spark.sql.shuffle.partitions``, which also fixes the state partitions of a new
+    checkpoint. ``per_worker`` groups the aggregates by (window,) worker and key: what each
+    worker holds.
+
+    The query needs the RocksDB state store: this sets
+    ``spark.sql.streaming.stateStore.providerClass`` on the session. Each batch's routing
+    figures reach the query's progress as the observation ``"keysplit"``;
+    :func:`stream_metrics` reads them.
     """
     spark_session = session_for(stream, session)
     if not getattr(stream, "isStreaming", False):
@@ -335,78 +253,222 @@ def stream_aggregate(
             "stream must be a streaming DataFrame (spark.readStream...); for a DataFrame read once "
             "use keysplit.spark.aggregate"
         )
-    if isinstance(sources, bool) or not isinstance(sources, int) or not 1 <= sources <= 1024:
-        raise ConfigError(f"sources must be an int in [1, 1024], got {sources!r}")
+    if not isinstance(per_worker, bool):
+        raise ConfigTypeError(f"per_worker must be True or False, got {per_worker!r}")
     order = list(order_columns(order_by) or ())
+    if not order:
+        raise ConfigError("order_by names the columns that order the stream; give at least one")
     parsed = parse_aggs(aggs)
     routing = make_grouper(grouper, workers, seed)
+    if window is not None and not isinstance(window, str):
+        if "window" in stream.columns:
+            raise ConfigError("the stream has a column 'window' already: give window as a column name")
+        stream = stream.withColumn("window", window)
+        window = "window"
     schema = stream.schema
     names = [field.name for field in schema.fields]
     require_key_type(schema, key)
-    for column in [*order, *([window] if window is not None else [])]:
+    values = sorted({agg.column for agg in parsed if agg.column is not None} - {key})
+    for column in [*order, *([window] if window is not None else []), *values]:
         if column not in names:
             raise ConfigError(f"column {column!r} is not in the stream; columns: {names}")
-    for reserved in (WORKER_COLUMN, SOURCE_COLUMN, _STATE_BYTES, _TUPLES):
+    for reserved in (WORKER_COLUMN, SOURCE_COLUMN, _LOADS, _STATE_BYTES, _LATE, _WINDOW_START, _WINDOW_END):
         if reserved in names:
             raise ConfigError(f"the stream may not have a column {reserved!r}: the routing adds it; rename it")
-    if not order:
-        raise ConfigError("order_by names the columns that order the stream; give at least one")
-    value_types = {field.name: field.dataType for field in schema.fields}
-    output_path = Path(output).resolve()
-    _check_settings(
-        output_path,
+    conf = spark_session.spark.conf
+    partitions = int(spark_session.call("reading the shuffle partitions", lambda: str(conf.get(_PARTITIONS_SETTING))))
+    if sources is None:
+        sources = min(partitions, 1024)
+    if isinstance(sources, bool) or not isinstance(sources, int) or not 1 <= sources <= 1024:
+        raise ConfigError(f"sources must be None or an int in [1, 1024], got {sources!r}")
+    check_executors(spark_session)
+
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import ArrayType, IntegerType, LongType, StructField, StructType
+
+    time_window = window is not None and _time_window(schema[window])
+    event_time = time_window and bool(watermark_columns(stream))
+    carried: list[str] = []  # the window's columns as the routing sees them
+    framed = stream
+    if time_window:
+        assert window is not None
+        framed = framed.withColumns({_WINDOW_START: F.col(window).start, _WINDOW_END: F.col(window).end})
+        carried = [_WINDOW_START, _WINDOW_END]
+    elif window is not None:
+        carried = [window]
+    kept = list(dict.fromkeys([*carried, key, *values]))
+    settings = json.dumps(
         {
             "key": key,
             "grouper": routing.name,
             "params": {k: v for k, v in sorted(routing.params.items())},
             "workers": routing.workers,
             "seed": routing.seed,
-            "aggs": [a.name for a in parsed],
             "order_by": order,
             "sources": sources,
             "window": window,
-            "distinct": distinct,
             "nulls": nulls,
-            "checkpoint": str(Path(checkpoint).resolve()),
         },
+        sort_keys=True,
     )
-    check_executors(spark_session)
-    from pyspark.sql import functions as F
-    from pyspark.sql.types import IntegerType, LongType, StructField, StructType
-
+    processor = _route_processor(
+        routing.snapshot(),
+        settings,
+        key,
+        order,
+        [*kept, WORKER_COLUMN],
+        carried[0] if carried else None,
+        _WINDOW_END if event_time else None,
+        nulls,
+        routing.workers,
+        ARCHIVE_DIR,
+    )
+    field = {f.name: f for f in framed.schema.fields}
     routed_schema = StructType(
         [
-            *schema.fields,
-            StructField(SOURCE_COLUMN, IntegerType()),
+            *[StructField(name, field[name].dataType) for name in kept],
             StructField(WORKER_COLUMN, IntegerType()),
+            StructField(_LOADS, ArrayType(LongType())),
             StructField(_STATE_BYTES, LongType()),
+            StructField(_LATE, LongType()),
         ]
     )
-    processor = _route_processor(routing.snapshot(), key, order, window, nulls, ARCHIVE_DIR)
+    groups = source_values(sources, partitions)
+    source = F.element_at(
+        F.array(*[F.lit(v) for v in groups]), (F.pmod(F.xxhash64(*order), F.lit(sources)) + 1).cast("int")
+    )
     routed = (
-        stream.withColumn(SOURCE_COLUMN, F.pmod(F.xxhash64(*order), F.lit(sources)).cast("int"))
+        framed.select(*kept, *[c for c in order if c not in kept], source.alias(SOURCE_COLUMN))
         .groupBy(SOURCE_COLUMN)
-        .transformWithStateInPandas(processor, outputStructType=routed_schema, outputMode="Append", timeMode="None")
+        .transformWithStateInPandas(
+            processor,
+            outputStructType=routed_schema,
+            outputMode="Append",
+            timeMode="EventTime" if event_time else "None",
+            eventTimeColumnName=_WINDOW_END if event_time else "",
+        )
     )
-    sql = {
-        "partial": [e for agg in parsed for e in partial_sql(agg, distinct, DEFAULT_SKETCH_LG_K)],
-        "remerge": [e for agg in parsed for e in remerge_sql(agg, distinct)],
-        "final": [merge_sql(agg, distinct, None if agg.column is None else value_types[agg.column]) for agg in parsed],
+    by_key = [*carried, *([WORKER_COLUMN] if per_worker else []), key]
+    observed = routed.observe(OBSERVATION, *_observed_figures(routing.workers))
+    grouped = observed.where(F.col(_LOADS).isNull() & F.col(_LATE).isNull()).groupBy(*by_key)
+    columns = aggregate_columns(parsed, distinct, streaming=True, lg_k=DEFAULT_SKETCH_LG_K)
+    if per_worker or routing.workers > MAX_REPLICATION_WORKERS:
+        table = grouped.agg(*columns)
+    else:
+        # Each key's workers so far, as bits: the replication of the rows the batch emits.
+        held = F.expr(f"bit_or(shiftleft(CAST(1 AS BIGINT), {WORKER_COLUMN}))").alias(_HELD_BY)
+        table = grouped.agg(*columns, held).observe(
+            REPLICATION_OBSERVATION, F.count(F.lit(1)).alias("keys"), F.sum(F.bit_count(_HELD_BY)).alias("partials")
+        )
+        table = table.drop(_HELD_BY)
+    if time_window:
+        assert window is not None
+        table = table.select(
+            F.struct(F.col(_WINDOW_START).alias("start"), F.col(_WINDOW_END).alias("end")).alias(window),
+            *[c for c in table.columns if c not in (_WINDOW_START, _WINDOW_END)],
+        )
+    spark_session.call("setting the state store", lambda: conf.set(_PROVIDER_SETTING, STATE_STORE_PROVIDER))
+    return table
+
+
+def _observed_figures(workers: int) -> list[Any]:
+    from pyspark.sql import functions as F
+
+    loads = F.expr(
+        f"aggregate(collect_list({_LOADS}), array_repeat(CAST(0 AS BIGINT), {workers}), "
+        "(total, part) -> zip_with(total, part, (a, b) -> a + b))"
+    )
+    return [
+        F.count(F.col(WORKER_COLUMN)).alias("rows"),
+        (loads if workers <= MAX_OBSERVED_WORKERS else F.lit(None).cast("array<bigint>")).alias("loads"),
+        F.sum(F.col(_STATE_BYTES)).alias("grouper_state_bytes"),
+        F.sum(F.col(_LATE)).alias("late_rows"),
+    ]
+
+
+def _observed(row: Any) -> dict[str, Any]:
+    """An observation's figures by name. Spark Connect's progress holds them as a row of
+    ``values`` and a JSON ``schema``; a classic session's as a row of the figures."""
+    if row is None:
+        return {}
+    figures = row.asDict()
+    if set(figures) == {"values", "schema"}:
+        schema = figures["schema"]
+        names = [f["name"] for f in (json.loads(schema) if isinstance(schema, str) else schema)["fields"]]
+        return dict(zip(names, figures["values"], strict=True))
+    return figures
+
+
+_METRICS_SCHEMA = pl.Schema(
+    {
+        "batch": pl.Int64(),
+        "rows": pl.Int64(),
+        "late_rows": pl.Int64(),
+        "loads": pl.List(pl.Int64()),
+        "load_imbalance": pl.Float64(),
+        "keys": pl.Int64(),
+        "partials": pl.Int64(),
+        "replication_factor": pl.Float64(),
+        "grouper_state_bytes": pl.Int64(),
+        "state_rows": pl.Int64(),
+        "state_rows_per_partition": pl.Float64(),
+        "state_memory_bytes": pl.Int64(),
+        "batch_seconds": pl.Float64(),
     }
-    writer = (
-        routed.writeStream.foreachBatch(_sink(str(output_path), key, window, sql, routing.workers))
-        .option("checkpointLocation", str(Path(checkpoint).resolve()))
-        .trigger(**(trigger or {"processingTime": "1 second"}))
-    )
-    # The query keeps the state store it starts with (the checkpoint records it): the
-    # session's own setting is back as it was once the query has started.
-    with run_settings(spark_session, {_PROVIDER_SETTING: STATE_STORE_PROVIDER}):
-        query = spark_session.call("starting the streaming query", writer.start)
-    return StreamAggregation(
-        query=query,
-        session=spark_session,
-        output=output_path,
-        key=key,
-        aggs=parsed,
-        window=window,
-    )
+)
+
+
+def stream_metrics(progress: StreamingQuery | Iterable[Any]) -> pl.DataFrame:
+    """One row per micro-batch of a :func:`stream_aggregate` query that routed rows, from
+    its progress reports: a ``StreamingQuery`` (its ``recentProgress``) or the
+    ``StreamingQueryProgress`` objects a ``StreamingQueryListener`` receives
+    (``event.progress``). No Spark job runs for them.
+
+    Columns: ``batch``; ``rows`` routed and ``late_rows`` dropped (their window had
+    closed); ``loads`` per worker and λ (``load_imbalance``; left out above
+    4,096 workers); ``keys``, the rows the batch emitted (its
+    updated keys in update mode, the table in complete mode, the closed windows' keys in
+    append mode), ``partials``, Γ, the workers that have held their keys (per window),
+    summed, and γ = ``partials / keys`` (``replication_factor``; these three left out with
+    ``per_worker`` or above 64 workers);
+    ``grouper_state_bytes`` summed over the sources; the aggregation's ``state_rows``, per
+    state partition, and the memory the state store reports for both stateful operators;
+    ``batch_seconds``, the trigger's duration. A batch that neither routed nor emitted a
+    row (an idle trigger) has no row."""
+    reports = list(progress.recentProgress if hasattr(progress, "recentProgress") else progress)
+    rows = []
+    for report in reports:
+        metrics = report.observedMetrics or {}
+        observed = _observed(metrics.get(OBSERVATION))
+        replication = _observed(metrics.get(REPLICATION_OBSERVATION))
+        if not observed.get("rows") and not replication.get("keys"):
+            continue
+        aggregation = [o for o in report.stateOperators if o.operatorName == _AGGREGATION_OPERATOR]
+        state = aggregation[0] if aggregation else None
+        routed = int(observed.get("rows") or 0)
+        loads = list(observed["loads"]) if observed.get("loads") is not None else None
+        mean = routed / len(loads) if loads else 0
+        keys = int(replication["keys"]) if "keys" in replication else None
+        partials = int(replication["partials"] or 0) if "partials" in replication else None
+        rows.append(
+            {
+                "batch": int(report.batchId),
+                "rows": routed,
+                "late_rows": int(observed.get("late_rows") or 0),
+                "loads": loads,
+                "load_imbalance": (max(loads) - mean) / mean if loads and mean else None,
+                "keys": keys,
+                "partials": partials,
+                "replication_factor": partials / keys if keys and partials is not None else None,
+                "grouper_state_bytes": int(observed.get("grouper_state_bytes") or 0),
+                "state_rows": int(state.numRowsTotal) if state is not None else None,
+                "state_rows_per_partition": (
+                    state.numRowsTotal / state.numShufflePartitions
+                    if state is not None and state.numShufflePartitions
+                    else None
+                ),
+                "state_memory_bytes": int(sum(o.memoryUsedBytes for o in report.stateOperators)),
+                "batch_seconds": report.durationMs.get("triggerExecution", 0) / 1000,
+            }
+        )
+    return pl.DataFrame(rows, schema=_METRICS_SCHEMA).sort("batch")
