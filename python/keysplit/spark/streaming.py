@@ -43,7 +43,7 @@ import polars as pl
 
 from keysplit._errors import ConfigError, ConfigTypeError
 from keysplit._grouper import DEFAULT_GROUPER, Grouper, NullPolicy
-from keysplit.spark.aggregate import DEFAULT_SKETCH_LG_K, DistinctMode, aggregate_columns, parse_aggs
+from keysplit.spark.aggregate import DEFAULT_SKETCH_LG_K, Agg, DistinctMode, aggregate_columns, parse_aggs
 from keysplit.spark.intake import session_for
 from keysplit.spark.join_grid import spark_hash
 from keysplit.spark.keyed_plan import watermark_columns
@@ -212,7 +212,7 @@ def stream_aggregate(
     *,
     key: str = "key",
     grouper: Grouper | str = DEFAULT_GROUPER,
-    aggs: Sequence[str] = ("count",),
+    aggs: Sequence[str | Agg] = ("count",),
     workers: int = 8,
     order_by: Sequence[str] | str,
     window: str | Column | None = None,
