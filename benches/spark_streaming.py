@@ -42,7 +42,7 @@ import numpy as np
 import polars as pl
 
 from keysplit import spark as ks
-from keysplit.spark.streaming import source_values
+from keysplit.spark.streaming import source_column
 from spark_vs_native import BENCH_CONF, RESULTS, SETUPS, write_results
 
 #: keysplit's default: one source per state partition (CONF's shuffle partitions).
@@ -116,13 +116,7 @@ def run_pipeline(handle: Any, name: str, source: Path, scratch: Path, rows: int)
         stream = ks.stream_aggregate(stream, key="key", aggs=["count", "sum(v)"], order_by="seq", session=handle)
     if name == "identity":
         stream = (
-            stream.withColumn(
-                "source",
-                F.element_at(
-                    F.array(*map(F.lit, source_values(SOURCES, SOURCES))),
-                    (F.pmod(F.xxhash64("seq"), F.lit(SOURCES)) + 1).cast("int"),
-                ),
-            )
+            stream.withColumn("source", source_column(["seq"], SOURCES, SOURCES))
             .groupBy("source")
             .transformWithStateInPandas(
                 identity_processor(), outputStructType=SCHEMA, outputMode="Append", timeMode="None"

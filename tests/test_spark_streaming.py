@@ -93,30 +93,23 @@ def _input(spark, base: Path):
     return spark.spark.read.schema(SCHEMA).parquet(str(base / "in"))
 
 
-def _offline_cells(spark, base: Path, *, windowed: bool) -> pl.DataFrame:
-    """The tuples per ((window,) worker, key) of each source's keys routed offline in ``seq``
-    order with one grouper per source (ending a window where the rows' window changes), the
-    sources assigned by Spark's own ``pmod(xxhash64(seq), sources)``."""
+def _offline_cells(frame, window: str) -> pl.DataFrame:
+    """The tuples per (window, worker, key) of ``frame``'s rows, each source's keys routed
+    offline in ``seq`` order with one grouper per source that ends a window where the rows'
+    ``window`` changes; the sources assigned by Spark's own ``pmod(xxhash64(seq), sources)``."""
     from pyspark.sql import functions as F
 
-    rows = _input(spark, base).select(
-        "key",
-        "seq",
-        F.window("ts", WINDOW).start.alias("start"),
-        F.pmod(F.xxhash64("seq"), F.lit(SOURCES)).alias("source"),
-    )
-    table = pl.from_arrow(rows.toArrow()).sort("seq")
+    rows = frame.select("key", "seq", window, F.pmod(F.xxhash64("seq"), F.lit(SOURCES)).alias("source"))
     cells = []
-    for _, part in table.group_by("source"):
+    for _, part in pl.from_arrow(rows.toArrow()).sort("seq").group_by("source"):
         grouper = keysplit.Grouper("elastic", workers=WORKERS, seed=0)
-        runs = part.group_by("start", maintain_order=True) if windowed else [(None, part)]
         ids = []
-        for i, (_, run) in enumerate(runs):
+        for i, (_, run) in enumerate(part.group_by(window, maintain_order=True)):
             if i:
                 grouper.end_window()
             ids.append(pl.Series(grouper.route(run["key"])))
-        cells.append(part.select("start", "key", **{WORKER_COLUMN: pl.concat(ids).cast(pl.Int32)}))
-    groups = ["start", WORKER_COLUMN, "key"] if windowed else [WORKER_COLUMN, "key"]
+        cells.append(part.select(window, "key", **{WORKER_COLUMN: pl.concat(ids).cast(pl.Int32)}))
+    groups = [window, WORKER_COLUMN, "key"]
     return pl.concat(cells).group_by(groups).agg(pl.len().cast(pl.Int64).alias("count")).sort(groups)
 
 
@@ -257,7 +250,7 @@ def test_closed_windows_reach_a_parquet_sink_once_across_a_killed_server(spark, 
         .distinct()
         .toArrow()
     )["start"]
-    cells = _offline_cells(spark, tmp_path, windowed=True)
+    cells = _offline_cells(_input(spark, tmp_path).withColumn("start", F.window("ts", WINDOW).start), "start")
     closed = cells.filter(~pl.col("start").is_in(open_windows.to_list()))
     assert closed.height and written.height == closed.height  # each cell once
     assert written.sort("start", WORKER_COLUMN, "key").select(closed.columns).equals(closed)
@@ -316,20 +309,8 @@ def test_a_column_window_groups_the_table_and_ends_each_sources_window(spark, tm
     expected = pl.from_arrow(reference(frame, key="key", aggs=aggs, window="pane").toArrow()).sort("pane", "key")
     assert pl.from_arrow(spark.spark.table("panes_by_key").toArrow()).sort("pane", "key").equals(expected)
 
-    rows = pl.from_arrow(
-        frame.select("key", "seq", "pane", F.pmod(F.xxhash64("seq"), F.lit(SOURCES)).alias("source")).toArrow()
-    )
-    cells = []
-    for _, part in rows.sort("seq").group_by("source"):
-        grouper = keysplit.Grouper("elastic", workers=WORKERS, seed=0)
-        ids = []
-        for i, (_, pane) in enumerate(part.group_by("pane", maintain_order=True)):
-            if i:
-                grouper.end_window()
-            ids.append(pl.Series(grouper.route(pane["key"])))
-        cells.append(part.select("pane", "key", **{WORKER_COLUMN: pl.concat(ids).cast(pl.Int32)}))
+    offline = _offline_cells(frame, "pane")
     groups = ["pane", WORKER_COLUMN, "key"]
-    offline = pl.concat(cells).group_by(groups).agg(pl.len().cast(pl.Int64).alias("count")).sort(groups)
     routed = pl.from_arrow(spark.spark.table("panes_by_worker").toArrow()).sort(groups)
     assert routed.equals(offline)
 

@@ -108,6 +108,16 @@ def source_values(sources: int, partitions: int) -> list[int]:
     return [taken[s % partitions][s // partitions] for s in range(sources)]
 
 
+def source_column(order_by: Sequence[str], sources: int, partitions: int) -> Column:
+    """Each row's source: ``pmod(xxhash64(order_by...), sources)``, as the grouping value
+    :func:`source_values` gives it, so that each source routes on a state partition of its
+    own."""
+    from pyspark.sql import functions as F
+
+    values = F.array(*[F.lit(v) for v in source_values(sources, partitions)])
+    return F.element_at(values, (F.pmod(F.xxhash64(*order_by), F.lit(sources)) + 1).cast("int"))
+
+
 def _route_processor(
     initial: bytes,
     settings: str,
@@ -333,10 +343,7 @@ def stream_aggregate(
             StructField(_LATE, LongType()),
         ]
     )
-    groups = source_values(sources, partitions)
-    source = F.element_at(
-        F.array(*[F.lit(v) for v in groups]), (F.pmod(F.xxhash64(*order), F.lit(sources)) + 1).cast("int")
-    )
+    source = source_column(order, sources, partitions)
     routed = (
         framed.select(*kept, *[c for c in order if c not in kept], source.alias(SOURCE_COLUMN))
         .groupBy(SOURCE_COLUMN)
