@@ -14,7 +14,12 @@ uniform over ``--keys`` keys); a dimension of one row per key:
 6. the hot key written by one map task (the facts partitioned by key);
 7. output skew: 5,000 rows of key 0 on one side of ``--rows``/10 and 10,000 on the other;
 8. control: the inner join of shape 3, against Spark with its threshold lowered, where it
-   splits the hot partition itself.
+   splits the hot partition itself;
+9. real words, every join type: the King James Bible's words repeated ``--words`` times
+   (about 7.9 M rows at 10; "the" is 8 % of them) joined with a dictionary of its words
+   holding "the" and "and" three times each, at Spark's default broadcast threshold (the
+   dictionary is a few hundred KB, so Spark broadcasts it wherever the join type allows,
+   and ``join`` then is Spark's join), ``spark`` against ``keysplit`` only.
 
 Plans, alternated (A B C D, then D C B A, ...): ``spark`` (Spark's defaults, adaptive
 execution on), ``spark tuned`` (skew threshold and advisory size 4 MB,
@@ -24,7 +29,8 @@ broadcast joins off (the sides are tables too big to broadcast). Every plan ends
 same fingerprint of its output (rows, and a sum of a hash of each row), which must equal
 Spark's own; a salted plan that does not (salting a join whose preserved side is copied
 duplicates its unmatched rows) is reported as wrong. Per run, from Spark's REST status API:
-the join stage's hottest task's records over the mean, the rows shuffled, the join's
+the join stage's hottest task's records over the mean (the join stage is the one that
+reads the most records, from a shuffle or, for a broadcast join, from its input), the rows shuffled, the join's
 largest memory in one task (the larger of the tasks' peak execution memory, which a sort
 fills, and the SQL metric "data size of build side", which a hash join's table fills), and
 the makespan on 32 slots **computed** by LPT from the measured task times of every stage
@@ -45,6 +51,7 @@ from pathlib import Path
 from typing import Any
 
 from keysplit import spark as ks
+from keysplit.spark.intake import run_settings
 from spark_vs_native import (
     BENCH_CONF,
     SparkStatus,
@@ -128,6 +135,44 @@ def inputs(spark: Any, directory: Path, rows: int, keys: int, share: float) -> d
     return frames
 
 
+def words(spark: Any, directory: Path, repeat: int) -> dict[str, Any]:
+    """The Bible's words ``repeat`` times over (16 Parquet files; ``position`` numbers them)
+    and a dictionary of them: "the" and "and" three times each, "god" missing, and a word
+    the text lacks; each entry's letters and number."""
+    import polars as pl
+
+    from keysplit import datasets
+
+    text = pl.concat(list(datasets.kjv(batch_rows=1_000_000)))
+    text = pl.concat([text] * repeat).with_row_index("position").with_columns(pl.col("position").cast(pl.Int64))
+    vocabulary = text["key"].unique().sort()
+    extra = pl.Series("key", ["the", "the", "and", "and", "zyzzyva"])
+    dictionary = pl.DataFrame({"key": pl.concat([vocabulary.filter(vocabulary != "god"), extra])}).with_columns(
+        pl.col("key").str.len_chars().alias("letters"), pl.int_range(pl.len()).alias("entry")
+    )
+    path = directory / f"words-{repeat}"
+    path.mkdir(parents=True, exist_ok=True)
+    size = -(-text.height // 16)
+    for i in range(16):
+        text.slice(i * size, size).write_parquet(path / f"text-{i:02d}.parquet")
+    dictionary.write_parquet(path / "dictionary.parquet")
+    frames = {
+        "text": spark.read.parquet(str(path / "text-*.parquet")),
+        "dictionary": spark.read.parquet(str(path / "dictionary.parquet")),
+    }
+    for frame in frames.values():
+        frame.count()
+    return frames
+
+
+def word_shapes(frames: dict[str, Any]) -> dict[str, Callable[[Join], Any]]:
+    text, dictionary = frames["text"], frames["dictionary"]
+    return {
+        f"9 words, {how}": (lambda how: lambda j: j(text, dictionary, "key", how))(how)
+        for how in ("inner", "left", "right", "full", "left_semi", "left_anti")
+    }
+
+
 def shapes(frames: dict[str, Any]) -> dict[str, Callable[[Join], Any]]:
     from pyspark.sql import functions as F
 
@@ -146,7 +191,9 @@ def shapes(frames: dict[str, Any]) -> dict[str, Callable[[Join], Any]]:
     }
 
 
-def measure(handle: Any, status: SparkStatus, plan: str, build: Callable[[Join], Any]) -> dict[str, Any]:
+def measure(
+    handle: Any, status: SparkStatus, plan: str, build: Callable[[Join], Any], settings: dict[str, str]
+) -> dict[str, Any]:
     conf = handle.spark.conf
     for name, value in TUNED.items():
         if plan == "spark tuned":
@@ -154,15 +201,19 @@ def measure(handle: Any, status: SparkStatus, plan: str, build: Callable[[Join],
         else:
             conf.unset(name)
     join = {"spark": spark_join, "spark tuned": spark_join, "salted": salted_join, "keysplit": keysplit_join}[plan]
-    query = fingerprint(build(join))
-    first = status.next_execution()
-    started = time.perf_counter()
-    row = handle.call(plan, query.collect)[0]
-    wall = time.perf_counter() - started
+    with run_settings(handle, settings):
+        query = fingerprint(build(join))
+        first = status.next_execution()
+        started = time.perf_counter()
+        row = handle.call(plan, query.collect)[0]
+        wall = time.perf_counter() - started
     stages = status.stages_since(first, native=True)
-    reading = [s for s in stages if sum(s["task_shuffle_records_read"])]
-    heaviest = max(reading, key=lambda s: sum(s["task_shuffle_records_read"]))
-    records = heaviest["task_shuffle_records_read"]
+
+    def records_read(stage: dict[str, Any]) -> list[int]:
+        return [a + b for a, b in zip(stage["task_shuffle_records_read"], stage["task_input_records"], strict=True)]
+
+    heaviest = max(stages, key=lambda s: sum(records_read(s)))
+    records = records_read(heaviest)
     table = status.largest_build_side(first)
     return {
         "wall_s": wall,
@@ -185,12 +236,15 @@ def run_shape(
 ) -> dict[str, list[dict[str, Any]]]:
     # The control is Spark's good case: its plan is the tuned one.
     plans = ("spark tuned", "salted", "keysplit") if name.startswith("control") else PLANS
+    settings = {}
+    if name.startswith("9 "):
+        plans, settings = ("spark", "keysplit"), {"spark.sql.autoBroadcastJoinThreshold": "10MB"}
     runs: dict[str, list[dict[str, Any]]] = {plan: [] for plan in plans}
     for plan in plans:  # warm-up
-        measure(handle, status, plan, build)
+        measure(handle, status, plan, build, settings)
     for repeat in range(repeats):
         for plan in plans if repeat % 2 == 0 else tuple(reversed(plans)):
-            figures = measure(handle, status, plan, build)
+            figures = measure(handle, status, plan, build, settings)
             runs[plan].append(figures)
             print(
                 f"  {plan}: {figures['wall_s']:.2f} s, hottest task {figures['hottest_share_of_records']:.1%} of "
@@ -202,7 +256,7 @@ def run_shape(
 
 
 def summarise(runs: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
-    summary = medians_and_exactness(runs, "spark tuned")
+    summary = medians_and_exactness(runs, "spark tuned" if "spark tuned" in runs else "spark")
     median = summary["median"]
     ours = median["keysplit"]
     for plan in runs:
@@ -226,6 +280,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--setup", choices=sorted(SETUPS), default="local")
     parser.add_argument("--shapes", nargs="*", help="run only the shapes whose names start so (e.g. 1 2 control)")
+    parser.add_argument("--words", type=int, default=10, help="times the Bible's words are repeated (0: no words)")
     parser.add_argument("--output", type=Path)
     parser.add_argument("--data-dir", type=Path, default=Path(tempfile.gettempdir()) / "keysplit-skew-join")
     args = parser.parse_args()
@@ -244,6 +299,11 @@ def main() -> None:
                 print(f"share {share:.0%}, {name}", flush=True)
                 runs = run_shape(handle, status, name, build, args.repeats)
                 results[f"{share:.0%} {name}"] = {"runs": runs, **summarise(runs)}
+        if args.words and (not args.shapes or any("9".startswith(p) or p == "words" for p in args.shapes)):
+            for name, build in word_shapes(words(handle.spark, args.data_dir, args.words)).items():
+                print(name, flush=True)
+                runs = run_shape(handle, status, name, build, args.repeats)
+                results[name] = {"runs": runs, **summarise(runs)}
     write_results(
         output,
         "skewed joins: keysplit.spark.join against Spark, Spark tuned and salting by hand",

@@ -361,6 +361,7 @@ class SparkStatus:
                             "spilled_to_disk": spilled,
                             "task_shuffle_bytes_read": read,
                             "task_peak_memory": [t["taskMetrics"]["peakExecutionMemory"] for t in done],
+                            "task_input_records": [t["taskMetrics"]["inputMetrics"]["recordsRead"] for t in done],
                         }
                     )
         return stages

@@ -20,6 +20,7 @@ import pytest
 
 from keysplit import ConfigError, ConfigTypeError, KeyInputError, KeyTypeError
 from keysplit.spark import JoinReport, Report, join, skewed
+from keysplit.spark.intake import run_settings
 from keysplit.spark.join_grid import grid_shape, spark_hash
 from spark_status import StatusApi
 
@@ -53,6 +54,14 @@ def _dimension() -> pl.DataFrame:
     frame = pl.DataFrame({"key": keys, "v": [k % 13 for k in keys], "name": [f"n{k}" for k in keys]})
     nulls = pl.DataFrame({"key": [None] * 5, "v": list(range(5)), "name": ["null"] * 5})
     return pl.concat([frame, nulls.cast(frame.schema)])
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _shuffled(spark):
+    """Both sides shuffled, as tables too big to broadcast are: the tests' tables are small,
+    and where Spark broadcasts a side, ``join`` is Spark's join (tested on its own)."""
+    with run_settings(spark, {"spark.sql.autoBroadcastJoinThreshold": "-1"}):
+        yield
 
 
 @pytest.fixture(scope="module")
@@ -190,44 +199,54 @@ def test_a_chain_of_joins_on_one_key_keeps_the_first_joins_cells(spark, tables, 
         assert exchanged >= 4, plan
 
 
+#: Each shuffle partition a task of its own: the join's tasks are its output's partitions.
+_ONE_TASK_PER_PARTITION = {"spark.sql.adaptive.coalescePartitions.enabled": "false"}
+
+
+def _rows_per_task(frame) -> list[int]:
+    from pyspark.sql import functions as F
+
+    counts = frame.select(F.spark_partition_id().alias("p")).groupBy("p").count().toArrow()
+    return counts.column("count").to_pylist()
+
+
 def test_the_hot_key_and_the_null_keys_land_on_partitions_of_their_own(spark, tables):
     # Spark's own join puts key 0's 100,000 facts on one task; here no join task holds more
     # than twice the mean (the hash of each cell's extra key is chosen for its partition).
     # Null keys, which never match, are spread by their rows' hash.
     facts, dimension = tables
-    conf = spark.spark.conf
-    # 16 shuffle partitions, each a task; no broadcast join (whose tasks are the input's).
-    settings = {
-        "spark.sql.shuffle.partitions": "16",
-        "spark.sql.adaptive.coalescePartitions.enabled": "false",
-        "spark.sql.autoBroadcastJoinThreshold": "-1",
-    }
-    previous = {name: conf.get(name) for name in settings}
-    for name, value in settings.items():
-        conf.set(name, value)
-    try:
-
-        def per_task(frame) -> list[int]:
-            from pyspark.sql import functions as F
-
-            counts = frame.select(F.spark_partition_id().alias("p")).groupBy("p").count().toArrow()
-            return counts.column("count").to_pylist()
-
-        ours = per_task(join(facts, dimension, "key", "inner"))
-        theirs = per_task(facts.join(dimension, "key", "inner"))
+    with run_settings(spark, {**_ONE_TASK_PER_PARTITION, "spark.sql.shuffle.partitions": "16"}):
+        ours = _rows_per_task(join(facts, dimension, "key", "inner"))
+        theirs = _rows_per_task(facts.join(dimension, "key", "inner"))
         # A left join whose left side holds 40 % null keys: Spark hashes them all to one task.
         holed = facts.selectExpr("id", "IF(id % 5 < 2, NULL, key) AS key", "v")
-        null_ours = per_task(join(holed, dimension, "key", "left"))
-        null_theirs = per_task(holed.join(dimension, "key", "left"))
-    finally:
-        for name, value in previous.items():
-            conf.set(name, value)
+        null_ours = _rows_per_task(join(holed, dimension, "key", "left"))
+        null_theirs = _rows_per_task(holed.join(dimension, "key", "left"))
     assert sum(ours) == sum(theirs)
     assert max(theirs) > 0.45 * sum(theirs)
     assert max(ours) <= 2 * sum(ours) / 16
     assert sum(null_ours) == sum(null_theirs)
     assert max(null_theirs) > 0.3 * sum(null_theirs)
     assert max(null_ours) <= 2 * sum(null_ours) / 16
+
+
+def test_words_under_a_mean_task_are_placed_so_that_no_task_holds_twice_the_mean(spark, words):
+    # Zipf's words over 32 tasks: "the" (8 %), "and" (6 %) and "of" (4.5 %, its one dictionary
+    # row unsampled, sized by its output all the same) are split; "in", "to", ... (under 2 %,
+    # a mean task's work or less) are placed whole, heaviest first, on the least-loaded
+    # partitions. Hashed, "of" and a few of them shared a task: 2.3x the mean.
+    text, dictionary = words
+    with run_settings(spark, {**_ONE_TASK_PER_PARTITION, "spark.sql.shuffle.partitions": "32"}):
+        report: Report[JoinReport] = Report()
+        ours = _rows_per_task(join(text, dictionary, "key", "full", report=report))
+        theirs = _rows_per_task(text.join(dictionary, "key", "full"))
+    assert sum(ours) == sum(theirs)
+    assert max(theirs) > 2.5 * sum(theirs) / 32
+    assert max(ours) < 2 * sum(ours) / 32
+    hot = report.get.hot
+    split = hot.filter(pl.col("grid_rows") * pl.col("grid_columns") > 1)["key"].to_list()
+    placed = hot.filter((pl.col("grid_rows") == 1) & (pl.col("grid_columns") == 1))["key"].to_list()
+    assert {"the", "and", "of"} <= set(split) and {"in", "to"} <= set(placed)
 
 
 def test_the_result_is_lazy(spark, tables):
@@ -458,3 +477,37 @@ def test_real_words_joined_with_a_dictionary_equal_sparks_join(spark, words, how
     assert_same_join(join(text, dictionary, "key", how, workers=32, report=report), text.join(dictionary, "key", how))
     split = report.get.hot["key"].to_list()
     assert "the" in split and "and" in split
+
+
+@pytest.mark.parametrize("how", HOWS)
+def test_where_spark_broadcasts_a_side_join_is_sparks_join(spark, words, how):
+    # Under Spark's default broadcast threshold the dictionary (a few hundred KB) is
+    # broadcast wherever the join type lets Spark build it: the text is not shuffled, no
+    # task holds a word's rows, and join steps aside. A full outer join cannot broadcast.
+    text, dictionary = words
+    with run_settings(spark, {"spark.sql.autoBroadcastJoinThreshold": "10MB"}):
+        report: Report[JoinReport] = Report()
+        ours = join(text, dictionary, "key", how, workers=32, report=report)
+        assert_same_join(ours, text.join(dictionary, "key", how))
+        plan = spark.explained(ours)
+        if how in ("inner", "left", "left_semi", "left_anti"):
+            assert report.get.broadcast == "right" and report.get.hot.height == 0 and report.get.rows_copied == 0
+            assert "BuildRight" in plan and "keysplit" not in plan, plan
+            assert "Spark broadcasts the right side" in repr(report.get)
+            # Counted as the rows passed: every word of the text, every entry of the dictionary.
+            assert (report.get.left_rows, report.get.right_rows) == (text.count(), dictionary.count())
+
+            # Without a report, Spark's own plan, node for node.
+            def physical(frame) -> str:
+                return re.sub(r"plan_id=\d+", "", spark.explained(frame))
+
+            assert physical(join(text, dictionary, "key", how)) == physical(text.join(dictionary, "key", how))
+        elif how == "full":
+            assert report.get.broadcast is None and "the" in report.get.hot["key"].to_list()
+        # An equality of columns, and a broadcast hint on a side the threshold would not pick.
+        renamed = dictionary.withColumnRenamed("key", "word")
+        on = text["key"] == renamed["word"]
+        assert_same_join(join(text, renamed, on, how), text.join(renamed, on, how))
+    hinted = join(text, dictionary.hint("broadcast"), "key", "left", report=(hint := Report()))
+    assert_same_join(hinted, text.join(dictionary, "key", "left"))
+    assert hint.get.broadcast == "right"

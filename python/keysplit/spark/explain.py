@@ -45,7 +45,7 @@ from keysplit._checks import require_count, require_seed
 from keysplit._errors import KeysplitError
 from keysplit.spark.holistic import REPEATS, SPLIT_FUNCTIONS
 from keysplit.spark.intake import RUN_SETTINGS, run_settings, session_for, shuffle_partitions
-from keysplit.spark.join import join_key_type
+from keysplit.spark.join import broadcast_side, join_key_type
 from keysplit.spark.keyed_plan import KeyedOperator, keyed_operators
 
 if TYPE_CHECKING:
@@ -335,19 +335,13 @@ def _width(schema: Any) -> int:
     return width + 4
 
 
-def _explained(handle: Session, frame: DataFrame, mode: str) -> str:
-    """Spark's explain text of ``frame`` (an analysis call: no job runs)."""
-    connect: Any = frame
-    return str(handle.call("reading the plan", lambda: connect._explain_string(mode=mode)))
-
-
 def _schema(handle: Session, frame: DataFrame) -> Any:
     return handle.call("reading the schema", lambda: frame.schema)
 
 
 def _estimated_rows(handle: Session, frame: DataFrame) -> float | None:
     """Spark's plan statistics' rows (or size over an 8-byte row): no job runs."""
-    text = _explained(handle, frame, "cost")
+    text = handle.explained(frame, "cost")
     found = re.search(r"Statistics\(sizeInBytes=([\d.]+)\s*([A-Za-z]*)(?:, rowCount=([\d.E+]+))?", text)
     if found is None:
         return None
@@ -871,11 +865,9 @@ def _broadcast(
     execution, a buildable side under the broadcast threshold), or None."""
     join_frame = operator.frame
     if join_frame is not None:
-        text = _explained(handle, join_frame, "simple")
-        found = re.search(r"(BroadcastHashJoin|BroadcastNestedLoopJoin|SortMergeJoin|ShuffledHashJoin)[^\n]*", text)
-        if found and found.group(1).startswith("Broadcast"):
-            side = "right" if "BuildRight" in found.group(0) else "left"
-            return side
+        planned = broadcast_side(handle, join_frame)
+        if planned is not None:
+            return planned
     if not settings.adaptive or settings.broadcast < 0:
         return None
     for side in _BUILDABLE.get(operator.how or "inner", ()):

@@ -11,7 +11,7 @@ Spark cannot split it (adaptive execution splits skewed partitions of joins only
    least-loaded worker. That is the replication of the offline bound γ*: no key is split
    that need not be. The table is broadcast; every other key goes whole to a hash worker.
    When even the hottest key holds no more than a quarter of a worker's mean load
-   (:data:`WHOLE_KEY_PLACED_FROM`), the table is empty, no task places it, and adaptive
+   (``WHOLE_KEY_PLACED_FROM``), the table is empty, no task places it, and adaptive
    execution drops its join: Spark's own hash placement.
    Spark runs this pass as a job of the same query, before the function stage: it reads
    the input once more (only the key column) and shuffles one row per key and partition.
@@ -68,7 +68,7 @@ from keysplit.spark.group_runner import (
     MergeStage,
     PandasCall,
 )
-from keysplit.spark.hot_keys import DEFAULT_CAPACITY
+from keysplit.spark.hot_keys import DEFAULT_CAPACITY, WHOLE_KEY_PLACED_FROM
 from keysplit.spark.ingest import IngestOptions, choose_path, to_spark
 from keysplit.spark.intake import is_spark_frame, run_settings, session_for
 from keysplit.spark.options import make_grouper, order_columns, require_key, require_task_workers
@@ -90,11 +90,6 @@ SALTS = 32
 _FIRST = PREFIX + "first"
 _HASH = PREFIX + "hash"
 _HOTTEST = PREFIX + "hottest"
-#: The two-pass plan places keys only when the hottest holds more than this fraction of a
-#: worker's mean load (1/4). A smaller key never makes a straggler of its own: what
-#: unbalances hashing then is how many keys land on each worker, which placing the
-#: ``capacity`` commonest of many small keys barely changes, and the plan is Spark's own.
-WHOLE_KEY_PLACED_FROM = 4
 
 # The stages' code runs on executors that may lack keysplit: it travels by value.
 for _module in (runs, group_runner, placement):

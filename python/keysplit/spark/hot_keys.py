@@ -38,6 +38,12 @@ if TYPE_CHECKING:
 
     from keysplit.spark.session import Session
 
+#: Keys are placed (by ``apply_grouped``'s two-pass plan and ``join``) only when they hold
+#: more than this fraction of a worker's mean load (1/4). A smaller key never makes a
+#: straggler of its own: what unbalances hashing then is how many keys land on each worker,
+#: which placing the commonest of many small keys barely changes. A few keys of a quarter to
+#: a whole mean load each, hashed onto one worker, do make one (Zipf's words: 2.6x the mean).
+WHOLE_KEY_PLACED_FROM = 4
 #: Counters per partition unless asked otherwise: at most N/4097 rows of error per key.
 DEFAULT_CAPACITY = 4096
 #: The sample the plans of ``join`` and ``window`` find their hot keys from, in the plan: a

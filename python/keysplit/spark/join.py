@@ -7,11 +7,15 @@ returns a lazy DataFrame equal to Spark's join as a multiset of rows, whose plan
 
 1. **Hot keys from a sample** (:data:`SAMPLE_FRACTION` of each side's rows), counted per
    key in Spark. A key's work is its rows on both sides and the rows it outputs,
-   ``L + R + L·R``, each count estimated from the sample; a key whose work is more than a
-   mean task's, of ``n`` tasks (``workers``; by default the shuffle's partitions), is hot.
-   A few tasks send their ``n`` heaviest keys and totals to one small Python task
-   (:mod:`.join_grid`), in one chain, so that Spark samples once.
-2. **A grid per hot key**, in that task: ``g`` cells, enough for the key's work at the
+   ``L + R + L·R`` (one side's rows where the sample saw none of the other's), each count
+   estimated from the sample; a key whose work is more than a mean task's, of ``n`` tasks
+   (``workers``; by default the shuffle's partitions), is hot, and one of more than a
+   quarter of a mean task's is warm. A few tasks send their ``4n`` heaviest keys and
+   totals to one small Python task (:mod:`.join_grid`), in one chain, so that Spark
+   samples once.
+2. **A grid per hot key**, in that task (a warm key gets one cell: placed whole, heaviest
+   first, on the least-loaded partition, since a few warm keys hashed onto one partition
+   make a straggler too): ``g`` cells, enough for the key's work at the
    counts' upper bounds (a side the sample barely saw may hold more); its left rows spread
    over ``r`` grid rows by a hash of the row's values and copied along theirs, its right
    rows over ``c`` columns, each pair meeting in one cell; ``r·c ≥ g`` with the fewest rows
@@ -27,6 +31,10 @@ returns a lazy DataFrame equal to Spark's join as a multiset of rows, whose plan
    outer join: such rows are dropped, as a row is copied only when the sample saw its
    key's partners, which then exist and met it in another cell. A semi or anti join reads
    the right side's distinct keys, and copies no left row.
+
+Where Spark's own plan broadcasts a side (under ``spark.sql.autoBroadcastJoinThreshold``,
+or a ``broadcast`` hint), :func:`join` is Spark's join: the other side is not shuffled, so
+no task holds a key's rows, and a split would only add a shuffle.
 
 4. **A chain on one key** (``join(join(facts, dim, "k"), dim2, "k")``): a join whose left
    side is the output of a split inner, left, semi or anti join on the same key columns,
@@ -45,6 +53,7 @@ own does; rows alike in every column go to one cell.
 
 from __future__ import annotations
 
+import re
 import weakref
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -56,7 +65,7 @@ from keysplit._checks import require_seed, require_workers
 from keysplit._errors import ConfigError, ConfigTypeError, KeyInputError, KeyTypeError
 from keysplit.spark import join_grid
 from keysplit.spark.columns import column, holds_a_map, quoted
-from keysplit.spark.hot_keys import LOCAL_TOP_TASKS, SAMPLE_FRACTION
+from keysplit.spark.hot_keys import LOCAL_TOP_TASKS, SAMPLE_FRACTION, WHOLE_KEY_PLACED_FROM
 from keysplit.spark.intake import is_spark_frame, session_for, shuffle_partitions
 from keysplit.spark.join_grid import (
     CELLS,
@@ -109,6 +118,17 @@ _ROW_CELLS = PREFIX + "row_cells"
 #: side's rows of its key) exist; null on the null-extended side of an output row.
 _LEFT_MARK = PREFIX + "left_mark"
 _RIGHT_MARK = PREFIX + "right_mark"
+#: The first join of a physical plan's text, which prints the root first: the top join.
+_PLANNED_JOIN = re.compile(r"(BroadcastHashJoin|BroadcastNestedLoopJoin|SortMergeJoin|ShuffledHashJoin)[^\n]*")
+
+
+def broadcast_side(handle: Session, joined: DataFrame) -> str | None:
+    """``"left"`` or ``"right"``: the side Spark's physical plan of ``joined`` (a join at its
+    top) broadcasts; None when it shuffles both. An analysis call: no job runs."""
+    found = _PLANNED_JOIN.search(handle.explained(joined))
+    if found is None or not found.group(1).startswith("Broadcast"):
+        return None
+    return "right" if "BuildRight" in found.group(0) else "left"
 
 
 def _key(j: int) -> str:
@@ -240,11 +260,16 @@ class JoinReport:
 
     ``left_rows`` and ``right_rows`` are each side's rows with a key (the right side of a
     semi or anti join: its distinct keys), ``rows_copied`` the rows the grids added; both
-    counted exactly as the rows passed. ``hot`` has one row per split key: its key columns
+    counted exactly as the rows passed. ``hot`` has one row per key the plan split (a grid
+    of more than one cell) or placed whole (a warm key, a 1 × 1 grid): its key columns
     (named as the left side's), ``left_rows`` and ``right_rows`` estimated from the sample
     (``sample_fraction`` of each side's rows) with ``left_error`` and ``right_error`` (their
     95 % bounds), ``share`` (of the sample), and the grid ``grid_rows × grid_columns``.
     ``partitions`` is the join's shuffle partitions, ``workers`` the tasks the sizing aimed at.
+    ``broadcast`` is the side Spark's own plan broadcasts, when it does: the join is then
+    Spark's, which moves no row of the other side, so nothing is sampled, split or copied
+    (``hot`` is empty, ``sample_fraction`` 0, and ``right_rows`` of a semi or anti join
+    counts its rows with a key).
     """
 
     how: str
@@ -255,10 +280,12 @@ class JoinReport:
     rows_copied: int
     sample_fraction: float
     hot: pl.DataFrame = field(default_factory=pl.DataFrame)
+    broadcast: str | None = None
 
     def __repr__(self) -> str:
+        plan = f"Spark broadcasts the {self.broadcast} side" if self.broadcast else f"{self.hot.height} hot keys"
         return (
-            f"JoinReport(how={self.how!r}, {self.hot.height} hot keys, rows {self.left_rows:,} + "
+            f"JoinReport(how={self.how!r}, {plan}, rows {self.left_rows:,} + "
             f"{self.right_rows:,}, copied {self.rows_copied:,}, {self.partitions} partitions)"
         )
 
@@ -384,7 +411,15 @@ class SkewJoin:
         # Counted in a few partitions (the sample is small), each one Python task's below: a
         # coalesce instead would hold every merged partition's aggregation map in one task.
         counts = both.repartition(LOCAL_TOP_TASKS, *keys).groupBy(*keys).agg(*estimated.values())
-        output = F.lit(0) if self.existence else column(LEFT_ROWS).cast("double") * column(RIGHT_ROWS)
+        # join_grid.key_output's formula: L·R, or one side's rows where the sample saw none
+        # of the other's.
+        once = F.lit(1).cast("double")
+        output = (
+            F.lit(0)
+            if self.existence
+            else F.greatest(column(LEFT_ROWS).cast("double"), once)
+            * F.greatest(column(RIGHT_ROWS).cast("double"), once)
+        )
         counts = counts.select(
             self.key_hash().alias(KEY_HASH),
             *keys,
@@ -422,11 +457,12 @@ class SkewJoin:
             self.workers,
             copy_left=not self.existence,
             fraction=SAMPLE_FRACTION,
+            placed_from=WHOLE_KEY_PLACED_FROM,
         )
         # One chain from the sample's counts, so that Spark computes them once: each count
         # partition's heaviest keys and totals, then the grids in one task (repartitioned,
         # not coalesced, which would pull the counting into that one task).
-        local = counts.mapInArrow(LocalTop(tuple(keys), self.workers + 1), summaries)
+        local = counts.mapInArrow(LocalTop(tuple(keys), self.workers * WHOLE_KEY_PLACED_FROM + 1), summaries)
         return local.repartition(1).mapInArrow(task, schema)
 
     def plan(self, report: Report[JoinReport] | None) -> DataFrame:
@@ -685,7 +721,11 @@ def join(
     partitions = shuffle_partitions(handle)
     workers = partitions if workers is None else require_workers(workers)
     spark_on: Any = on
-    target = handle.call("reading the join's schema", lambda: left.join(right, spark_on, how).schema)
+    spark_join = left.join(right, spark_on, how)
+    target = handle.call("reading the join's schema", lambda: spark_join.schema)
+    broadcast = broadcast_side(handle, spark_join)
+    if broadcast is not None:
+        return _broadcast_join(left, right, spark_on, keys, how, broadcast, partitions, workers, report)
     planned = SkewJoin(
         left=left,
         right=right,
@@ -705,6 +745,51 @@ def join(
     result = planned.plan(report)
     _SPLIT[result] = planned
     return result
+
+
+def _broadcast_join(
+    left: DataFrame,
+    right: DataFrame,
+    on: Any,
+    keys: JoinKeys,
+    how: str,
+    broadcast: str,
+    partitions: int,
+    workers: int,
+    report: Report[JoinReport] | None,
+) -> DataFrame:
+    """Spark's own join, whose plan broadcasts ``broadcast``; each side's rows counted as
+    they pass when a report is asked for."""
+    if report is None:
+        return left.join(right, on, how)
+    from pyspark.sql import functions as F
+    from pyspark.sql.connect.observation import Observation
+
+    observations = [Observation(), Observation()]
+
+    def counted(side: DataFrame, names: Sequence[str], observation: Any) -> DataFrame:
+        present = F.lit(True)
+        for name in names:
+            present = present & column(name).isNotNull()
+        return side.observe(observation, F.count(F.when(present, F.lit(1))).alias("rows"))
+
+    def read() -> JoinReport | None:
+        sides = [observed(observation) for observation in observations]
+        if not all(sides):
+            return None
+        return JoinReport(
+            how=how,
+            partitions=partitions,
+            workers=workers,
+            left_rows=int(sides[0]["rows"]),
+            right_rows=int(sides[1]["rows"]),
+            rows_copied=0,
+            sample_fraction=0.0,
+            broadcast=broadcast,
+        )
+
+    report.bind(read)
+    return counted(left, keys.left, observations[0]).join(counted(right, keys.right, observations[1]), on, how)
 
 
 #: Each DataFrame :func:`join` returned, with its plan: a join on its output may keep its cells.

@@ -44,7 +44,8 @@ LEFT_ROWS = PREFIX + "left_rows"
 RIGHT_ROWS = PREFIX + "right_rows"
 #: The key's hash, ``xxhash64(seed, keys)``: what the grid task orders and tells keys apart by.
 KEY_HASH = PREFIX + "key_hash"
-#: The key's work, ``L + R + L·R`` (``L + R`` for a semi or anti join).
+#: The key's work, ``L + R`` and the rows it outputs (:func:`key_output`; none for a semi
+#: or anti join).
 WORK = PREFIX + "work"
 #: Marks :class:`LocalTop`'s row of a partition's totals.
 TOTALS = PREFIX + "totals"
@@ -83,7 +84,8 @@ class LocalTop:
     """Per partition of the count table (:data:`KEY_HASH`, ``keys``, :data:`LEFT_ROWS`,
     :data:`RIGHT_ROWS`, :data:`WORK`): its ``count`` heaviest keys, then one row of its totals
     (null keys, :data:`TOTALS` true). A key is in one partition, and a hot key has more than
-    ``1/workers`` of all work, so the partitions' ``workers`` heaviest hold every hot key."""
+    ``1/(workers·placed_from)`` of all work, so the partitions' ``workers·placed_from``
+    heaviest hold every key :class:`JoinGrid` places."""
 
     keys: tuple[str, ...]
     count: int
@@ -128,6 +130,9 @@ class JoinGrid:
     copy_left: bool
     #: The fraction of each side's rows the counts are of (1: exact counts).
     fraction: float = 1.0
+    #: A key of more than ``1/placed_from`` of a mean task's work (but at most one) gets one
+    #: cell, placed: see :meth:`cells`.
+    placed_from: int = 4
 
     def upper(self, estimate: int) -> float:
         """A 95 % upper bound of a count estimated as ``n/fraction`` from ``n`` sampled rows
@@ -138,12 +143,17 @@ class JoinGrid:
         return (sampled + 2 * math.sqrt(sampled) + 3) / self.fraction
 
     def cells(self, left: int, right: int, work: float, total_work: float) -> int:
-        """A key's cells: 0 when its work is at most a mean task's, else enough for the work
-        its rows could output at the counts' upper bounds (a side sampled small, such as a
-        dimension's one row, may hold more than the sample saw, and copying a small side to
-        more cells costs little)."""
-        if work * self.workers <= total_work:
+        """A key's cells: 0 when its work is at most ``1/placed_from`` of a mean task's (its
+        rows go where Spark's hash sends them); 1 when at most a mean task's (the key is
+        placed whole, on the least-loaded partition: a few such keys hashed onto one
+        partition would make it the straggler); else enough for the work its rows could
+        output at the counts' upper bounds (a side sampled small, such as a dimension's one
+        row, may hold more than the sample saw, and copying a small side to more cells costs
+        little)."""
+        if work * self.workers * self.placed_from <= total_work:
             return 0
+        if work * self.workers <= total_work:
+            return 1
         if self.copy_left:
             work = max(work, left + right + self.upper(left) * self.upper(right))
         return min(self.partitions, math.ceil(work * self.workers / total_work))
@@ -169,7 +179,7 @@ class JoinGrid:
             held = facts.get(row[KEY_HASH])
             # Keys are found by their hash: of two hot keys of one hash (about one chance in
             # 10^13 for a thousand), the lighter stays cold, which is exact too.
-            if cells < 2 or (held is not None and _work(held[1:]) >= _work((row[LEFT_ROWS], row[RIGHT_ROWS], 0))):
+            if cells < 1 or (held is not None and _work(held[1:]) >= _work((row[LEFT_ROWS], row[RIGHT_ROWS], 0))):
                 continue
             facts[row[KEY_HASH]] = (key, row[LEFT_ROWS], row[RIGHT_ROWS], cells)
         # The cold keys' rows spread evenly: only the hot cells tell partitions apart.
@@ -182,7 +192,7 @@ class JoinGrid:
         for hashed in sorted(facts, key=lambda h: (-_work(facts[h][1:]), h)):
             key, left_rows, right_rows, wanted = facts[hashed]
             rows_, cols = grid_shape(wanted, left_rows, right_rows, copy_left=self.copy_left)
-            cell_load = left_rows / rows_ + right_rows / cols + left_rows * right_rows / (rows_ * cols)
+            cell_load = left_rows / rows_ + right_rows / cols + key_output(left_rows, right_rows) / (rows_ * cols)
             options = self.salts(key, rows_ * cols)
             used: set[int] = set()
             chosen: list[int] = []
@@ -227,9 +237,20 @@ class JoinGrid:
         return [(salt, spark_hash((*key, salt), (*self.kinds, "int")) % self.partitions) for salt in range(tried)]
 
 
-def _work(counts: tuple[int, int, int]) -> int:
+def key_output(left: float, right: float) -> float:
+    """The rows a key with ``left`` and ``right`` rows outputs, as the grids size it:
+    ``L·R``, and a side's rows once where the counts saw none of the other side's. A fact
+    key's one dimension row is rarely in a 2 % sample, and an outer join emits the rows
+    anyway; counted as none, a key of 4 % of the facts looked like a light one and was
+    placed whole beside others (``join``'s ``WORK`` column is the same formula in Spark)."""
+    if not (left or right):
+        return 0.0
+    return float(max(left, 1) * max(right, 1))
+
+
+def _work(counts: tuple[int, int, int]) -> float:
     left, right, _ = counts
-    return left + right + left * right
+    return left + right + key_output(left, right)
 
 
 def _append(out: dict[str, list[Any]], row: tuple[Any, ...]) -> None:

@@ -187,11 +187,7 @@ def in_repeatable_order(session: Session, frame: DataFrame, order_by: Sequence[s
     """
     if order_by:
         return frame.sortWithinPartitions(*order_by)
-    from pyspark.sql.connect.dataframe import DataFrame as ConnectDataFrame
-
-    # The plan as text is Spark Connect's: keysplit.spark's sessions are Connect sessions.
-    assert isinstance(frame, ConnectDataFrame)
-    plan = session.call("reading the plan", lambda: frame._explain_string(mode="simple"), timeout=_PROBE_TIMEOUT)
+    plan = session.explained(frame, timeout=_PROBE_TIMEOUT)
     physical = plan.split("== Physical Plan ==")[-1]
     shuffles = [line.strip(" +-:*") for line in physical.splitlines() if _SHUFFLE.search(line)]
     if shuffles:

@@ -413,6 +413,11 @@ class Session:
                 raise raised from error
             raise error
 
+    def explained(self, frame: Any, mode: str = "simple", *, timeout: float | None = None) -> str:
+        """Spark's ``explain`` text of ``frame`` in ``mode`` (``simple``: the physical plan;
+        ``cost``: with the optimiser's statistics). An analysis call: no job runs."""
+        return str(self.call("reading the plan", lambda: frame._explain_string(mode=mode), timeout=timeout))
+
     def _attempt(self, what: str, action: Callable[[], Any], limit: float) -> tuple[bool, Any]:
         """Runs ``action`` once in a thread of its own, for at most ``limit`` seconds:
         ``(True, its result)``, ``(False, the exception it raised)``, or ``(False, None)``
