@@ -21,7 +21,7 @@ import pytest
 from keysplit import ConfigError, ConfigTypeError, KeyInputError, KeyTypeError
 from keysplit.spark import JoinReport, Report, join, skewed
 from keysplit.spark.intake import run_settings
-from keysplit.spark.join_grid import grid_shape, spark_hash
+from keysplit.spark.join_grid import JoinGrid, grid_shape, key_output, spark_hash
 from spark_status import StatusApi
 
 HOWS = ["inner", "left", "right", "full", "left_semi", "left_anti"]
@@ -318,7 +318,7 @@ def _salts(grid: dict) -> list[int]:
 def test_the_grid_task_puts_each_cell_on_a_partition_of_its_own():
     import pyarrow as pa
 
-    from keysplit.spark.join_grid import KEY_HASH, LEFT_ROWS, RIGHT_ROWS, TOTALS, WORK, JoinGrid, spark_hash
+    from keysplit.spark.join_grid import KEY_HASH, LEFT_ROWS, RIGHT_ROWS, TOTALS, WORK
 
     partitions, workers = 8, 8
     # Two partitions' heaviest keys and totals: key 10 holds 5/8 of the work, key 20 3/8 of
@@ -391,10 +391,22 @@ def test_a_sampled_key_whose_other_side_the_sample_missed_is_sized_for_its_outpu
     assert (grids[2][GRID_ROWS], grids[2][GRID_COLUMNS]) == (partitions, 1)
 
 
+def test_a_warm_key_is_placed_whole_and_a_key_seen_on_one_side_outputs_its_rows():
+    # 32 tasks of 1,000 work each (exact counts): a key of a quarter of that or less is left
+    # to Spark's hash, one of up to a whole mean task's is placed whole (one cell), a heavier
+    # one is split over enough cells.
+    task = JoinGrid(("k",), ("bigint",), 32, 32, copy_left=True)
+    assert [task.cells(w, 0, float(w), 32_000.0) for w in (250, 251, 1_000)] == [0, 1, 1]
+    assert task.cells(1_500, 1, 1_500 + 1 + key_output(1_500, 1), 32_000.0) == 4
+    # A fact key whose one dimension row the sample missed still outputs its rows (an outer
+    # join's null-extended ones, or the matched ones the sample did not see).
+    assert (key_output(36_700, 0), key_output(0, 50), key_output(3, 4)) == (36_700, 50, 12)
+
+
 def test_a_grid_of_more_cells_than_partitions_never_repeats_a_salt():
     import pyarrow as pa
 
-    from keysplit.spark.join_grid import CELLS, KEY_HASH, LEFT_ROWS, RIGHT_ROWS, TOTALS, WORK, JoinGrid
+    from keysplit.spark.join_grid import CELLS, KEY_HASH, LEFT_ROWS, RIGHT_ROWS, TOTALS, WORK
 
     # One key hot on both sides over 5 partitions: 5 cells wanted, a grid of 2 × 3, one
     # partition twice; a repeated salt would make two cells one, and their rows meet twice.

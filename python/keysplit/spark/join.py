@@ -32,10 +32,6 @@ returns a lazy DataFrame equal to Spark's join as a multiset of rows, whose plan
    key's partners, which then exist and met it in another cell. A semi or anti join reads
    the right side's distinct keys, and copies no left row.
 
-Where Spark's own plan broadcasts a side (under ``spark.sql.autoBroadcastJoinThreshold``,
-or a ``broadcast`` hint), :func:`join` is Spark's join: the other side is not shuffled, so
-no task holds a key's rows, and a split would only add a shuffle.
-
 4. **A chain on one key** (``join(join(facts, dim, "k"), dim2, "k")``): a join whose left
    side is the output of a split inner, left, semi or anti join on the same key columns,
    and which is itself one of those, keeps the first join's cells. The first output's rows
@@ -43,6 +39,10 @@ no task holds a key's rows, and a split would only add a shuffle.
    sort-merge joins on one key) and each right row of a key the first join split is copied
    to every cell of that key's grid; no second sample. The second join's right side is not
    sampled: a key hot there only is not split.
+
+Where Spark's own plan broadcasts a side (under ``spark.sql.autoBroadcastJoinThreshold``,
+or a ``broadcast`` hint), :func:`join` is Spark's join: the other side is not shuffled, so
+no task holds a key's rows, and a split would only add a shuffle.
 
 The sample only sizes the grids: whatever it holds, the result is exact. Rows with a null
 key never match (Spark's ``=``); they are spread over the partitions, so a null-heavy outer

@@ -131,7 +131,7 @@ class JoinGrid:
     #: The fraction of each side's rows the counts are of (1: exact counts).
     fraction: float = 1.0
     #: A key of more than ``1/placed_from`` of a mean task's work (but at most one) gets one
-    #: cell, placed: see :meth:`cells`.
+    #: cell, placed: see :meth:`cells` (``join`` passes ``hot_keys.WHOLE_KEY_PLACED_FROM``).
     placed_from: int = 4
 
     def upper(self, estimate: int) -> float:
