@@ -131,6 +131,16 @@ def broadcast_side(handle: Session, joined: DataFrame) -> str | None:
     return "right" if "BuildRight" in found.group(0) else "left"
 
 
+def _keys_present(names: Sequence[str]) -> Column:
+    """Whether none of the key columns ``names`` is null: only such keys match (Spark's ``=``)."""
+    from pyspark.sql import functions as F
+
+    present = F.lit(True)
+    for name in names:
+        present = present & column(name).isNotNull()
+    return present
+
+
 def _key(j: int) -> str:
     return f"{PREFIX}k{j}"
 
@@ -373,12 +383,7 @@ class SkewJoin:
 
     def present(self) -> Column:
         """Whether a row's key has no null: only such keys match."""
-        from pyspark.sql import functions as F
-
-        present = F.lit(True)
-        for j in range(len(self.key_types)):
-            present = present & column(_key(j)).isNotNull()
-        return present
+        return _keys_present([_key(j) for j in range(len(self.key_types))])
 
     def grid(self, left: DataFrame, right: DataFrame) -> DataFrame:
         """The hot keys' grids (:mod:`.join_grid`), computed in the plan from a sample of
@@ -768,10 +773,7 @@ def _broadcast_join(
     observations = [Observation(), Observation()]
 
     def counted(side: DataFrame, names: Sequence[str], observation: Any) -> DataFrame:
-        present = F.lit(True)
-        for name in names:
-            present = present & column(name).isNotNull()
-        return side.observe(observation, F.count(F.when(present, F.lit(1))).alias("rows"))
+        return side.observe(observation, F.count(F.when(_keys_present(names), F.lit(1))).alias("rows"))
 
     def read() -> JoinReport | None:
         sides = [observed(observation) for observation in observations]
