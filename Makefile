@@ -193,7 +193,7 @@ spark-holistic: wheel java
 # workload of the three benchmarks above, 10^7 rows, hot key 30 %; writes
 # benches/results/spark_explain_skew.json.
 spark-explain-skew: wheel java
-	cd benches && ../$(BIN)/python spark_explain_skew.py
+	cd benches && ../$(BIN)/python spark_explain_skew.py --share 0.3 0.6
 
 # stream_aggregate against Spark's own streaming aggregation and an identity routing step,
 # on a file source of 10^7 rows in 100 files whose distinct keys keep growing; writes

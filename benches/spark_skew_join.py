@@ -214,6 +214,10 @@ def measure(
 
     heaviest = max(stages, key=lambda s: sum(records_read(s)))
     records = records_read(heaviest)
+    # The query's straggler among the tasks reading a shuffle (where keyed operators run):
+    # after a split join, an operator above on the same key may read more than the join.
+    straggling = max(stages, key=lambda s: max(s["task_shuffle_records_read"], default=0))
+    shuffled = straggling["task_shuffle_records_read"]
     table = status.largest_build_side(first)
     return {
         "wall_s": wall,
@@ -221,6 +225,7 @@ def measure(
         "join_tasks": len(records),
         "hottest_over_mean_records": max(records) / (sum(records) / len(records)),
         "hottest_share_of_records": max(records) / sum(records),
+        "straggler_share_of_shuffle_records": max(shuffled) / max(sum(shuffled), 1),
         "rows_shuffled": sum(s["shuffle_write_records"] for s in stages),
         "peak_memory_bytes": heaviest["peak_memory"],
         # A hash join's table is not in the tasks' peak execution memory: Spark's SQL metric.

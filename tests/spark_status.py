@@ -25,6 +25,11 @@ class StatusApi:
         """Every stage attempt so far."""
         return self._get(f"/{self.app}/stages")  # type: ignore[no-any-return]
 
+    def tasks(self, stage: dict[str, Any]) -> list[dict[str, Any]]:
+        """The tasks of one stage attempt (an entry of :meth:`stages`), with their metrics."""
+        path = f"/{self.app}/stages/{stage['stageId']}/{stage['attemptId']}/taskList?length=100000"
+        return self._get(path)  # type: ignore[no-any-return]
+
     def cached(self) -> list[dict[str, Any]]:
         """The cached RDDs (``persist``), with their partitions cached so far."""
         return self._get(f"/{self.app}/storage/rdd")  # type: ignore[no-any-return]

@@ -19,8 +19,9 @@ import pytest
 from pyspark.sql import Window
 from pyspark.sql import functions as F
 
-from keysplit import ConfigError
+from keysplit import ConfigError, datasets
 from keysplit.spark import explain_skew, skew_table, skewed
+from spark_status import StatusApi
 
 ROWS = 400_000
 KEYS = 2_000
@@ -106,6 +107,24 @@ def spark_final_plan(spark, query) -> str:
         time.sleep(0.2)
 
 
+def straggler_share(status: StatusApi, after_stage: int, read: str = "records") -> float:
+    """In the stage after ``after_stage`` whose largest task reads the most shuffle records
+    (or bytes), that task's share of them: the query's straggler among the tasks of keyed
+    operators."""
+    largest, total = 0, 1
+
+    def amount(metrics: dict) -> int:
+        return metrics["recordsRead"] if read == "records" else metrics["localBytesRead"] + metrics["remoteBytesRead"]
+
+    for stage in status.stages():
+        if stage["stageId"] <= after_stage or stage["status"] != "COMPLETE":
+            continue
+        reads = [amount(t["taskMetrics"]["shuffleReadMetrics"]) for t in status.tasks(stage)]
+        if reads and max(reads) > largest:
+            largest, total = max(reads), sum(reads)
+    return largest / total
+
+
 def spark_split(plan: str) -> bool:
     """Whether the final plan has a sort-merge join adaptive execution split (Spark prints
     it ``SortMergeJoin(skew=true)``)."""
@@ -141,15 +160,21 @@ def test_join_then_aggregate_names_the_hot_key_the_rule_and_the_call(spark, tabl
         join = only(explain_skew(query), "join")
         assert join["rule"] == "threshold" and "over it, still no split" in join["why"]
         assert "groupBy(k)" in join["why"] and join["fix"] == "skewed(left).join(right, 'k', 'inner')"
-    # With the veto lifted Spark splits it and shuffles the join's output for the aggregate,
-    # which explain_skew then cannot measure without running the join.
+    # With the veto lifted Spark splits it and shuffles the join's output, by key, to the
+    # aggregate (planned without partial aggregation): the hot key's output rows meet there.
     with settings(spark, **LOW_THRESHOLD, **{"spark.sql.adaptive.forceOptimizeSkewedJoin": "true"}):
         explained = explain_skew(query)
         join = only(explained, "join")
         assert join["spark_splits"] is True and join["rule"] == "forced split"
         assert join["hottest_task_share"] < 0.2
-        assert only(explained, "groupBy(k)")["rule"] == "not measured"
+        aggregate = only(explained, "groupBy(k)")
+        assert aggregate["rule"] == "extra shuffle" and "no partial aggregation" in aggregate["why"]
+        assert aggregate["fix"] == "skewed(left).join(right, 'k', 'inner')"
+        stages = StatusApi(spark.server.ui_port)
+        before = max(s["stageId"] for s in stages.stages())
         assert spark_split(spark_final_plan(spark, query))
+        measured = straggler_share(stages, before)
+        assert measured > 0.4 and aggregate["hottest_task_share"] == pytest.approx(measured, rel=0.25)
 
 
 def test_join_rules_agree_with_spark_final_plan(spark, tables):
@@ -186,6 +211,49 @@ def test_chain_of_joins_and_broadcast(spark, tables):
         assert "BroadcastHashJoin" in spark_final_plan(spark, facts.join(dim, "k"))
 
 
+def test_a_real_join_then_median(spark, tmp_path):
+    """NYC's flights of 2013 joined to their carriers' names, then a median per carrier (UA
+    holds 17 % of the flights): the hot key is named, the straggling operator is the
+    aggregate whichever way Spark joins, and the call that splits it is named."""
+    flights = pl.concat(datasets.nycflights(key="carrier")).rename({"key": "carrier"})
+    names = pl.DataFrame({"carrier": sorted(flights["carrier"].unique()), "name": "an airline"})
+    for name, table in (("flights", flights), ("carriers", names)):
+        table.write_parquet(tmp_path / f"{name}.parquet")
+    read = {name: spark.spark.read.parquet(str(tmp_path / f"{name}.parquet")) for name in ("flights", "carriers")}
+    query = (
+        read["flights"]
+        .join(read["carriers"], "carrier")
+        .groupBy("carrier")
+        .agg(F.median(F.unix_timestamp("timestamp")).alias("middle"))
+    )
+    exact = flights["carrier"].value_counts().sort("count", descending=True)
+    share = exact["count"][0] / flights.height
+    assert exact["carrier"][0] == "UA"
+
+    def names_the_hot_key(row: dict) -> bool:
+        hot = {h["key"]: h for h in row["hot_keys"] if h["input"] in ("left", "input")}
+        return row["spark_splits"] is False and hot["UA"]["share_low"] <= share <= hot["UA"]["share_high"]
+
+    # Spark broadcasts the carriers: the aggregate shuffles the joined rows by carrier itself.
+    with settings(spark, **{"spark.sql.autoBroadcastJoinThreshold": "10MB"}):
+        explained = explain_skew(query)
+        assert only(explained, "join")["rule"] == "broadcast", explained
+        straggler = only(explained, "groupBy")
+        assert straggler["rule"] == "not a join" and "adaptive execution splits joins only" in straggler["why"]
+        assert straggler["fix"].startswith("skewed(df).groupBy('carrier').agg(")
+        assert names_the_hot_key(straggler)
+        assert "BroadcastHashJoin" in spark_final_plan(spark, query)
+    # A shuffled join: the aggregate runs in the join's tasks, and the join straggles.
+    with settings(spark):
+        explained = explain_skew(query)
+        straggler = only(explained, "join")
+        assert straggler["rule"] == "threshold" and "skew threshold" in straggler["why"]
+        assert straggler["fix"] == "skewed(left).join(right, 'carrier', 'inner')"
+        assert names_the_hot_key(straggler)
+        assert only(explained, "groupBy")["rule"] == "no shuffle of its own"
+        assert not spark_split(spark_final_plan(spark, query))
+
+
 def test_window_and_aggregates(spark, tables):
     read, facts = tables
     frame = read["facts"]
@@ -212,8 +280,15 @@ def test_window_and_aggregates(spark, tables):
         assert combinable["hottest_task_share"] < 0.2
         listed = only(explain_skew(frame.groupBy("k").agg(F.collect_list("id"))), "groupBy")
         assert listed["fix"] is None and "no split helps" in listed["why"]
-        few = only(explain_skew(frame.groupBy("k").agg(F.median(F.col("v") % 3))), "groupBy")
+        ties = frame.groupBy("k").agg(F.median(F.col("v") % 3))
+        few = only(explain_skew(ties), "groupBy")
         assert few["rule"] == "few values"
+        # Partial aggregation sends a key's value->count entries: a hot key of three values
+        # sends three a map task, and its partition's bytes are near a mean partition's.
+        status = StatusApi(spark.server.ui_port)
+        before = max(s["stageId"] for s in status.stages())
+        ties.write.format("noop").mode("overwrite").save()
+        assert few["hottest_task_share"] == pytest.approx(straggler_share(status, before, "bytes"), rel=0.25)
         grouped = only(explain_skew(frame.groupBy("k").applyInPandas(lambda p: p, frame.schema)), "groupBy")
         assert grouped["rule"] == "not a join" and "applyInPandas(f, schema, merge=" in grouped["fix"]
         deduplicated = only(explain_skew(frame.dropDuplicates(["k"])), "dropDuplicates")

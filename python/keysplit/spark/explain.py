@@ -25,10 +25,14 @@ quoted in ``docs/spark.md``) on the measured blocks, with the session's settings
   combinable aggregates need not be (partial aggregation sends one row per key and map
   task), nor a holistic aggregate whose hot key holds few values.
 
-Bytes are the rows times a width from the input's schema (uncompressed
-``UnsafeRow``s; Spark's shuffle compresses them), so a partition near the threshold is
-judged from an estimate. The predicted share of the hottest task is of the rows the
-operator's stage reads (for a holistic aggregate: of the values its buffers hold).
+Bytes are the skew rule's: compressed shuffle bytes, each reduce partition's rows times its
+bytes per row, estimated from the input's first rows laid out and LZ4-compressed as
+Spark's shuffle writes them (:mod:`.shuffle_bytes`; a hot key's partition, whose rows repeat
+their key, costs fewer). The broadcast rule reads uncompressed bytes (``UnsafeRow`` widths
+from the schema). The shuffle's columns are the input's: a column the query above prunes is
+counted. The predicted share of the hottest task is of the rows the operator's stage reads
+(for a holistic aggregate: of the values its buffers hold); above a forced split, of the
+join's output rows, which the exchange Spark adds sends to the operator by key.
 """
 
 from __future__ import annotations
@@ -47,6 +51,7 @@ from keysplit.spark.holistic import REPEATS, SPLIT_FUNCTIONS
 from keysplit.spark.intake import RUN_SETTINGS, run_settings, session_for, shuffle_partitions
 from keysplit.spark.join import broadcast_side, join_key_type
 from keysplit.spark.keyed_plan import KeyedOperator, keyed_operators
+from keysplit.spark.shuffle_bytes import partition_widths
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -54,6 +59,9 @@ if TYPE_CHECKING:
 
     from keysplit.spark.session import Session
 
+#: The first rows of each input, laid out and compressed as Spark's shuffle writes them for
+#: its bytes per row: enough to fill a few LZ4 blocks per partition at 32 partitions.
+SHUFFLE_SAMPLE_ROWS = 50_000
 #: The rows of each input whose keys are counted: every row of an input this small, else a
 #: sample of about this many (Spark's plan statistics size the input, without a job). A
 #: key of a mean task's share at 32 tasks is then seen about 7,800 times: ±2.2 % (95 %).
@@ -145,7 +153,11 @@ class _Input:
     """One measured input of an operator: its shuffle's blocks and its hottest keys."""
 
     rows: int
+    #: An uncompressed ``UnsafeRow``'s bytes: what adaptive execution's broadcast rule reads.
     width: int
+    #: Compressed shuffle bytes per row of each reduce partition (:mod:`.shuffle_bytes`):
+    #: what its skew rule reads.
+    shuffle_widths: np.ndarray
     #: rows per (map task, reduce partition), exactly.
     blocks: np.ndarray
     #: distinct keys per (map task, reduce partition), estimated from the sample.
@@ -172,7 +184,13 @@ class _Input:
 
     @property
     def sizes(self) -> np.ndarray:
-        return self.blocks.sum(axis=0) * float(self.width)
+        """Each reduce partition's compressed shuffle bytes."""
+        return self.blocks.sum(axis=0) * self.shuffle_widths
+
+    @property
+    def data_size(self) -> float:
+        """The shuffle's uncompressed bytes (its ``dataSize`` metric)."""
+        return float(self.blocks.sum()) * self.width
 
     def share(self, sampled: int) -> tuple[float, float, float]:
         """A key's share of the rows, with its 95 % bounds (exact when every row was counted)."""
@@ -196,6 +214,9 @@ class _Verdict:
     why: str
     share: float | None
     fix: str | None
+    #: A forced split's join: the hottest task's share of its output read by key (what the
+    #: exchange the split adds under the operator above sends it), with its rows.
+    output_by_key: tuple[float, float] | None = None
 
 
 def explain_skew(
@@ -237,12 +258,13 @@ def explain_skew(
     operators = handle.call("reading the plan", lambda: keyed_operators(frame))
     settings = _Settings.read(handle)
     streaming = bool(operators) and handle.call("reading the plan", lambda: frame.isStreaming)
+    broadcasts = {} if streaming else _planned_broadcasts(handle, operators)
     measured = _measure(handle, operators, settings, seed, streaming, sample_rows)
     rows: list[dict[str, Any]] = []
     verdicts: dict[int, _Verdict] = {}
     for index, operator in enumerate(operators):
         inputs = measured.get(index, [])
-        verdict = _judge(handle, operator, inputs, settings, streaming, verdicts, operators)
+        verdict = _judge(handle, operator, inputs, settings, streaming, verdicts, operators, broadcasts)
         verdicts[index] = verdict
         hot = []
         for side, measured_input in zip(operator.sides, inputs, strict=False):
@@ -335,6 +357,18 @@ def _width(schema: Any) -> int:
     return width + 4
 
 
+def _shuffle_widths(handle: Session, frame: DataFrame, keys: list[Column], partitions: int, width: int) -> np.ndarray:
+    """Compressed shuffle bytes per row of each reduce partition, from the first
+    :data:`SHUFFLE_SAMPLE_ROWS` rows of ``frame`` (a limit: Spark reads the first split and
+    stops) laid out and compressed as Spark's shuffle writes them."""
+    from pyspark.sql import functions as F
+
+    head = frame.select(F.pmod(F.hash(*keys), F.lit(partitions)).alias("reduce"), "*").limit(SHUFFLE_SAMPLE_ROWS)
+    table = handle.call("sampling rows for their shuffle bytes", head.toArrow)
+    reduce = table.column(0).to_numpy(zero_copy_only=False).astype(np.int64)
+    return partition_widths(table.remove_column(0), reduce, partitions, float(width))
+
+
 def _schema(handle: Session, frame: DataFrame) -> Any:
     return handle.call("reading the schema", lambda: frame.schema)
 
@@ -368,7 +402,7 @@ def _measure(
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    jobs: list[tuple[int, int, DataFrame, float, int]] = []
+    jobs: list[tuple[int, int, DataFrame, float, int, list[Column]]] = []
     parts = []
     holistic = False
     if streaming:
@@ -398,7 +432,7 @@ def _measure(
             text = keys[0].cast("string") if len(keys) == 1 else F.to_json(F.struct(*keys))
             value = _value(operator)
             number = len(jobs)
-            jobs.append((index, side, frame, fraction, width))
+            jobs.append((index, side, frame, fraction, width, keys))
             drawn = frame.select(
                 F.lit(number).alias("input"),
                 F.spark_partition_id().alias("map"),
@@ -455,7 +489,7 @@ def _measure(
     measured: dict[int, list[_Input | None]] = {
         index: [None] * len(operator.inputs) for index, operator in enumerate(operators)
     }
-    for number, (index, side, _, fraction, width) in enumerate(jobs):
+    for number, (index, side, frame, fraction, width, keys) in enumerate(jobs):
         mine = fetched.filter(pl.col("input") == number)
         block_rows = mine.filter(pl.col("map").is_not_null())
         maps = int(block_rows.select(pl.col("map").max()).item() or 0) + 1
@@ -468,6 +502,10 @@ def _measure(
         measured[index][side] = _Input(
             rows=int(grid.sum()),
             width=width,
+            # Only a join's verdict reads its inputs' bytes.
+            shuffle_widths=_shuffle_widths(handle, frame, keys, settings.partitions, width)
+            if operators[index].kind == "join"
+            else np.full(settings.partitions, float(width)),
             blocks=grid,
             block_keys=keys_grid,
             fraction=fraction,
@@ -497,6 +535,31 @@ def _compared_types(handle: Session, operator: KeyedOperator) -> list[DataType] 
 # Judging: Spark's rules on the measured blocks.
 
 
+def _planned_broadcasts(handle: Session, operators: list[KeyedOperator]) -> dict[int, str]:
+    """The joins Spark's physical plan broadcasts (index → the side broadcast).
+
+    Such a join moves no row by key, so the operator that reads its output on the same key
+    is not fed by it: it shuffles that output itself, and its input is measured as any
+    other (reading it runs the broadcast join, a map-side step), unless the join reads
+    another keyed operator's output, which measuring would run."""
+    planned = {}
+    for index, join in enumerate(operators):
+        if join.kind != "join" or join.frame is None:
+            continue
+        side = broadcast_side(handle, join.frame)
+        if side is None:
+            continue
+        planned[index] = side
+        below = next((o for o in [*join.fed_by, *join.behind_shuffle] if o is not None), None)
+        for above in operators:
+            for i, fed in enumerate(above.fed_by):
+                if fed is join:
+                    above.fed_by[i] = None
+                    above.behind_shuffle[i] = below
+        join.consumer = None
+    return planned
+
+
 def _judge(
     handle: Session,
     operator: KeyedOperator,
@@ -505,6 +568,7 @@ def _judge(
     streaming: bool,
     verdicts: dict[int, _Verdict],
     operators: list[KeyedOperator],
+    broadcasts: dict[int, str],
 ) -> _Verdict:
     if streaming:
         fix = "keysplit.spark.stream_aggregate(...)" if operator.kind == "aggregate" else None
@@ -536,17 +600,12 @@ def _judge(
             None,
         )
     for lower in operator.fed_by:
-        if lower is not None and operator.kind != "join":
-            inherited = verdicts.get(operators.index(lower))
-            if inherited is not None and inherited.rule == "forced split":
-                return _Verdict(
-                    False,
-                    "not measured",
-                    f"Spark's forced split of {lower.label} adds an exchange under it: it reads that join's "
-                    "output by key, which explain_skew would have to run the join to measure",
-                    None,
-                    operator.call or None,
-                )
+        if lower is None:
+            continue
+        inherited = verdicts.get(operators.index(lower))
+        if inherited is not None and inherited.output_by_key is not None:
+            return _after_forced_split(operator, lower, inherited.output_by_key)
+        if operator.kind != "join":
             return _Verdict(
                 False,
                 "no shuffle of its own",
@@ -557,7 +616,7 @@ def _judge(
             )
     missing = [operator.sides[i] for i, m in enumerate(inputs or [None] * len(operator.inputs)) if m is None]
     if operator.kind == "join":
-        return _join(handle, operator, inputs, settings)
+        return _join(operator, inputs, settings, broadcasts.get(operators.index(operator)))
     if missing or not inputs:
         behind = operator.behind_shuffle[0]
         return _Verdict(
@@ -588,6 +647,51 @@ def _judge(
     )
 
 
+def _buffer_entries(measured: _Input) -> np.ndarray:
+    """The value→count entries partial aggregation sends each reduce partition: one a row,
+    but a top key of few distinct values (``d``, from its sample's sketch) at most the
+    ``d·(1 - (1 - 1/d)^n)`` distinct values expected among its ``n`` rows in each map task."""
+    entries = measured.blocks.sum(axis=0).astype(np.float64)
+    maps = measured.blocks.shape[0]
+    for _, sampled, partition, distinct in measured.keys:
+        if distinct is None or distinct * REPEATS >= sampled or distinct < 1:
+            continue
+        rows = sampled / measured.fraction
+        per_map = distinct * (1 - (1 - 1 / distinct) ** (rows / maps)) if distinct > 1 else 1.0
+        entries[partition] -= max(rows - maps * per_map, 0.0)
+    return entries
+
+
+def _after_forced_split(operator: KeyedOperator, lower: KeyedOperator, output: tuple[float, float]) -> _Verdict:
+    """An operator on a join's key above Spark's forced split of that join: the split adds an
+    exchange of the join's output, by key, under it."""
+    share, rows = output
+    if operator.kind == "join":
+        return _Verdict(
+            False,
+            "not measured",
+            f"Spark's forced split of {lower.label} adds an exchange of that join's output under it, so it joins "
+            "two shuffles and may be split in turn; measuring its input would run that join",
+            None,
+            operator.call or None,
+        )
+    combinable = operator.kind == "aggregate" and all(name in _COMBINABLE for name, _ in operator.functions)
+    planned = (
+        " (planned over the join's partitioning, it has no partial aggregation: every output row is shuffled)"
+        if operator.kind == "aggregate"
+        else ""
+    )
+    return _Verdict(
+        False,
+        "extra shuffle",
+        f"forceOptimizeSkewedJoin splits {lower.label} and adds an exchange of its output under this operator, by "
+        f"key{planned}: the hot key's output rows (about {rows:,.0f}, estimated) meet in one task",
+        share,
+        # A combinable aggregate over keysplit's join gets its own exchange, and partial aggregation with it.
+        lower.call if combinable else operator.call or lower.call,
+    )
+
+
 def _aggregate(
     operator: KeyedOperator, measured: _Input, hot: list[tuple[str | None, int, int, float | None]]
 ) -> _Verdict:
@@ -614,12 +718,14 @@ def _aggregate(
         )
     spread = [k for k in hot if k[3] is not None and k[3] * REPEATS >= k[1]]
     if not spread:
+        entries = _buffer_entries(measured)
+        few = VALUE_BYTES * entries + GROUP_BYTES * groups.sum(axis=0)
         return _Verdict(
             False,
             "few values",
             f"{', '.join(holistic)} of a hot key of few distinct values: partial aggregation combines them "
             "map-side into a few entries, so no task holds many of them",
-            combined_share,
+            float(few.max() / max(few.sum(), 1)),
             None,
         )
     unsplittable = [name for name in holistic if name in _UNSPLITTABLE]
@@ -637,7 +743,9 @@ def _aggregate(
     return _Verdict(False, "not a join", why, buffered_share, operator.call)
 
 
-def _join(handle: Session, operator: KeyedOperator, inputs: list[_Input | None], settings: _Settings) -> _Verdict:
+def _join(
+    operator: KeyedOperator, inputs: list[_Input | None], settings: _Settings, planned_broadcast: str | None
+) -> _Verdict:
     how = operator.how or "inner"
     fix = operator.call
     for side, lower in enumerate(operator.fed_by):
@@ -665,14 +773,14 @@ def _join(handle: Session, operator: KeyedOperator, inputs: list[_Input | None],
     total = left.blocks.sum(axis=0) + right.blocks.sum(axis=0)
     unsplit_share = float(total.max() / max(total.sum(), 1))
     hot = {s: m.hot(settings.partitions) for s, m in zip(("left", "right"), (left, right), strict=True)}
-    broadcast = _broadcast(handle, operator, left, right, settings)
+    broadcast = planned_broadcast or _broadcast_at_run_time(operator, left, right, settings)
     if broadcast is not None:
         stream = right if broadcast == "left" else left
         per_map = stream.blocks.sum(axis=1)
         return _Verdict(
             False,
             "broadcast",
-            f"Spark broadcasts the {broadcast} side ({_megabytes(float((left if broadcast == 'left' else right).sizes.sum()))} "
+            f"Spark broadcasts the {broadcast} side ({_megabytes((left if broadcast == 'left' else right).data_size)} "
             "estimated): no exchange moves the other side's rows by key, so no task gets a key's rows",
             float(per_map.max() / max(per_map.sum(), 1)),
             None,
@@ -764,6 +872,7 @@ def _join(handle: Session, operator: KeyedOperator, inputs: list[_Input | None],
             f"{operator.consumer.label}, which then reads the hot key's output rows by key",
             share,
             fix,
+            _output_by_key(left, right, settings.partitions),
         )
     if block is not None:
         return _Verdict(
@@ -802,6 +911,23 @@ def _output_skew(left: _Input, right: _Input, partitions: int) -> tuple[str, flo
     return str(key), counts[0][key], counts[1][key], share
 
 
+def _output_by_key(left: _Input, right: _Input, partitions: int) -> tuple[float, float]:
+    """A join's output rows per reduce partition of its key (a key on both sides' top lists
+    meets ``L·R`` rows; the other rows about one partner each): the hottest partition's
+    share of them, and its rows."""
+    rest = [m.blocks.sum(axis=0).astype(np.float64) for m in (left, right)]
+    output = np.zeros(partitions)
+    counts = [{k[0]: (k[1] / m.fraction, k[2]) for k in m.keys if k[0] is not None} for m in (left, right)]
+    for key in counts[0].keys() & counts[1].keys():
+        (left_rows, partition), (right_rows, _) = counts[0][key], counts[1][key]
+        output[partition] += left_rows * right_rows
+        rest[0][partition] -= left_rows
+        rest[1][partition] -= right_rows
+    output += np.maximum(np.maximum(rest[0], rest[1]), 0.0)
+    hottest = int(output.argmax())
+    return float(output[hottest] / max(output.sum(), 1.0)), float(output[hottest])
+
+
 def _split_share(
     left: _Input, right: _Input, skewed: dict[str, np.ndarray], settings: _Settings
 ) -> tuple[float, float | None, int]:
@@ -819,13 +945,14 @@ def _split_share(
         for name, measured in sides.items():
             blocks = measured.blocks[:, r]
             if name in skewed and r in set(skewed[name].tolist()):
-                sizes = measured.sizes
-                normal = np.delete(sizes, skewed[name])
-                target = max(settings.advisory, float(normal.mean()) if len(normal) else 0.0) / measured.width
-                pieces[name] = _pack(blocks, target)
-                most = max(most, len(pieces[name]))
+                normal = np.delete(measured.sizes, skewed[name])
+                target = max(settings.advisory, float(normal.mean()) if len(normal) else 0.0)
+                width = float(measured.shuffle_widths[r])
+                packed = _pack(blocks * width, target)
+                pieces[name] = [size / width for size in packed]
+                most = max(most, len(packed))
                 biggest = float(blocks.max() / max(blocks.sum(), 1))
-                if max(pieces[name]) > 2 * target and (worst_block is None or biggest > worst_block):
+                if max(packed) > 2 * target and (worst_block is None or biggest > worst_block):
                     worst_block = biggest
             else:
                 pieces[name] = [float(blocks.sum())]
@@ -858,20 +985,13 @@ def _pack(blocks: np.ndarray, target: float) -> list[float]:
     return pieces
 
 
-def _broadcast(
-    handle: Session, operator: KeyedOperator, left: _Input, right: _Input, settings: _Settings
-) -> str | None:
-    """The side Spark broadcasts: in the planned join, or converted at run time (adaptive
-    execution, a buildable side under the broadcast threshold), or None."""
-    join_frame = operator.frame
-    if join_frame is not None:
-        planned = broadcast_side(handle, join_frame)
-        if planned is not None:
-            return planned
+def _broadcast_at_run_time(operator: KeyedOperator, left: _Input, right: _Input, settings: _Settings) -> str | None:
+    """The side adaptive execution broadcasts at run time (a buildable side under its
+    broadcast threshold), or None."""
     if not settings.adaptive or settings.broadcast < 0:
         return None
     for side in _BUILDABLE.get(operator.how or "inner", ()):
         measured = left if side == "left" else right
-        if float(measured.sizes.sum()) <= settings.broadcast:
+        if measured.data_size <= settings.broadcast:
             return side
     return None
