@@ -59,7 +59,7 @@ if TYPE_CHECKING:
 
     from keysplit.spark.session import Session
 
-#: The first rows of each input, laid out and compressed as Spark's shuffle writes them for
+#: The first rows of each join input, laid out and compressed as Spark's shuffle writes them for
 #: its bytes per row: enough to fill a few LZ4 blocks per partition at 32 partitions.
 SHUFFLE_SAMPLE_ROWS = 50_000
 #: The rows of each input whose keys are counted: every row of an input this small, else a
