@@ -117,11 +117,22 @@ data:
 	    || { echo "make data: apt-get install$$missing failed" >&2; exit 1; }; \
 	fi
 
-# Against the release wheel in its fresh virtualenv, with no Rust toolchain on PATH.
+# Against the release wheel in its fresh virtualenv, with no Rust toolchain on PATH. The
+# Spark tests run in one pytest process, one embedded server or cluster at a time as they
+# always have; the tests without Spark run beside them in a second process (its output
+# follows), since the Spark tests spend much of their time waiting on JVMs rather than
+# computing.
+SPARK_TESTS := $(sort $(wildcard tests/test_spark*.py)) tests/test_docs_code.py tests/test_shuffle_bytes.py
+PYTEST_DIR := target/pytest
 python-test: data java release-venv
 	@env PATH="$(NO_RUST_PATH)" sh -c 'for tool in cargo rustc rustup; do \
 	  if command -v $$tool >/dev/null; then echo "python-test: $$tool is still on PATH: $$PATH" >&2; exit 1; fi; done'
-	PATH="$(NO_RUST_PATH)" $(RELEASE_VENV)/bin/python -m pytest
+	rm -rf $(PYTEST_DIR) && mkdir -p $(PYTEST_DIR)
+	PATH="$(NO_RUST_PATH)" $(RELEASE_VENV)/bin/python -m pytest --basetemp=$(PYTEST_DIR)/rest \
+	  $(addprefix --ignore=,$(SPARK_TESTS)) > $(PYTEST_DIR)/rest.log 2>&1 & rest=$$!; \
+	PATH="$(NO_RUST_PATH)" $(RELEASE_VENV)/bin/python -m pytest --basetemp=$(PYTEST_DIR)/spark $(SPARK_TESTS); spark=$$?; \
+	wait $$rest; rest=$$?; echo "python-test: the tests without Spark ($(PYTEST_DIR)/rest.log):"; \
+	cat $(PYTEST_DIR)/rest.log; [ $$spark -eq 0 ] && [ $$rest -eq 0 ]
 
 # Keeps the fuzz targets compiling and lint-clean on the stable toolchain;
 # `fuzz/README.md` says how to run them.
