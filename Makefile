@@ -124,15 +124,15 @@ data:
 # computing.
 SPARK_TESTS := $(sort $(wildcard tests/test_spark*.py)) tests/test_docs_code.py tests/test_shuffle_bytes.py
 PYTEST_DIR := target/pytest
+PYTEST := PATH="$(NO_RUST_PATH)" $(RELEASE_VENV)/bin/python -m pytest
 python-test: data java release-venv
 	@env PATH="$(NO_RUST_PATH)" sh -c 'for tool in cargo rustc rustup; do \
 	  if command -v $$tool >/dev/null; then echo "python-test: $$tool is still on PATH: $$PATH" >&2; exit 1; fi; done'
 	rm -rf $(PYTEST_DIR) && mkdir -p $(PYTEST_DIR)
-	PATH="$(NO_RUST_PATH)" $(RELEASE_VENV)/bin/python -m pytest --basetemp=$(PYTEST_DIR)/rest \
-	  $(addprefix --ignore=,$(SPARK_TESTS)) > $(PYTEST_DIR)/rest.log 2>&1 & rest=$$!; \
-	PATH="$(NO_RUST_PATH)" $(RELEASE_VENV)/bin/python -m pytest --basetemp=$(PYTEST_DIR)/spark $(SPARK_TESTS); spark=$$?; \
-	wait $$rest; rest=$$?; echo "python-test: the tests without Spark ($(PYTEST_DIR)/rest.log):"; \
-	cat $(PYTEST_DIR)/rest.log; [ $$spark -eq 0 ] && [ $$rest -eq 0 ]
+	$(PYTEST) --basetemp=$(PYTEST_DIR)/rest $(addprefix --ignore=,$(SPARK_TESTS)) > $(PYTEST_DIR)/rest.log 2>&1 & rest=$$!; \
+	$(PYTEST) --basetemp=$(PYTEST_DIR)/spark $(SPARK_TESTS); spark_status=$$?; \
+	wait $$rest; rest_status=$$?; echo "python-test: the tests without Spark ($(PYTEST_DIR)/rest.log):"; \
+	cat $(PYTEST_DIR)/rest.log; [ $$spark_status -eq 0 ] && [ $$rest_status -eq 0 ]
 
 # Keeps the fuzz targets compiling and lint-clean on the stable toolchain;
 # `fuzz/README.md` says how to run them.

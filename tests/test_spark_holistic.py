@@ -274,7 +274,7 @@ def test_a_median_that_runs_spark_s_executors_out_of_memory_completes_split():
     key's values per sort, and completes, equal to the exact medians computed here (the
     values are integers, so the halves Spark interpolates are exact). Each task runs once:
     Spark's retries (4 task attempts, 4 stage attempts by default) fail out of memory as the
-    first attempt does and cost two minutes, and keysplit's plan must not need one."""
+    first attempt does and cost over a minute, and keysplit's plan must not need one."""
     from pyspark.errors import PySparkException
 
     from keysplit.spark import session
