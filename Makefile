@@ -3,22 +3,27 @@
 #   make test  sets everything up, builds the release wheel and the sdist, and runs every
 #              test against them, each installed as a user would.
 # Both work from a fresh clone: the virtualenvs, their packages and the wheel are made here.
+# `make test` runs its stages beside one another (tools/stages.py) and ends with a table of
+# their times; `make check` is the inner loop of a change (a few minutes).
 
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 DEPS_STAMP := $(VENV)/.requirements-dev.stamp
 DIST_DIR := dist
+# What the release wheel and the sdist are built from: a change rebuilds them, and nothing
+# else does (a second `make` reuses the build).
+PACKAGE_SOURCES := $(shell find rust python -type f \( -name '*.rs' -o -name '*.py' -o -name '*.pyi' \
+  -o -name py.typed -o -name Cargo.toml \) -not -path '*/__pycache__/*') Cargo.toml Cargo.lock pyproject.toml README.md
+DIST_STAMP := $(DIST_DIR)/.built
+HOST_TRIPLE := $(shell rustc -vV 2>/dev/null | sed -n 's/^host: //p')
+WHEEL_STAMP := $(VENV)/.keysplit-wheel.stamp
 # Fresh on every `make test`: the release wheel installed as `pip install keysplit[...]`
 # would, and the package built from the sdist.
 RELEASE_VENV := .venv-release
+RELEASE_STAMP := $(RELEASE_VENV)/.ready
 SDIST_VENV := .venv-sdist
-# PATH less the directories that hold a Rust toolchain: the tests run against the wheel
-# where nothing could compile it.
-NO_RUST_PATH := $(shell printf '%s' "$$PATH" | tr ':' '\n' | while IFS= read -r dir; do \
-  [ -e "$$dir/cargo" ] || [ -e "$$dir/rustc" ] || [ -e "$$dir/rustup" ] || printf '%s:' "$$dir"; done | sed 's/:$$//')
-
-.PHONY: run test wheel dist release-venv sdist-test docs data java lint stubtest rust-test python-test fuzz-check fuzz-smoke bench spark-vs-native spark-ingest spark-grouped-map spark-skew-join spark-window spark-holistic spark-explain-skew spark-streaming clean
+.PHONY: run test check test-module module-seconds setup build-tools wheel dist release-venv release-venv-deps sdist-test docs data java lint stubtest rust-test python-test fuzz-check fuzz-smoke bench spark-vs-native spark-ingest spark-grouped-map spark-skew-join spark-window spark-holistic spark-explain-skew spark-streaming clean
 
 # Debian packages of the real datasets (keysplit.datasets.kjv); the PyPI ones are in
 # requirements-dev.txt.
@@ -27,49 +32,86 @@ DEBIAN_DATA_PACKAGES := bible-kjv bible-kjv-text
 run: data wheel java
 	$(BIN)/keysplit run
 
-test: lint fuzz-check fuzz-smoke wheel stubtest rust-test python-test sdist-test docs
+# Every stage below, the independent ones beside each other and the builds niced beside the
+# tests; the table of their times at the end, and in target/timings.tsv.
+test:
+	$(PYTHON) tools/stages.py test
+
+setup: $(DEPS_STAMP) data java
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
-$(DEPS_STAMP): requirements-dev.txt requirements-test.txt | $(BIN)/python
-	$(BIN)/python -m pip install --quiet --upgrade pip
+$(DEPS_STAMP): requirements-dev.txt requirements-test.txt | $(BUILD_TOOLS_STAMP)
 	$(BIN)/python -m pip install --quiet -r requirements-dev.txt
 	touch $@
 
+# What the release build needs, first and alone, so that it can start before the rest of
+# the development packages are installed.
+BUILD_TOOLS_STAMP := $(VENV)/.build-tools.stamp
+build-tools: $(BUILD_TOOLS_STAMP)
+$(BUILD_TOOLS_STAMP): requirements-dev.txt | $(BIN)/python
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	grep -E '^(maturin|ziglang|auditwheel|twine)==' requirements-dev.txt > $(VENV)/build-tools.txt
+	$(BIN)/python -m pip install --quiet -r $(VENV)/build-tools.txt
+	touch $@
+
 # The development virtualenv runs the release wheel too: one build, one binary.
-wheel: dist
+wheel: $(WHEEL_STAMP)
+$(WHEEL_STAMP): $(DIST_STAMP) $(DEPS_STAMP)
 	$(BIN)/python -m pip install --quiet --no-deps --force-reinstall $(DIST_DIR)/keysplit-*.whl
 	$(BIN)/python -m pip check
+	touch $@
 
 # Release artefacts, as users install them: an abi3 wheel for glibc 2.17 and later
 # (manylinux2014, linked with zig from PyPI's ziglang, so no old toolchain is needed) and an
 # sdist; auditwheel confirms the wheel's tag and twine both files' metadata.
-dist: $(DEPS_STAMP)
+dist: $(DIST_STAMP)
+$(DIST_STAMP): $(PACKAGE_SOURCES) $(BUILD_TOOLS_STAMP)
 	rm -rf $(DIST_DIR)
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/maturin build --release --zig --compatibility manylinux2014 --out $(DIST_DIR)
 	$(BIN)/maturin sdist --out $(DIST_DIR)
 	$(BIN)/auditwheel show $(DIST_DIR)/keysplit-*.whl | tr -s ' \n' ' ' | grep -q '"manylinux_2_17_x86_64"'
 	$(BIN)/twine check --strict $(DIST_DIR)/*
+	touch $@
 
-# dist/'s wheel with every extra, in a new virtualenv, resolved from its own metadata.
-release-venv: dist
+# dist/'s wheel with every extra, in a new virtualenv, resolved from its own metadata. The
+# virtualenv and the test suite's packages come first, beside the build of the wheel.
+RELEASE_DEPS_STAMP := $(RELEASE_VENV)/.requirements-test.stamp
+release-venv: $(RELEASE_STAMP)
+$(RELEASE_STAMP): $(DIST_STAMP) $(RELEASE_DEPS_STAMP)
+	$(RELEASE_VENV)/bin/python -m pip install --quiet --force-reinstall --no-deps --only-binary keysplit \
+	  "$$(ls $(DIST_DIR)/keysplit-*.whl)"
+	$(RELEASE_VENV)/bin/python -m pip install --quiet --only-binary keysplit \
+	  "$$(ls $(DIST_DIR)/keysplit-*.whl)[arrow,numpy,datasets,plot,progress,spark]"
+	$(RELEASE_VENV)/bin/python -m pip check
+	touch $@
+
+release-venv-deps: $(RELEASE_DEPS_STAMP)
+$(RELEASE_DEPS_STAMP): requirements-test.txt
 	rm -rf $(RELEASE_VENV)
 	$(PYTHON) -m venv $(RELEASE_VENV)
 	$(RELEASE_VENV)/bin/python -m pip install --quiet --upgrade pip
 	$(RELEASE_VENV)/bin/python -m pip install --quiet -r requirements-test.txt
-	$(RELEASE_VENV)/bin/python -m pip install --quiet --only-binary keysplit \
-	  "$$(ls $(DIST_DIR)/keysplit-*.whl)[arrow,numpy,datasets,plot,progress,spark]"
-	$(RELEASE_VENV)/bin/python -m pip check
+	touch $@
 
-# The sdist, built by pip as a user without a wheel for their platform would (maturin from
-# PyPI, the crates of its Cargo.lock from crates.io), then the release smoke test and the routing and
-# snapshot, input and sketch tests on what it built (without the optional Spark and plot packages).
-sdist-test: dist
-	rm -rf $(SDIST_VENV)
+# The sdist, built into a wheel from its own contents alone (unpacked, away from this tree)
+# by maturin as dist's wheel is built, then installed in a fresh virtualenv with the release
+# smoke test and the routing and snapshot, input and sketch tests run on what it built
+# (without the optional Spark and plot packages). Cargo builds it in the release wheel's
+# build directory: it finds each source file that build read in the sdist, unchanged, and
+# compiles nothing twice (one missing from the sdist would be compiled for, and fail: 11 s
+# where pip's build from nothing took 420 CPU-seconds). The release workflow builds the
+# sdist from nothing with pip, as a user without a wheel would.
+SDIST_BUILD := target/sdist
+sdist-test: $(DIST_STAMP)
+	rm -rf $(SDIST_VENV) $(SDIST_BUILD) && mkdir -p $(SDIST_BUILD)
+	tar -xzf $(DIST_DIR)/keysplit-*.tar.gz -C $(SDIST_BUILD)
+	cd $(SDIST_BUILD)/keysplit-*/ && CARGO_TARGET_DIR="$(abspath target)" PATH="$(abspath $(BIN)):$$PATH" \
+	  $(abspath $(BIN))/maturin build --release --zig --compatibility manylinux2014 --out $(abspath $(SDIST_BUILD))/wheel
 	$(PYTHON) -m venv $(SDIST_VENV)
 	$(SDIST_VENV)/bin/python -m pip install --quiet --upgrade pip
-	$(SDIST_VENV)/bin/python -m pip install --quiet --no-binary keysplit $(DIST_DIR)/keysplit-*.tar.gz
+	$(SDIST_VENV)/bin/python -m pip install --quiet --only-binary keysplit $(SDIST_BUILD)/wheel/keysplit-*.whl
 	grep -E '^(pytest|hypothesis|xxhash|numpy|pyarrow|datasketches)==' requirements-test.txt > $(SDIST_VENV)/pins.txt
 	$(SDIST_VENV)/bin/python -m pip install --quiet -r $(SDIST_VENV)/pins.txt
 	$(SDIST_VENV)/bin/python tests/release_smoke.py
@@ -79,7 +121,7 @@ sdist-test: dist
 # The documentation site, into site/ (open site/index.html): the guides of docs/, the API
 # reference from the installed wheel's docstrings, the CLI reference from its parser; every
 # warning, a broken link or cross-reference included, fails the build.
-docs: wheel
+docs: $(WHEEL_STAMP)
 	rm -rf site
 	$(BIN)/sphinx-build -E -W --keep-going -n -q -b html -d target/doctrees docs site
 
@@ -87,19 +129,20 @@ lint: $(DEPS_STAMP)
 	cargo fmt --all --check
 	cargo clippy --workspace --all-targets --locked -- -D warnings
 	RUSTDOCFLAGS="-D warnings" cargo doc -p keysplit-core --no-deps --locked
-	$(BIN)/ruff check python tests benches docs/conf.py docs/_ext
-	$(BIN)/ruff format --check python tests benches docs/conf.py docs/_ext
+	$(BIN)/ruff check python tests benches tools docs/conf.py docs/_ext
+	$(BIN)/ruff format --check python tests benches tools docs/conf.py docs/_ext
 	$(BIN)/mypy
 	$(BIN)/actionlint -shellcheck $(BIN)/shellcheck
 
 # The type stub python/keysplit/_core.pyi against the compiled module it describes, so
 # that the two cannot drift: it needs the wheel installed, which lint (run first, on the
 # sources alone) does not.
-stubtest: wheel
+stubtest: $(WHEEL_STAMP)
 	$(BIN)/python -m mypy.stubtest keysplit._core --mypy-config-file pyproject.toml
 
+# keysplit-core's tests; keysplit-py holds only bindings, tested through the wheel by pytest.
 rust-test:
-	cargo test --workspace --locked
+	cargo test -p keysplit-core --locked
 
 # Installs the Debian data packages that are missing, with sudo unless already root.
 data:
@@ -117,22 +160,29 @@ data:
 	    || { echo "make data: apt-get install$$missing failed" >&2; exit 1; }; \
 	fi
 
-# Against the release wheel in its fresh virtualenv, with no Rust toolchain on PATH. The
-# Spark tests run in one pytest process, one embedded server or cluster at a time as they
-# always have; the tests without Spark run beside them in a second process (its output
-# follows), since the Spark tests spend much of their time waiting on JVMs rather than
-# computing.
-SPARK_TESTS := $(sort $(wildcard tests/test_spark*.py)) tests/test_docs_code.py tests/test_shuffle_bytes.py
-PYTEST_DIR := target/pytest
-PYTEST := PATH="$(NO_RUST_PATH)" $(RELEASE_VENV)/bin/python -m pytest
-python-test: data java release-venv
-	@env PATH="$(NO_RUST_PATH)" sh -c 'for tool in cargo rustc rustup; do \
-	  if command -v $$tool >/dev/null; then echo "python-test: $$tool is still on PATH: $$PATH" >&2; exit 1; fi; done'
-	rm -rf $(PYTEST_DIR) && mkdir -p $(PYTEST_DIR)
-	$(PYTEST) --basetemp=$(PYTEST_DIR)/rest $(addprefix --ignore=,$(SPARK_TESTS)) > $(PYTEST_DIR)/rest.log 2>&1 & rest=$$!; \
-	$(PYTEST) --basetemp=$(PYTEST_DIR)/spark $(SPARK_TESTS); spark_status=$$?; \
-	wait $$rest; rest_status=$$?; echo "python-test: the tests without Spark ($(PYTEST_DIR)/rest.log):"; \
-	cat $(PYTEST_DIR)/rest.log; [ $$spark_status -eq 0 ] && [ $$rest_status -eq 0 ]
+# The test modules against the release wheel in its fresh virtualenv, with no Rust toolchain
+# on PATH, in a few pytest processes (shards) that each start their own Spark server: the
+# heaviest modules first, placed by their measured seconds (tests/module_seconds.tsv).
+python-test: data java $(RELEASE_STAMP)
+	$(PYTHON) tools/stages.py pytest
+
+# One test module on its own Spark server, against the release wheel of the current sources
+# (rebuilt if they changed): make test-module MODULE=tests/test_spark_join.py ARGS="-k words"
+MODULE ?= tests/test_spark.py
+test-module: data java $(RELEASE_STAMP)
+	$(PYTHON) tools/stages.py pytest --shards 1 --modules $(MODULE) -- $(ARGS)
+
+# The inner loop of a change, a few minutes on a warm machine: lint, the Rust tests and an
+# incremental build of the wheel into the development virtualenv beside each other, then the
+# test modules that start no Spark server, in two processes (tools/stages.py check).
+check: $(DEPS_STAMP)
+	$(PYTHON) tools/stages.py check
+
+# tests/module_seconds.tsv from the last run's JUnit files (target/pytest/modules.tsv).
+module-seconds:
+	{ echo "# Seconds per test module, measured by make test; tools/stages.py places the modules"; \
+	  echo "# over its pytest processes by them. make module-seconds refreshes this file."; \
+	  cat target/pytest/modules.tsv; } > tests/module_seconds.tsv
 
 # Keeps the fuzz targets compiling and lint-clean on the stable toolchain;
 # `fuzz/README.md` says how to run them.
@@ -140,14 +190,23 @@ fuzz-check:
 	cargo clippy --manifest-path fuzz/Cargo.toml --all-targets --locked -- -D warnings
 
 # A short libFuzzer run of every target, coverage-guided but without a sanitizer, so that
-# it needs only the stable toolchain; `fuzz/README.md` has the long runs.
+# it needs only the stable toolchain; `fuzz/README.md` has the long runs (cargo fuzz, on
+# nightly). The targets are built as `cargo fuzz run --sanitizer none` builds them (the
+# rustc flags of cargo-fuzz 0.13: optimized, debug assertions on, sanitizer coverage), all
+# in one cargo call and without compiling cargo-fuzz itself.
 FUZZ_TARGETS := route_batch hash snapshot sketches
 FUZZ_SECONDS ?= 15
-CARGO_FUZZ_VERSION := 0.13.2
+FUZZ_RUSTFLAGS := -Cpasses=sancov-module -Cllvm-args=-sanitizer-coverage-level=4 \
+  -Cllvm-args=-sanitizer-coverage-inline-8bit-counters -Cllvm-args=-sanitizer-coverage-pc-table \
+  -Cllvm-args=-sanitizer-coverage-trace-compares --cfg fuzzing -Cllvm-args=-simplifycfg-branch-fold-threshold=0 \
+  -Cllvm-args=-sanitizer-coverage-stack-depth -Cdebug-assertions -Ccodegen-units=1
 fuzz-smoke:
-	command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz --locked --version $(CARGO_FUZZ_VERSION)
-	cd fuzz && for target in $(FUZZ_TARGETS); do \
-		cargo fuzz run --sanitizer none $$target -- -max_total_time=$(FUZZ_SECONDS) -max_len=4096 -timeout=30 || exit 1; \
+	RUSTFLAGS="$(FUZZ_RUSTFLAGS)" cargo build --manifest-path fuzz/Cargo.toml --target $(HOST_TRIPLE) --release \
+	  --config 'profile.release.debug="line-tables-only"' --bins --locked
+	for target in $(FUZZ_TARGETS); do \
+	  mkdir -p fuzz/corpus/$$target fuzz/artifacts/$$target && \
+	  fuzz/target/$(HOST_TRIPLE)/release/$$target -artifact_prefix=fuzz/artifacts/$$target/ \
+	    -max_total_time=$(FUZZ_SECONDS) -max_len=4096 -timeout=30 fuzz/corpus/$$target || exit 1; \
 	done
 
 # Throughput against Polars and NumPy, call overhead and copies, multi-source speed-up;

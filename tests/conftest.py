@@ -7,6 +7,14 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, settings
 
+# Every JVM the tests start (Spark Connect servers, standalone masters and workers, their
+# executors) compiles with the client compiler only: it inherits this through the java
+# launcher. The tests' queries are small and their JVMs short-lived, and the server
+# compiler's threads took 35-50 % of a test JVM's CPU (top -H) without paying it back: with
+# it off, a module's CPU fell 17-18 % (tests/test_spark.py, and tests/test_spark_ingest.py's
+# ten million rows), on a machine whose two cores three test processes share.
+os.environ.setdefault("JDK_JAVA_OPTIONS", "-XX:TieredStopAtLevel=1")
+
 settings.register_profile("ci", max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.register_profile("dev", max_examples=60, deadline=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci" if os.environ.get("CI") else "dev"))
@@ -25,20 +33,6 @@ def spark():
         yield handle
     # Closing left no process of the server's group behind.
     assert live_group_members(handle.server.pid) == []
-
-
-@pytest.fixture(scope="session")
-def spark_cluster():
-    """One real Spark standalone cluster of two one-core workers on loopback, driven by an
-    embedded Spark Connect server, for the whole test session (session(master="cluster:2"))."""
-    from keysplit.spark import session
-
-    with session(master="cluster:2", query_timeout=180.0) as handle:
-        yield handle
-    # Closing left no process of the server's or the cluster's group, and no directory.
-    assert live_group_members(handle.server.pid) == []
-    assert live_group_members(handle.cluster.pid) == []
-    assert not handle.cluster.directory.exists()
 
 
 def live_group_members(pgid: int, *, within: float = 20.0) -> list[str]:

@@ -100,14 +100,14 @@ def test_widths_match_spark_shuffle_bytes(spark, tmp_path):
     counts = dict(read.groupBy(reduce.alias("r")).count().collect())
     predicted = np.array([counts.get(r, 0) * widths[r] for r in range(partitions)])
 
-    status = StatusApi(spark.server.ui_port)
-    before = max((s["stageId"] for s in status.stages()), default=-1)
+    status = StatusApi(spark)
+    before = status.last_stage()
     spark.spark.conf.set("spark.sql.adaptive.enabled", "false")
     try:
         read.repartition(partitions, "k").write.format("noop").mode("overwrite").save()
     finally:
         spark.spark.conf.unset("spark.sql.adaptive.enabled")
-    stages = [s for s in status.stages() if s["stageId"] > before and s["status"] == "COMPLETE"]
+    stages = [s for s in status.stages_after(before) if s["status"] == "COMPLETE"]
     reading = next(s for s in stages if s["shuffleReadBytes"] > 0)
     measured = np.zeros(partitions)
     for task in status.tasks(reading):

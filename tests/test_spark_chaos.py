@@ -73,7 +73,7 @@ def cluster():
 
 @pytest.fixture(scope="module")
 def api(cluster) -> StatusApi:
-    return StatusApi(cluster.server.ui_port)
+    return StatusApi(cluster)
 
 
 def top3(data: pl.DataFrame) -> pl.DataFrame:

@@ -1,7 +1,7 @@
 """session(master="cluster:N") against a real Spark standalone cluster on loopback.
 
-The ``spark_cluster`` fixture (conftest.py) is one two-worker cluster for the whole run;
-the tests here check that the Spark Connect server really drives it, that Python UDFs run
+The ``spark_cluster`` fixture is one two-worker cluster for this module, stopped when it
+ends (not kept through the modules after it); the tests here check that the Spark Connect server really drives it, that Python UDFs run
 in two executor JVMs with this interpreter, and that closing a session, or failing to
 start one, leaves no process or directory behind.
 """
@@ -27,6 +27,18 @@ from reports import aggregated
 TIMEOUT = 180.0
 _LISTEN = "0A"  # TCP_LISTEN in /proc/net/tcp
 _LOOPBACK = {"0100007F", "0000000000000000FFFF00000100007F"}  # 127.0.0.1, and as IPv4-mapped IPv6
+
+
+@pytest.fixture(scope="module")
+def spark_cluster():
+    """One real Spark standalone cluster of two one-core workers on loopback, driven by an
+    embedded Spark Connect server (session(master="cluster:2"))."""
+    with session(master="cluster:2", query_timeout=TIMEOUT) as handle:
+        yield handle
+    # Closing left no process of the server's or the cluster's group, and no directory.
+    assert live_group_members(handle.server.pid) == []
+    assert live_group_members(handle.cluster.pid) == []
+    assert not handle.cluster.directory.exists()
 
 
 def _listening_addresses(pgid: int) -> set[str]:

@@ -10,8 +10,6 @@ every file, read as about eight map tasks), ``dim`` (one row per key), and ``clu
 from __future__ import annotations
 
 import contextlib
-import json
-import urllib.request
 
 import numpy as np
 import polars as pl
@@ -21,7 +19,7 @@ from pyspark.sql import functions as F
 
 from keysplit import ConfigError, datasets
 from keysplit.spark import explain_skew, skew_table, skewed
-from spark_status import StatusApi
+from spark_status import MARKER, StatusApi
 
 ROWS = 400_000
 KEYS = 2_000
@@ -79,32 +77,17 @@ def settings(spark, **extra: str):
                 conf.set(name, value)
 
 
-def _get(spark, path: str):
-    port = spark.server.ui_port
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/v1/{path}", timeout=30) as response:
-        return json.load(response)
-
-
 def spark_final_plan(spark, query) -> str:
     """Runs ``query`` (Spark's own plan) and returns its final adaptive plan's text, from
     Spark's REST status API."""
-    app = _get(spark, "applications")[0]["id"]
-    listed = _get(spark, f"applications/{app}/sql?details=false&planDescription=false&offset=0&length=100000")
-    first = 1 + max((e["id"] for e in listed), default=-1)
+    status = StatusApi(spark)
+    status.caught_up()
+    first = len(status.executions())
     query.write.format("noop").mode("overwrite").save()
-    import time
-
-    deadline = time.monotonic() + 60
-    while True:
-        runs = [
-            e
-            for e in _get(spark, f"applications/{app}/sql?details=false&planDescription=true&offset=0&length=100000")
-            if e["id"] >= first
-        ]
-        if runs and all(e["status"] != "RUNNING" for e in runs):
-            return "\n".join(e["planDescription"] for e in runs)
-        assert time.monotonic() < deadline, "Spark's status API still shows the query running"
-        time.sleep(0.2)
+    status.caught_up()
+    runs = [e for e in status.executions(offset=first, plans=True) if MARKER not in e["planDescription"]]
+    assert runs and all(e["status"] != "RUNNING" for e in runs), runs
+    return "\n".join(e["planDescription"] for e in runs)
 
 
 def straggler_share(status: StatusApi, after_stage: int, read: str = "records") -> float:
@@ -116,8 +99,8 @@ def straggler_share(status: StatusApi, after_stage: int, read: str = "records") 
     def amount(metrics: dict) -> int:
         return metrics["recordsRead"] if read == "records" else metrics["localBytesRead"] + metrics["remoteBytesRead"]
 
-    for stage in status.stages():
-        if stage["stageId"] <= after_stage or stage["status"] != "COMPLETE":
+    for stage in status.stages_after(after_stage):
+        if stage["status"] != "COMPLETE":
             continue
         reads = [amount(t["taskMetrics"]["shuffleReadMetrics"]) for t in status.tasks(stage)]
         if reads and max(reads) > largest:
@@ -170,8 +153,8 @@ def test_join_then_aggregate_names_the_hot_key_the_rule_and_the_call(spark, tabl
         aggregate = only(explained, "groupBy(k)")
         assert aggregate["rule"] == "extra shuffle" and "no partial aggregation" in aggregate["why"]
         assert aggregate["fix"] == "skewed(left).join(right, 'k', 'inner')"
-        stages = StatusApi(spark.server.ui_port)
-        before = max(s["stageId"] for s in stages.stages())
+        stages = StatusApi(spark)
+        before = stages.last_stage()
         assert spark_split(spark_final_plan(spark, query))
         measured = straggler_share(stages, before)
         assert measured > 0.4 and aggregate["hottest_task_share"] == pytest.approx(measured, rel=0.25)
@@ -285,8 +268,8 @@ def test_window_and_aggregates(spark, tables):
         assert few["rule"] == "few values"
         # Partial aggregation sends a key's value->count entries: a hot key of three values
         # sends three a map task, and its partition's bytes are near a mean partition's.
-        status = StatusApi(spark.server.ui_port)
-        before = max(s["stageId"] for s in status.stages())
+        status = StatusApi(spark)
+        before = status.last_stage()
         ties.write.format("noop").mode("overwrite").save()
         assert few["hottest_task_share"] == pytest.approx(straggler_share(status, before, "bytes"), rel=0.25)
         grouped = only(explain_skew(frame.groupBy("k").applyInPandas(lambda p: p, frame.schema)), "groupBy")

@@ -106,9 +106,15 @@ def two_pass(spark, zipf_frame) -> tuple[pl.DataFrame, GroupedReport]:
     return _with_report(zipf_frame, key="key", function=top3, merge=top3_merge, schema=TOP3, workers=32, session=spark)
 
 
-def test_two_pass_equals_apply_in_pandas_and_polars(spark, zipf_frame, zipf_data, two_pass):
+@pytest.fixture(scope="module")
+def native_top3(zipf_frame) -> pl.DataFrame:
+    """Spark's own applyInPandas of top3 over the Zipf frame, computed once for the tests below."""
+    return _collect(zipf_frame.groupBy("key").applyInPandas(top3, TOP3))
+
+
+def test_two_pass_equals_apply_in_pandas_and_polars(spark, zipf_data, two_pass, native_top3):
     result, report = two_pass
-    native = _collect(zipf_frame.groupBy("key").applyInPandas(top3, TOP3))
+    native = native_top3
     assert result.select("key", "rank", "value").sort("key", "rank").equals(_expected_top3(zipf_data))
     assert result.drop("n").sort("key", "rank").equals(native.drop("n").sort("key", "rank"))
     hottest = int(zipf_data["key"].value_counts()["count"].max())
@@ -376,7 +382,7 @@ def test_bad_arguments_are_refused_before_any_work(spark, zipf_frame):
     for grouper in (None, "elastic"):
         with pytest.raises(ConfigError, match=r"1,000,000 Spark tasks.*at most 65,536"):
             run(workers=10**6, grouper=grouper)
-    assert StatusApi(spark.server.ui_port).jobs_submitted_since(called) == []
+    assert StatusApi(spark).jobs_submitted_since(called) == []
     with pytest.raises(ConfigError, match="keysplit's own"):
         run(schema="__keysplit_worker long")
     with pytest.raises(ConfigError, match="nulls must be"):
@@ -593,20 +599,20 @@ def test_the_result_is_lazy_and_the_report_fills_when_it_runs(spark, zipf_frame,
     report: Report[GroupedReport] = Report()
     result = apply_grouped(frame, key="key", function=top3, merge=top3_merge, schema=TOP3, workers=16, report=report)
     assert type(result).__name__ == "DataFrame" and type(result).__module__.startswith("pyspark.sql")
-    assert StatusApi(spark.server.ui_port).jobs_submitted_since(called) == []
+    assert StatusApi(spark).jobs_submitted_since(called) == []
     with pytest.raises(ReportPendingError, match="action"):
         _ = report.get
     assert _collect(result).select("key", "rank", "value").sort("key", "rank").equals(_expected_top3(zipf_data))
-    assert StatusApi(spark.server.ui_port).jobs_submitted_since(called)
+    assert StatusApi(spark).jobs_submitted_since(called)
     assert report.get.rows == zipf_data.height and report.get.keys == zipf_data["key"].n_unique()
     with pytest.raises(ConfigError, match="new Report"):
         apply_grouped(zipf_frame, key="key", function=top3, merge=top3_merge, schema=TOP3, report=report)
 
 
-def test_the_one_line_migrations_equal_apply_in_pandas(spark, zipf_frame, zipf_data):
+def test_the_one_line_migrations_equal_apply_in_pandas(spark, zipf_frame, zipf_data, native_top3):
     """skewed(df).groupBy(k).applyInPandas(f, schema, merge=m) and
     df.transform(apply_grouped, ...) are lazy DataFrames equal to Spark's own grouped map."""
-    native = _collect(zipf_frame.groupBy("key").applyInPandas(top3, TOP3)).drop("n").sort("key", "rank")
+    native = native_top3.drop("n").sort("key", "rank")
     wrapped = skewed(zipf_frame, workers=16).groupBy("key").applyInPandas(top3, TOP3, merge=top3_merge)
     transformed = zipf_frame.transform(
         apply_grouped, key="key", function=top3, merge=top3_merge, schema=TOP3, workers=16

@@ -108,8 +108,13 @@ def ten_million(tmp_path_factory) -> Path:
     return directory
 
 
-def test_ten_million_rows_from_the_client_with_default_settings(spark, ten_million):
-    frame = spark.spark.read.parquet(str(ten_million))
+@pytest.fixture(scope="module")
+def ten_million_expected(spark, ten_million) -> pl.DataFrame:
+    """Spark's own aggregate of the ten million rows, computed once for the tests below."""
+    return _expected(spark, spark.spark.read.parquet(str(ten_million)))
+
+
+def test_ten_million_rows_from_the_client_with_default_settings(spark, ten_million, ten_million_expected):
     result, report = aggregated(
         pl.scan_parquet(ten_million / "*.parquet"),
         aggs=AGGS,
@@ -119,14 +124,14 @@ def test_ten_million_rows_from_the_client_with_default_settings(spark, ten_milli
     )
     assert report.rows == 10_000_000 and sum(report.spark_loads) == 10_000_000
     assert report.ingestion == "files" and report.disagreements() == []
-    assert result.equals(_expected(spark, frame))
+    assert result.equals(ten_million_expected)
 
 
-def test_ten_million_rows_of_a_spark_dataframe(spark, ten_million):
+def test_ten_million_rows_of_a_spark_dataframe(spark, ten_million, ten_million_expected):
     frame = spark.spark.read.parquet(str(ten_million))
     result, report = aggregated(frame, aggs=AGGS, session=spark, output="polars", timeout=TIMEOUT)
     assert report.routed_on == "executors" and sum(report.spark_loads) == 10_000_000
-    assert result.equals(_expected(spark, frame))
+    assert result.equals(ten_million_expected)
     # Every source routes with the same seed: their loads are balanced as one source's would be.
     one_source = keysplit.route(
         pl.read_parquet(ten_million / "*.parquet").select("key"),

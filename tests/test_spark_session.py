@@ -145,8 +145,10 @@ def test_call_retries_an_action_whose_python_worker_connected_back_late(slow_wor
     assert sorted(row["id"] for row in rows) == list(range(100))
     assert not arm.exists()  # the worker that started late was the armed one
     # The first run failed when Spark gave up on its worker after 10 s, the second ran
-    # after the backoff.
-    assert len(runs) == 2
+    # after the backoff. The retried run's worker is not held back, but Spark gives it a
+    # fixed 10 s too: on a machine busy enough to start it later still, one more retry is
+    # Session.call doing its job, not a failure.
+    assert 2 <= len(runs) <= 1 + len(handle.python_worker_backoffs)
     assert runs[1] - started >= 10.0 + handle.python_worker_backoffs[0]
 
 
