@@ -216,7 +216,8 @@ class JvmCounter(threading.Thread):
             for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
                 try:
                     command = cmdline.read_bytes()
-                    if b"java" not in command:
+                    # spark-class first runs a launcher JVM that only prints the real command.
+                    if b"java" not in command or b"org.apache.spark.launcher.Main" in command:
                         continue
                     start = (cmdline.parent / "stat").read_text().rsplit(")", 1)[1].split()[19]
                 except (OSError, IndexError):
