@@ -49,7 +49,7 @@ def test_module_seconds_and_counts_come_from_pytest_s_junit_files(tmp_path):
         "import time, pytest\n"
         "def test_a(): time.sleep(0.2)\n"
         "def test_b(): assert False\n"
-        "@pytest.mark.skip(reason='no')\n"
+        "@pytest.mark.skipif(True, reason='counted as skipped')\n"
         "def test_c(): pass\n"
         "class TestClass:\n"
         "    def test_e(self): pass\n"
