@@ -72,6 +72,12 @@ class Stage:
     cpu: float | None = None
     status: str = "pending"
 
+    @property
+    def cpu_per_wall(self) -> float | None:
+        if self.wall is None or self.cpu is None or self.wall <= 0:
+            return None
+        return self.cpu / self.wall
+
 
 def make(*targets: str) -> list[str]:
     return ["make", "--no-print-directory", *targets]
@@ -260,14 +266,13 @@ def machine_cpu_seconds() -> float:
 
 
 class Runner:
-    def __init__(self, stages: list[Stage], *, origin: float, keep_going: bool = True, subreaper: bool = False) -> None:
+    def __init__(self, stages: list[Stage], *, origin: float, subreaper: bool = False) -> None:
         names = [stage.name for stage in stages]
         assert len(set(names)) == len(names), names
         for stage in stages:
             unknown = set(stage.after) - set(names)
             assert not unknown, f"{stage.name} waits for unknown stages {unknown}"
         self.stages = stages
-        self.keep_going = keep_going
         self.subreaper = subreaper
         if subreaper:
             become_subreaper()
@@ -343,9 +348,6 @@ class Runner:
                     break
                 time.sleep(POLL_SECONDS)
                 self._reap()
-                if not self.keep_going and any(s.status == "failed" for s in self.stages):
-                    self._stop_all()
-                    break
                 if time.monotonic() - last_heartbeat > HEARTBEAT_SECONDS:
                     last_heartbeat = time.monotonic()
                     names = ", ".join(stage.name for stage, _ in self.running.values())
@@ -409,7 +411,7 @@ def report(stages: list[Stage], total: float, machine_cpu: float, jvms: dict[str
                 minutes(stage.start),
                 f"{stage.wall:.0f} s",
                 f"{stage.cpu:.0f} s",
-                f"{stage.cpu / stage.wall:.2f}" if stage.wall > 0 else "",
+                "" if stage.cpu_per_wall is None else f"{stage.cpu_per_wall:.2f}",
                 stage.status,
             )
         )
@@ -438,7 +440,7 @@ def write_timings(stages: list[Stage]) -> None:
         if stage.wall is None or stage.start is None or stage.cpu is None:
             lines.append(f"{stage.name}\t\t\t\t\t{stage.status}")
         else:
-            ratio = stage.cpu / stage.wall if stage.wall else 0.0
+            ratio = stage.cpu_per_wall or 0.0
             lines.append(
                 f"{stage.name}\t{stage.start:.1f}\t{stage.wall:.1f}\t{stage.cpu:.1f}\t{ratio:.2f}\t{stage.status}"
             )
