@@ -8,12 +8,15 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 # Every JVM the tests start (Spark Connect servers, standalone masters and workers, their
-# executors) compiles with the client compiler only: it inherits this through the java
-# launcher. The tests' queries are small and their JVMs short-lived, and the server
-# compiler's threads took 35-50 % of a test JVM's CPU (top -H) without paying it back: with
-# it off, a module's CPU fell 17-18 % (tests/test_spark.py, and tests/test_spark_ingest.py's
-# ten million rows), on a machine whose two cores three test processes share.
-os.environ.setdefault("JDK_JAVA_OPTIONS", "-XX:TieredStopAtLevel=1")
+# executors) inherits these through the java launcher; both cut CPU, which is what the
+# suite is short of (three test processes share two cores). The client compiler only: the
+# tests' queries are small and their JVMs short-lived, and the server compiler's threads
+# took 35-50 % of a test JVM's CPU (top -H) without paying it back (a module's CPU -17 to
+# -18 %: tests/test_spark.py, tests/test_spark_ingest.py's ten million rows). The serial
+# collector, which the JVM would pick itself on one core: G1's concurrent and parallel
+# threads cost more CPU than they save on heaps this size (test_spark_join.py's join types,
+# 109-116 -> 91 CPU seconds, two runs each). Out-of-memory tests still run out of memory.
+os.environ.setdefault("JDK_JAVA_OPTIONS", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
 
 settings.register_profile("ci", max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.register_profile("dev", max_examples=60, deadline=None)

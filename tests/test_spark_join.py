@@ -13,6 +13,7 @@ from __future__ import annotations
 import datetime
 import re
 import time
+from collections.abc import Callable
 
 import numpy as np
 import polars as pl
@@ -83,11 +84,20 @@ def _rows(frame) -> pl.DataFrame:
     return result.sort(result.columns, nulls_last=True)
 
 
+def _fields(frame) -> list[tuple[str, object]]:
+    return [(f.name, f.dataType) for f in frame.schema.fields]
+
+
 def assert_same_join(ours, theirs) -> None:
-    assert [(f.name, f.dataType) for f in ours.schema.fields] == [(f.name, f.dataType) for f in theirs.schema.fields]
-    mine, spark = _rows(ours), _rows(theirs)
-    assert mine.height == spark.height
-    assert mine.equals(spark)
+    assert_join_gives(ours, _fields(theirs), _rows(theirs))
+
+
+def assert_join_gives(ours, fields: list[tuple[str, object]], rows: pl.DataFrame) -> None:
+    """``ours`` has Spark's join's fields and rows (``rows`` as :func:`_rows` gives them)."""
+    assert _fields(ours) == fields
+    mine = _rows(ours)
+    assert mine.height == rows.height
+    assert mine.equals(rows)
 
 
 @pytest.mark.parametrize("how", HOWS)
@@ -482,19 +492,36 @@ def words(spark, tmp_path_factory):
     return read(str(directory / "text.parquet")), read(str(directory / "dictionary.parquet"))
 
 
+@pytest.fixture(scope="module")
+def words_joined_by_spark(words) -> Callable[[str], tuple[list[tuple[str, object]], pl.DataFrame]]:
+    """Spark's own join of the words with the dictionary on "key": its fields and rows per join
+    type, computed once for the tests below. A join's rows do not depend on its plan, so
+    these are the rows Spark gives whether it shuffles both sides or broadcasts one."""
+    text, dictionary = words
+    joined: dict[str, tuple[list[tuple[str, object]], pl.DataFrame]] = {}
+
+    def of(how: str) -> tuple[list[tuple[str, object]], pl.DataFrame]:
+        if how not in joined:
+            theirs = text.join(dictionary, "key", how)
+            joined[how] = (_fields(theirs), _rows(theirs))
+        return joined[how]
+
+    return of
+
+
 # The full outer join of the words is test_where_spark_broadcasts_a_side_join_is_sparks_join's
 # (no side of a full outer join is broadcast, so the plan and the assertions are these).
 @pytest.mark.parametrize("how", [how for how in HOWS if how != "full"])
-def test_real_words_joined_with_a_dictionary_equal_sparks_join(spark, words, how):
+def test_real_words_joined_with_a_dictionary_equal_sparks_join(spark, words, words_joined_by_spark, how):
     text, dictionary = words
     report: Report[JoinReport] = Report()
-    assert_same_join(join(text, dictionary, "key", how, workers=32, report=report), text.join(dictionary, "key", how))
+    assert_join_gives(join(text, dictionary, "key", how, workers=32, report=report), *words_joined_by_spark(how))
     split = report.get.hot["key"].to_list()
     assert "the" in split and "and" in split
 
 
 @pytest.mark.parametrize("how", HOWS)
-def test_where_spark_broadcasts_a_side_join_is_sparks_join(spark, words, how):
+def test_where_spark_broadcasts_a_side_join_is_sparks_join(spark, words, words_joined_by_spark, how):
     # Under Spark's default broadcast threshold the dictionary (a few hundred KB) is
     # broadcast wherever the join type lets Spark build it: the text is not shuffled, no
     # task holds a word's rows, and join steps aside. A full outer join cannot broadcast.
@@ -502,7 +529,7 @@ def test_where_spark_broadcasts_a_side_join_is_sparks_join(spark, words, how):
     with run_settings(spark, {"spark.sql.autoBroadcastJoinThreshold": "10MB"}):
         report: Report[JoinReport] = Report()
         ours = join(text, dictionary, "key", how, workers=32, report=report)
-        assert_same_join(ours, text.join(dictionary, "key", how))
+        assert_join_gives(ours, *words_joined_by_spark(how))
         plan = spark.explained(ours)
         if how in ("inner", "left", "left_semi", "left_anti"):
             assert report.get.broadcast == "right" and report.get.hot.height == 0 and report.get.rows_copied == 0
@@ -524,6 +551,11 @@ def test_where_spark_broadcasts_a_side_join_is_sparks_join(spark, words, how):
         renamed = dictionary.withColumnRenamed("key", "word")
         on = text["key"] == renamed["word"]
         assert_same_join(join(text, renamed, on, how), text.join(renamed, on, how))
+
+
+def test_a_broadcast_hint_on_a_side_the_threshold_would_not_pick_is_sparks_join(spark, words, words_joined_by_spark):
+    # The module's threshold (-1) broadcasts nothing; the hint does.
+    text, dictionary = words
     hinted = join(text, dictionary.hint("broadcast"), "key", "left", report=(hint := Report()))
-    assert_same_join(hinted, text.join(dictionary, "key", "left"))
+    assert_join_gives(hinted, *words_joined_by_spark("left"))
     assert hint.get.broadcast == "right"
