@@ -9,6 +9,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 
@@ -132,6 +133,7 @@ def test_updates_written_by_a_users_foreachBatch_equal_groupBy_and_metrics_reach
         batch.withColumn("batch", F.lit(batch_id)).write.mode("overwrite").parquet(f"{updates}/batch={batch_id}")
 
     heard: list = []
+    ended = threading.Event()
 
     class Heard(StreamingQueryListener):
         def onQueryStarted(self, event):  # noqa: N802 - PySpark's names
@@ -144,7 +146,7 @@ def test_updates_written_by_a_users_foreachBatch_equal_groupBy_and_metrics_reach
             pass
 
         def onQueryTerminated(self, event):  # noqa: N802
-            pass
+            ended.set()
 
     listener = Heard()
     spark.spark.streams.addListener(listener)
@@ -165,7 +167,14 @@ def test_updates_written_by_a_users_foreachBatch_equal_groupBy_and_metrics_reach
             time.sleep(0.5)
     finally:
         query.stop()
-        spark.spark.streams.removeListener(listener)
+        # PySpark Connect's removeListener holds the listener bus's lock while it waits for
+        # the bus's thread to end, and that thread takes the lock to deliver an event: an
+        # event in flight (this query's end) deadlocks them. Its end heard first, no event
+        # is left to deliver.
+        end_heard = ended.wait(TIMEOUT)
+        if end_heard:
+            spark.spark.streams.removeListener(listener)
+    assert end_heard, "the listener never heard the query end"
     written = pl.read_parquet(tmp_path / "updates" / "**" / "*.parquet", hive_partitioning=False)
     latest = written.sort("batch").group_by("key", maintain_order=True).last().drop("batch").sort("key")
     expected = pl.from_arrow(reference(_input(spark, tmp_path), key="key", aggs=AGGS).toArrow()).sort("key")

@@ -106,6 +106,29 @@ def test_stages_wait_for_what_they_need_run_to_the_end_and_skip_what_a_failure_b
     assert "warning" not in stages.report(plan, total=39 * 60.0, machine_cpu=1.0, jvms=None)
 
 
+_FORKING_JVM = """
+import os, sys, time
+child = os.fork()  # as a JVM forks to start a subprocess: the child has its command line
+if child == 0:
+    time.sleep(1.5)
+    os._exit(0)
+os.waitpid(child, 0)
+time.sleep(0.5)
+"""
+
+
+def test_the_jvm_counter_counts_a_jvm_once_and_not_the_children_it_forks():
+    # A stand-in JVM: its command line holds "java" and a Connect server's class name.
+    marker = "org.apache.spark.sql.connect.service.SparkConnectServer"
+    counter = stages.JvmCounter(period=0.1)
+    counter.start()
+    try:
+        subprocess.run(["java", "-c", _FORKING_JVM, marker], executable=sys.executable, check=True, timeout=30)
+    finally:
+        counted = counter.stop()
+    assert counted == {"servers": 1, "clusters": 0, "workers": 0, "executors": 0}
+
+
 def test_the_tests_path_holds_no_rust_toolchain():
     path = stages.path_without_rust()
     for tool in ("cargo", "rustc", "rustup"):

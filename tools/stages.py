@@ -209,7 +209,11 @@ SPARK_JVM_KINDS = {
 
 class JvmCounter(threading.Thread):
     """Counts the Spark JVMs (servers, cluster masters, workers, executors) started while it
-    runs, by sampling /proc: a JVM lives for seconds at least, far longer than the period."""
+    runs, by sampling /proc: a JVM lives for seconds at least, far longer than the period.
+
+    A JVM starts each subprocess (a Python worker, an executor) by forking a child that
+    carries the JVM's command line until it executes the program: that child is not a JVM
+    of its own, and is told apart by its parent's having the same command line."""
 
     def __init__(self, period: float = 0.5) -> None:
         super().__init__(daemon=True)
@@ -225,7 +229,10 @@ class JvmCounter(threading.Thread):
                     # spark-class first runs a launcher JVM that only prints the real command.
                     if b"java" not in command or b"org.apache.spark.launcher.Main" in command:
                         continue
-                    start = (cmdline.parent / "stat").read_text().rsplit(")", 1)[1].split()[19]
+                    fields = (cmdline.parent / "stat").read_text().rsplit(")", 1)[1].split()
+                    start, parent = fields[19], fields[1]
+                    if Path(f"/proc/{parent}/cmdline").read_bytes() == command:
+                        continue
                 except (OSError, IndexError):
                     continue
                 for marker, kind in SPARK_JVM_KINDS.items():
@@ -277,6 +284,8 @@ class Runner:
         if subreaper:
             become_subreaper()
         self.running: dict[int, tuple[Stage, subprocess.Popen[bytes]]] = {}
+        #: CPU seconds of the orphans reaped here (a subreaper's), in no stage's figure.
+        self.orphan_cpu = 0.0
         self.origin = origin
 
     def _ready(self, stage: Stage) -> bool | None:
@@ -371,6 +380,8 @@ class Runner:
                     return
                 if pid in self.running:
                     self._finish(pid, os.waitstatus_to_exitcode(wait_status), usage)
+                else:
+                    self.orphan_cpu += usage.ru_utime + usage.ru_stime
         for pid in list(self.running):
             pid_ended, wait_status, usage = os.wait4(pid, os.WNOHANG)
             if pid_ended:
@@ -398,7 +409,9 @@ def minutes(seconds: float) -> str:
     return f"{int(seconds) // 60}:{int(seconds) % 60:02d}"
 
 
-def report(stages: list[Stage], total: float, machine_cpu: float, jvms: dict[str, int] | None) -> str:
+def report(
+    stages: list[Stage], total: float, machine_cpu: float, jvms: dict[str, int] | None, orphan_cpu: float = 0.0
+) -> str:
     rows = [("stage", "start", "wall", "CPU", "CPU/wall", "status")]
     for stage in stages:
         if stage.wall is None:
@@ -423,6 +436,10 @@ def report(stages: list[Stage], total: float, machine_cpu: float, jvms: dict[str
         f"{machine_cpu:.0f} CPU s ({machine_cpu / (cores * total):.0%}); "
         f"budget {minutes(BUDGET_SECONDS)}, CI's limit {minutes(CI_LIMIT_SECONDS)}"
     )
+    if orphan_cpu:
+        # A process whose parent died first (a Python worker of a killed JVM) is reaped here,
+        # and its CPU is in no stage's figure.
+        lines.append(f"processes orphaned by their stage's processes, reaped here: {orphan_cpu:.0f} CPU s")
     if total > BUDGET_SECONDS:
         lines.append(f"warning: over the {BUDGET_SECONDS // 60}-minute budget by {minutes(total - BUDGET_SECONDS)}")
     if jvms is not None:
@@ -498,7 +515,8 @@ def run(stages: list[Stage]) -> int:
     cpu_before = machine_cpu_seconds()
     jvms = JvmCounter()
     jvms.start()
-    passed = Runner(stages, origin=origin, subreaper=True).run()
+    runner = Runner(stages, origin=origin, subreaper=True)
+    passed = runner.run()
     total = time.monotonic() - origin
     counted = jvms.stop()
     write_timings(stages)
@@ -511,7 +529,8 @@ def run(stages: list[Stage]) -> int:
             f"{counts['errors']} errors, {counts['skipped']} skipped; the heaviest modules "
             f"({PYTEST_DIR.relative_to(ROOT) / 'modules.tsv'} has them all):\n{heaviest}"
         )
-    print("\n" + report(stages, total, machine_cpu_seconds() - cpu_before, counted if xml_files else None))
+    machine_cpu = machine_cpu_seconds() - cpu_before
+    print("\n" + report(stages, total, machine_cpu, counted if xml_files else None, runner.orphan_cpu))
     print(f"(written to {TIMINGS.relative_to(ROOT)})")
     failed = [stage.name for stage in stages if stage.status != "passed"]
     if failed:
