@@ -104,6 +104,9 @@ def test_stages_wait_for_what_they_need_run_to_the_end_and_skip_what_a_failure_b
     assert "3 Connect servers, 2 standalone clusters (4 workers), 7 executors" in table
     assert "broken" in table and "skipped" in table
     assert "warning" not in stages.report(plan, total=39 * 60.0, machine_cpu=1.0, jvms=None)
+    assert "orphaned" not in table
+    orphans = stages.report(plan, total=39 * 60.0, machine_cpu=1.0, jvms=None, orphan_cpu=12.4)
+    assert "processes orphaned by their stage's processes, reaped here: 12 CPU s" in orphans
 
 
 _FORKING_JVM = """
