@@ -215,10 +215,11 @@ class JvmCounter(threading.Thread):
     carries the JVM's command line until it executes the program: that child is not a JVM
     of its own, and is told apart by its parent's having the same command line."""
 
-    def __init__(self, period: float = 0.5) -> None:
+    def __init__(self, period: float = 0.5, kinds: dict[bytes, str] = SPARK_JVM_KINDS) -> None:
         super().__init__(daemon=True)
         self.period = period
-        self.seen: dict[str, set[tuple[int, str]]] = {kind: set() for kind in SPARK_JVM_KINDS.values()}
+        self.kinds = kinds
+        self.seen: dict[str, set[tuple[int, str]]] = {kind: set() for kind in kinds.values()}
         self._stop_event = threading.Event()
 
     def run(self) -> None:
@@ -235,7 +236,7 @@ class JvmCounter(threading.Thread):
                         continue
                 except (OSError, IndexError):
                     continue
-                for marker, kind in SPARK_JVM_KINDS.items():
+                for marker, kind in self.kinds.items():
                     if marker in command:
                         self.seen[kind].add((int(cmdline.parent.name), start))
 
