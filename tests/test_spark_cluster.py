@@ -1,9 +1,9 @@
 """session(master="cluster:N") against a real Spark standalone cluster on loopback.
 
 The ``spark_cluster`` fixture is one two-worker cluster for this module, stopped when it
-ends (not kept through the modules after it); the tests here check that the Spark Connect server really drives it, that Python UDFs run
-in two executor JVMs with this interpreter, and that closing a session, or failing to
-start one, leaves no process or directory behind.
+ends (not kept through the modules after it); the tests here check that the Spark Connect
+server really drives it, that Python UDFs run in two executor JVMs with this interpreter,
+and that closing a session, or failing to start one, leaves no process or directory behind.
 """
 
 from __future__ import annotations

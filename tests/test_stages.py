@@ -108,6 +108,12 @@ def test_stages_wait_for_what_they_need_run_to_the_end_and_skip_what_a_failure_b
     assert "orphaned" not in table
     orphans = stages.report(plan, total=39 * 60.0, machine_cpu=1.0, jvms=None, orphan_cpu=12.4)
     assert "processes orphaned by their stage's processes, reaped here: 12 CPU s" in orphans
+    # make check's budget, and no CI limit beside it; a run of test modules alone has none.
+    checked = stages.report(plan, total=6 * 60.0, machine_cpu=1.0, jvms=None, budget=5 * 60, ci_limit=False)
+    assert "budget 5:00" in checked and "CI's limit" not in checked
+    assert "warning: over the 5-minute budget by 1:00" in checked
+    unbudgeted = stages.report(plan, total=99 * 60.0, machine_cpu=1.0, jvms=None, budget=None)
+    assert "budget" not in unbudgeted and "warning" not in unbudgeted
 
 
 _FORKING_JVM = """

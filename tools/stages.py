@@ -45,6 +45,9 @@ TIMINGS = TARGET / "timings.tsv"
 MODULE_SECONDS = ROOT / "tests" / "module_seconds.tsv"
 BUDGET_SECONDS = 40 * 60
 CI_LIMIT_SECONDS = 90 * 60
+# make check's: the inner loop of a change.
+CHECK_BUDGET_SECONDS = 5 * 60
+RUST_TOOLS = ("cargo", "rustc", "rustup")
 RELEASE_PYTHON = ROOT / ".venv-release" / "bin" / "python"
 # Off the critical path: at nice 19 a stage weighs 1/68 of one at nice 0 for the scheduler.
 BACKGROUND_NICE = 19
@@ -86,11 +89,10 @@ def make(*targets: str) -> list[str]:
 def path_without_rust() -> str:
     """PATH less the directories that hold a Rust toolchain: the tests run against the wheel
     where nothing could compile it."""
-    tools = ("cargo", "rustc", "rustup")
     return os.pathsep.join(
         directory
         for directory in os.environ.get("PATH", "").split(os.pathsep)
-        if directory and not any(os.path.exists(os.path.join(directory, tool)) for tool in tools)
+        if directory and not any(os.path.exists(os.path.join(directory, tool)) for tool in RUST_TOOLS)
     )
 
 
@@ -146,7 +148,7 @@ def pytest_stages(
     """``modules`` as ``count`` pytest processes of ``python``, each running its modules in
     the order given, with no Rust toolchain on PATH."""
     path = path_without_rust()
-    for tool in ("cargo", "rustc", "rustup"):
+    for tool in RUST_TOOLS:
         if (found := shutil.which(tool, path=path)) is not None:
             raise SystemExit(f"stages: {tool} is still on the tests' PATH ({found})")
     stages = []
@@ -411,8 +413,16 @@ def minutes(seconds: float) -> str:
 
 
 def report(
-    stages: list[Stage], total: float, machine_cpu: float, jvms: dict[str, int] | None, orphan_cpu: float = 0.0
+    stages: list[Stage],
+    total: float,
+    machine_cpu: float,
+    jvms: dict[str, int] | None,
+    orphan_cpu: float = 0.0,
+    budget: int | None = BUDGET_SECONDS,
+    ci_limit: bool = True,
 ) -> str:
+    """The table of the stages and the totals; ``budget``: the run's (None: none), with CI's
+    limit beside it if ``ci_limit``."""
     rows = [("stage", "start", "wall", "CPU", "CPU/wall", "status")]
     for stage in stages:
         if stage.wall is None:
@@ -434,15 +444,16 @@ def report(
     cores = os.cpu_count() or 1
     lines.append(
         f"total: {minutes(total)} wall ({total:.0f} s), the machine's {cores} cores busy "
-        f"{machine_cpu:.0f} CPU s ({machine_cpu / (cores * total):.0%}); "
-        f"budget {minutes(BUDGET_SECONDS)}, CI's limit {minutes(CI_LIMIT_SECONDS)}"
+        f"{machine_cpu:.0f} CPU s ({machine_cpu / (cores * total):.0%})"
+        + (f"; budget {minutes(budget)}" if budget is not None else "")
+        + (f", CI's limit {minutes(CI_LIMIT_SECONDS)}" if budget is not None and ci_limit else "")
     )
     if orphan_cpu:
         # A process whose parent died first (a Python worker of a killed JVM) is reaped here,
         # and its CPU is in no stage's figure.
         lines.append(f"processes orphaned by their stage's processes, reaped here: {orphan_cpu:.0f} CPU s")
-    if total > BUDGET_SECONDS:
-        lines.append(f"warning: over the {BUDGET_SECONDS // 60}-minute budget by {minutes(total - BUDGET_SECONDS)}")
+    if budget is not None and total > budget:
+        lines.append(f"warning: over the {budget // 60}-minute budget by {minutes(total - budget)}")
     if jvms is not None:
         lines.append(
             "Spark JVMs started: {servers} Connect servers, {clusters} standalone clusters "
@@ -510,7 +521,8 @@ def check_plan() -> list[Stage]:
     ]
 
 
-def run(stages: list[Stage]) -> int:
+def run(stages: list[Stage], budget: int | None = None, *, ci_limit: bool = False) -> int:
+    """Runs the stages and prints their table against ``budget`` (None: no budget)."""
     emptied(PYTEST_DIR)
     origin = time.monotonic()
     cpu_before = machine_cpu_seconds()
@@ -531,7 +543,8 @@ def run(stages: list[Stage]) -> int:
             f"({PYTEST_DIR.relative_to(ROOT) / 'modules.tsv'} has them all):\n{heaviest}"
         )
     machine_cpu = machine_cpu_seconds() - cpu_before
-    print("\n" + report(stages, total, machine_cpu, counted if xml_files else None, runner.orphan_cpu))
+    jvms_counted = counted if xml_files else None
+    print("\n" + report(stages, total, machine_cpu, jvms_counted, runner.orphan_cpu, budget, ci_limit))
     print(f"(written to {TIMINGS.relative_to(ROOT)})")
     failed = [stage.name for stage in stages if stage.status != "passed"]
     if failed:
@@ -566,9 +579,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"pytest-{index} ({total:.0f} s): {' '.join(modules)}")
         return 0
     if args.plan == "test":
-        return run(test_plan(args.shards))
+        return run(test_plan(args.shards), BUDGET_SECONDS, ci_limit=True)
     if args.plan == "check":
-        return run(check_plan())
+        return run(check_plan(), CHECK_BUDGET_SECONDS)
     modules = args.modules or test_modules(without_spark=args.without_spark)
     return run(pytest_stages(modules, args.shards, python=args.python.absolute(), extra=args.extra))
 
