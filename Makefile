@@ -187,7 +187,7 @@ module-seconds:
 # Keeps the fuzz targets compiling and lint-clean on the stable toolchain;
 # `fuzz/README.md` says how to run them.
 fuzz-check:
-	cargo clippy --manifest-path fuzz/Cargo.toml --all-targets --locked -- -D warnings
+	cargo clippy --manifest-path fuzz/Cargo.toml --all-targets --no-default-features --locked -- -D warnings
 
 # A short libFuzzer run of every target, coverage-guided but without a sanitizer, so that
 # it needs only the stable toolchain; `fuzz/README.md` has the long runs (cargo fuzz, on
