@@ -210,7 +210,7 @@ fuzz-smoke:
 	done
 
 # Throughput against Polars and NumPy, call overhead and copies, multi-source speed-up;
-# then the tables of docs/performance.md. `cargo bench -p keysplit-core` runs the Rust ones.
+# then the tables of docs/performance.md. `cargo bench -p keysplit-bench` runs the Rust ones.
 bench: wheel
 	$(BIN)/python benches/route_throughput.py
 	$(BIN)/python benches/call_overhead.py

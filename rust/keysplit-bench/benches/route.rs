@@ -2,8 +2,8 @@
 //! grouper on uint64 keys and on short strings (Arrow string views, as Polars exports them,
 //! and 32-bit offsets, as PyArrow's `string`).
 //!
-//! `cargo bench -p keysplit-core --bench route` runs them all; a filter narrows them, e.g.
-//! `cargo bench -p keysplit-core --bench route -- 'route/(key|pkg)/'`. Throughput is
+//! `cargo bench -p keysplit-bench --bench route` runs them all; a filter narrows them, e.g.
+//! `cargo bench -p keysplit-bench --bench route -- 'route/(key|pkg)/'`. Throughput is
 //! reported in keys (elements) per second.
 
 use std::hint::black_box;

@@ -3,7 +3,7 @@
 //! busy machine.
 //!
 //! ```sh
-//! cargo build --release -p keysplit-core --example route_once
+//! cargo build --release -p keysplit-bench --example route_once
 //! valgrind --tool=callgrind --toggle-collect='keysplit_core::grouper::route_batch' \
 //!     target/release/examples/route_once pkg uint64 8 1000000
 //! ```

@@ -1,0 +1,1 @@
+//! Nothing: the benchmarks are in `benches/`, the profiling workload in `examples/`.
