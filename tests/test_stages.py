@@ -114,6 +114,12 @@ def test_stages_wait_for_what_they_need_run_to_the_end_and_skip_what_a_failure_b
     assert "warning: over the 5-minute budget by 1:00" in checked
     unbudgeted = stages.report(plan, total=99 * 60.0, machine_cpu=1.0, jvms=None, budget=None)
     assert "budget" not in unbudgeted and "warning" not in unbudgeted
+    # A failed stage's log closes the output, where a CI log cut to its last lines shows it.
+    (tmp_path / "logs" / "broken.log").write_text("".join(f"line {i}\n" for i in range(100)))
+    tail = stages.failed_log_tail("broken").splitlines()
+    assert tail[0] == f"--- broken: the last 40 lines of {Path('logs') / 'broken.log'}"
+    assert tail[1:] == [f"    line {i}" for i in range(60, 100)]
+    assert "never started" in stages.failed_log_tail("after-broken")
 
 
 _FORKING_JVM = """

@@ -549,7 +549,22 @@ def run(stages: list[Stage], budget: int | None = None, *, ci_limit: bool = Fals
     failed = [stage.name for stage in stages if stage.status != "passed"]
     if failed:
         print(f"FAILED: {', '.join(failed)} (their logs are in {LOGS.relative_to(ROOT)}/)")
+        # Again at the very end, where a CI log cut to its last lines still shows why.
+        for name in failed:
+            print(failed_log_tail(name))
     return 0 if passed else 1
+
+
+FAILED_LOG_LINES = 40
+
+
+def failed_log_tail(name: str) -> str:
+    path = LOGS / f"{name}.log"
+    lines = path.read_text(errors="replace").splitlines() if path.exists() else ["(no log: the stage never started)"]
+    shown = lines[-FAILED_LOG_LINES:]
+    return f"--- {name}: the last {len(shown)} lines of {path.relative_to(ROOT)}\n" + "\n".join(
+        f"    {line}" for line in shown
+    )
 
 
 def emptied(directory: Path) -> None:
