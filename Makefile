@@ -23,7 +23,7 @@ WHEEL_STAMP := $(VENV)/.keysplit-wheel.stamp
 RELEASE_VENV := .venv-release
 RELEASE_STAMP := $(RELEASE_VENV)/.ready
 SDIST_VENV := .venv-sdist
-.PHONY: run test check test-module module-seconds setup build-tools wheel dist release-venv release-venv-deps sdist-test docs data java lint stubtest rust-test python-test fuzz-check fuzz-smoke bench spark-vs-native spark-ingest spark-grouped-map spark-skew-join spark-window spark-holistic spark-explain-skew spark-streaming clean
+.PHONY: run test check test-module module-seconds setup build-tools wheel dist release-venv release-venv-deps sdist-venv-deps sdist-test docs data java lint stubtest rust-test python-test fuzz-check fuzz-smoke bench spark-vs-native spark-ingest spark-grouped-map spark-skew-join spark-window spark-holistic spark-explain-skew spark-streaming clean
 
 # Debian packages of the real datasets (keysplit.datasets.kjv); the PyPI ones are in
 # requirements-dev.txt.
@@ -103,17 +103,28 @@ $(RELEASE_DEPS_STAMP): requirements-test.txt
 # compiles nothing twice (one missing from the sdist would be compiled for, and fail: 11 s
 # where pip's build from nothing took 420 CPU-seconds). The release workflow builds the
 # sdist from nothing with pip, as a user without a wheel would.
+# The virtualenv and its packages (the pinned ones: keysplit's one dependency, Polars, and
+# what those tests import) come first, beside the builds: `make test` runs sdist-test
+# niced beside the Spark tests, where a download crawls (pip at nice 19 took 4 minutes to
+# upgrade itself, and CI's failed); what is installed then comes from no index.
 SDIST_BUILD := target/sdist
-sdist-test: $(DIST_STAMP)
-	rm -rf $(SDIST_VENV) $(SDIST_BUILD) && mkdir -p $(SDIST_BUILD)
+SDIST_DEPS_STAMP := $(SDIST_VENV)/.requirements.stamp
+sdist-venv-deps: $(SDIST_DEPS_STAMP)
+$(SDIST_DEPS_STAMP): requirements-test.txt
+	rm -rf $(SDIST_VENV)
+	$(PYTHON) -m venv $(SDIST_VENV)
+	$(SDIST_VENV)/bin/python -m pip install --quiet --upgrade pip
+	grep -E '^(polars|pytest|hypothesis|xxhash|numpy|pyarrow|datasketches)==' requirements-test.txt > $(SDIST_VENV)/pins.txt
+	$(SDIST_VENV)/bin/python -m pip install --quiet -r $(SDIST_VENV)/pins.txt
+	touch $@
+
+sdist-test: $(DIST_STAMP) $(SDIST_DEPS_STAMP)
+	rm -rf $(SDIST_BUILD) && mkdir -p $(SDIST_BUILD)
 	tar -xzf $(DIST_DIR)/keysplit-*.tar.gz -C $(SDIST_BUILD)
 	cd $(SDIST_BUILD)/keysplit-*/ && CARGO_TARGET_DIR="$(abspath target)" PATH="$(abspath $(BIN)):$$PATH" \
 	  $(abspath $(BIN))/maturin build --release --zig --compatibility manylinux2014 --out $(abspath $(SDIST_BUILD))/wheel
-	$(PYTHON) -m venv $(SDIST_VENV)
-	$(SDIST_VENV)/bin/python -m pip install --quiet --upgrade pip
-	$(SDIST_VENV)/bin/python -m pip install --quiet --only-binary keysplit $(SDIST_BUILD)/wheel/keysplit-*.whl
-	grep -E '^(pytest|hypothesis|xxhash|numpy|pyarrow|datasketches)==' requirements-test.txt > $(SDIST_VENV)/pins.txt
-	$(SDIST_VENV)/bin/python -m pip install --quiet -r $(SDIST_VENV)/pins.txt
+	$(SDIST_VENV)/bin/python -m pip install --quiet --no-index --no-deps --force-reinstall $(SDIST_BUILD)/wheel/keysplit-*.whl
+	$(SDIST_VENV)/bin/python -m pip check
 	$(SDIST_VENV)/bin/python tests/release_smoke.py
 	$(SDIST_VENV)/bin/python -m pytest -q -p no:cacheprovider tests/test_choices.py tests/test_snapshot.py \
 	  tests/test_groupers.py tests/test_inputs.py tests/test_sketches.py tests/test_release.py

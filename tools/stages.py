@@ -498,13 +498,14 @@ def test_plan(shard_count: int) -> list[Stage]:
         Stage("build-tools", make("build-tools")),
         Stage("setup", make("setup"), after=("build-tools",)),
         Stage("release-venv-deps", make("release-venv-deps")),
+        Stage("sdist-venv-deps", make("sdist-venv-deps")),
         Stage("dist", make("dist"), after=("build-tools",)),
         Stage("release-venv", make("release-venv"), after=("dist", "release-venv-deps")),
         *pytest_stages(test_modules(), shard_count, after=("release-venv",)),
         Stage("fuzz", make("fuzz-check", "fuzz-smoke"), background=True),
         Stage("lint", make("lint", "rust-test"), after=("setup",), background=True),
         Stage("stubtest-docs", make("stubtest", "docs"), after=("dist", "setup"), background=True),
-        Stage("sdist-test", make("sdist-test"), after=("dist",), background=True),
+        Stage("sdist-test", make("sdist-test"), after=("dist", "sdist-venv-deps"), background=True),
     ]
 
 
