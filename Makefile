@@ -23,7 +23,7 @@ WHEEL_STAMP := $(VENV)/.keysplit-wheel.stamp
 RELEASE_VENV := .venv-release
 RELEASE_STAMP := $(RELEASE_VENV)/.ready
 SDIST_VENV := .venv-sdist
-.PHONY: run test check test-module module-seconds setup build-tools wheel dist release-venv release-venv-deps sdist-venv-deps sdist-test docs data java lint stubtest rust-test python-test fuzz-check fuzz-smoke bench spark-vs-native spark-ingest spark-grouped-map spark-skew-join spark-window spark-holistic spark-explain-skew spark-streaming clean
+.PHONY: run test check test-module module-seconds setup build-tools wheel dist release-venv release-venv-deps sdist-venv-deps sdist-test crates docs data java lint stubtest rust-test python-test fuzz-check fuzz-smoke bench spark-vs-native spark-ingest spark-grouped-map spark-skew-join spark-window spark-holistic spark-explain-skew spark-streaming clean
 
 # Debian packages of the real datasets (keysplit.datasets.kjv); the PyPI ones are in
 # requirements-dev.txt.
@@ -194,6 +194,12 @@ module-seconds:
 	{ echo "# Seconds per test module, measured by make test; tools/stages.py places the modules"; \
 	  echo "# over its pytest processes by them. make module-seconds refreshes this file."; \
 	  cat target/pytest/modules.tsv; } > tests/module_seconds.tsv
+
+# The crates of the workspace and of the fuzz targets (a few seconds): `make test` fetches
+# them at full priority before its niced cargo stages start, as it does the pip packages.
+crates:
+	cargo fetch --locked
+	cargo fetch --locked --manifest-path fuzz/Cargo.toml
 
 # Keeps the fuzz targets compiling and lint-clean on the stable toolchain;
 # `fuzz/README.md` says how to run them.

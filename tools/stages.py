@@ -502,8 +502,9 @@ def test_plan(shard_count: int) -> list[Stage]:
         Stage("dist", make("dist"), after=("build-tools",)),
         Stage("release-venv", make("release-venv"), after=("dist", "release-venv-deps")),
         *pytest_stages(test_modules(), shard_count, after=("release-venv",)),
-        Stage("fuzz", make("fuzz-check", "fuzz-smoke"), background=True),
-        Stage("lint", make("lint", "rust-test"), after=("setup",), background=True),
+        Stage("crates", make("crates")),
+        Stage("fuzz", make("fuzz-check", "fuzz-smoke"), after=("crates",), background=True),
+        Stage("lint", make("lint", "rust-test"), after=("setup", "crates"), background=True),
         Stage("stubtest-docs", make("stubtest", "docs"), after=("dist", "setup"), background=True),
         Stage("sdist-test", make("sdist-test"), after=("dist", "sdist-venv-deps"), background=True),
     ]
