@@ -58,7 +58,55 @@ pub struct Snapshot {
     /// The keysplit version that wrote the snapshot.
     pub library: String,
     /// The postcard encoding of the grouper's or sketch's fields.
+    #[serde(with = "byte_vec")]
     pub state: Vec<u8>,
+}
+
+/// A `Vec<u8>` field as serde bytes rather than a sequence of `u8`: postcard writes both
+/// alike (a varint length, then the bytes), so the layout is unchanged, but bytes are read
+/// and written at once where a sequence goes through serde byte by byte (most of the time
+/// of restoring a snapshot with a HyperLogLog's registers in it).
+pub(crate) mod byte_vec {
+    use std::fmt;
+
+    use serde::{Deserializer, Serializer, de};
+
+    pub(crate) fn serialize<S: Serializer>(bytes: &[u8], serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_bytes(bytes)
+    }
+
+    pub(crate) fn deserialize<'de, D: Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<Vec<u8>, D::Error> {
+        deserializer.deserialize_byte_buf(ByteVec)
+    }
+
+    struct ByteVec;
+
+    impl<'de> de::Visitor<'de> for ByteVec {
+        type Value = Vec<u8>;
+
+        fn expecting(&self, formatter: &mut fmt::Formatter) -> fmt::Result {
+            formatter.write_str("bytes")
+        }
+
+        fn visit_bytes<E: de::Error>(self, bytes: &[u8]) -> Result<Vec<u8>, E> {
+            Ok(bytes.to_vec())
+        }
+
+        fn visit_byte_buf<E: de::Error>(self, bytes: Vec<u8>) -> Result<Vec<u8>, E> {
+            Ok(bytes)
+        }
+
+        /// A self-describing format (JSON) may give the bytes as a sequence of numbers.
+        fn visit_seq<A: de::SeqAccess<'de>>(self, mut sequence: A) -> Result<Vec<u8>, A::Error> {
+            let mut bytes = Vec::with_capacity(sequence.size_hint().unwrap_or(0).min(1 << 16));
+            while let Some(byte) = sequence.next_element()? {
+                bytes.push(byte);
+            }
+            Ok(bytes)
+        }
+    }
 }
 
 /// A snapshot could not be written or read. Reading never panics, whatever the bytes.
@@ -235,4 +283,34 @@ pub trait SketchSnapshot: Serialize + DeserializeOwned {
     /// Checks the decoded fields against each other, so that a restored sketch cannot
     /// panic later on state that no sequence of updates produces.
     fn validate(&self) -> Result<(), String>;
+}
+
+#[cfg(test)]
+mod tests {
+    use serde::{Deserialize, Serialize};
+
+    #[derive(Serialize, Deserialize, PartialEq, Debug)]
+    struct AsBytes(#[serde(with = "super::byte_vec")] Vec<u8>);
+
+    /// The layout of format version 1 holds: bytes encode as the sequence of `u8` did,
+    /// and either decodes the other's encoding.
+    #[test]
+    fn byte_vec_encodes_as_a_sequence_of_bytes() {
+        for bytes in
+            [vec![], vec![0u8, 1, 0x7f, 0x80, 0xff], (0..=255u8).cycle().take(300).collect()]
+        {
+            let as_sequence = postcard::to_allocvec(&bytes).unwrap();
+            let as_bytes = postcard::to_allocvec(&AsBytes(bytes.clone())).unwrap();
+            assert_eq!(as_bytes, as_sequence);
+            assert_eq!(
+                postcard::from_bytes::<AsBytes>(&as_sequence).unwrap(),
+                AsBytes(bytes.clone())
+            );
+            assert_eq!(postcard::from_bytes::<Vec<u8>>(&as_bytes).unwrap(), bytes);
+            let json = serde_json::to_string(&AsBytes(bytes.clone())).unwrap();
+            assert_eq!(serde_json::from_str::<AsBytes>(&json).unwrap(), AsBytes(bytes));
+        }
+        // A length past the end is an error, not a panic or a huge allocation.
+        assert!(postcard::from_bytes::<AsBytes>(&[0xff, 0xff, 0xff, 0xff, 0x0f, 1, 2]).is_err());
+    }
 }

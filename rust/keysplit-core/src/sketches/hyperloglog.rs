@@ -60,6 +60,7 @@ const REGISTER_MASK: u16 = (1 << REGISTER_BITS) - 1;
 #[serde(try_from = "HyperLogLogFields")]
 pub struct HyperLogLog {
     precision: u8,
+    #[serde(with = "crate::snapshot::byte_vec")]
     packed: Vec<u8>,
     /// `V`, the registers still at 0.
     zero_registers: u32,
@@ -68,7 +69,13 @@ pub struct HyperLogLog {
     scaled_inverse_sum: u64,
 }
 
-crate::sketches::checked_on_decode!(HyperLogLog, HyperLogLogFields { precision: u8, packed: Vec<u8>, zero_registers: u32, scaled_inverse_sum: u64 });
+crate::sketches::checked_on_decode!(HyperLogLog, HyperLogLogFields {
+    precision: u8,
+    #[serde(with = "crate::snapshot::byte_vec")]
+    packed: Vec<u8>,
+    zero_registers: u32,
+    scaled_inverse_sum: u64,
+});
 
 impl HyperLogLog {
     /// An empty sketch of `2^precision` registers, `precision` in 4..=16.
@@ -252,8 +259,10 @@ impl SketchSnapshot for HyperLogLog {
         if self.packed.len() != expected {
             return Err(format!("{} register bytes, expected {expected}", self.packed.len()));
         }
-        let zero_registers = self.registers().filter(|&r| r == 0).count() as u32;
-        let scaled_inverse_sum: u64 = self.registers().map(|r| 1u64 << (MAX_RANK - r)).sum();
+        let (zero_registers, scaled_inverse_sum) =
+            self.registers().fold((0u32, 0u64), |(zeros, sum), r| {
+                (zeros + u32::from(r == 0), sum + (1u64 << (MAX_RANK - r)))
+            });
         if (zero_registers, scaled_inverse_sum) != (self.zero_registers, self.scaled_inverse_sum) {
             return Err("the cached sums disagree with the registers".to_owned());
         }

@@ -43,10 +43,10 @@ pub use space_saving::{Counter, Insertion, SpaceSaving};
 /// literal inside names every field, so a field added to the sketch and not here fails
 /// to compile.
 macro_rules! checked_on_decode {
-    ($sketch:ident, $fields:ident { $($field:ident: $ty:ty),* $(,)? }) => {
+    ($sketch:ident, $fields:ident { $($(#[$attribute:meta])* $field:ident: $ty:ty),* $(,)? }) => {
         #[derive(serde::Deserialize)]
         struct $fields {
-            $($field: $ty),*
+            $($(#[$attribute])* $field: $ty),*
         }
 
         impl TryFrom<$fields> for $sketch {
