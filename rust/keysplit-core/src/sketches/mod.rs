@@ -38,7 +38,8 @@ pub use space_saving::{Counter, Insertion, SpaceSaving};
 
 /// Makes a sketch check itself whenever serde decodes it, wherever it is embedded (a
 /// grouper's state holds sketches too): `$sketch` gets `#[serde(try_from = "$fields")]`,
-/// and this defines `$fields` with the same fields, decoded as they are and then checked
+/// and this defines `$fields` with the same fields (and their serde attributes, which the
+/// sketch's own fields must repeat), decoded as they are and then checked
 /// by [`SketchSnapshot::validate`](crate::snapshot::SketchSnapshot::validate). The struct
 /// literal inside names every field, so a field added to the sketch and not here fails
 /// to compile.
