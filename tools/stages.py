@@ -300,7 +300,7 @@ class Runner:
 
     def _start(self, stage: Stage) -> None:
         LOGS.mkdir(parents=True, exist_ok=True)
-        log = open(LOGS / f"{stage.name}.log", "wb")  # noqa: SIM115 - closed when it ends
+        log = open(log_of(stage.name), "wb")  # noqa: SIM115 - closed when it ends
         nice = BACKGROUND_NICE if stage.background else 0
         command = ["nice", "-n", str(nice), *stage.command] if nice else stage.command
         process = subprocess.Popen(
@@ -332,10 +332,10 @@ class Runner:
         stage.wall = time.monotonic() - self.origin - stage.start
         stage.cpu = usage.ru_utime + usage.ru_stime
         stage.status = "passed" if code == 0 else "failed"
-        log = (LOGS / f"{stage.name}.log").read_text(errors="replace").splitlines()
+        log = log_of(stage.name).read_text(errors="replace").splitlines()
         print(
             f"[{self._clock()}] {stage.name}: {stage.status} in {stage.wall:.0f} s "
-            f"(CPU {stage.cpu:.0f} s; log {LOGS.relative_to(ROOT) / (stage.name + '.log')})",
+            f"(CPU {stage.cpu:.0f} s; log {log_of(stage.name).relative_to(ROOT)})",
             flush=True,
         )
         shown = log if code != 0 else log[-12:]
@@ -560,8 +560,13 @@ def run(stages: list[Stage], budget: int | None = None, *, ci_limit: bool = Fals
 FAILED_LOG_LINES = 40
 
 
+def log_of(name: str) -> Path:
+    """Where stage ``name`` writes its output."""
+    return LOGS / f"{name}.log"
+
+
 def failed_log_tail(name: str) -> str:
-    path = LOGS / f"{name}.log"
+    path = log_of(name)
     lines = path.read_text(errors="replace").splitlines() if path.exists() else ["(no log: the stage never started)"]
     shown = lines[-FAILED_LOG_LINES:]
     return f"--- {name}: the last {len(shown)} lines of {path.relative_to(ROOT)}\n" + "\n".join(

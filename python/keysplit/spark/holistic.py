@@ -411,7 +411,8 @@ class SkewAggregate:
             )
         for values in self.counted:
             counts = self.value_counts(hot, values)
-            if self.is_ranked(values):
+            ranked = self.is_ranked(values)
+            if ranked:
                 # Both readers of a ranked column's counts (ranges, percentiles) read this
                 # exchange, which Spark computes once and reuses; without it each would run
                 # the counts' final aggregate, a hot key's every distinct value, again (a
@@ -420,7 +421,7 @@ class SkewAggregate:
                 counts = counts.repartition(*self.keys, _bucket(values[0]))
             ranges = self.ranges(counts, values)
             pieces.append(self.per_key(ranges, values))
-            if self.is_ranked(values):
+            if ranked:
                 pieces.append(self.percentiles(counts, ranges, values[0]))
         gathered = pieces[0]
         for piece in pieces[1:]:
