@@ -387,6 +387,9 @@ def test_keysplit_run_takes_ones_own_file(spark, tmp_path, capsys):
                 rf"{label}, run {run} of 2: done in [0-9.]+ s \(routing [0-9.]+ s, ingest [0-9.]+ s, partial", steps
             ), steps
     assert "grouped map: keysplit's apply_grouped, 32 tasks: done in" in steps
+    # The query of a window feeding a median, rewritten by optimize beside Spark's plan.
+    assert re.search(r"optimize\(query\) +wall +[0-9.]+ s .*results equal: yes", output), output
+    assert "optimize: 2 of 2 keyed operators rewritten" in output
     assert "done in" not in output
     assert {"run.html", "run.png", "grouped.png"} <= {p.name for p in (tmp_path / "run").iterdir()}
 

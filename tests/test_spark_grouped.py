@@ -623,6 +623,8 @@ def test_the_one_line_migrations_equal_apply_in_pandas(spark, zipf_frame, zipf_d
         skewed(zipf_frame).groupBy("key").applyInPandas(top3, TOP3)
     with pytest.raises(ConfigError, match="one key column"):
         skewed(zipf_frame).groupBy("key", "value").applyInPandas(top3, TOP3, merge=top3_merge)
+    with pytest.raises(ConfigError, match="applyInPandas does not read min_skew=2"):
+        skewed(zipf_frame, min_skew=2).groupBy("key").applyInPandas(top3, TOP3, merge=top3_merge)
 
 
 def test_the_deprecated_twin_warns_and_gives_the_same_report(spark, zipf_frame, two_pass):

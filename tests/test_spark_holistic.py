@@ -138,8 +138,21 @@ def test_mode_is_a_most_frequent_value_and_spark_s_where_there_is_no_tie(frame):
 
 def test_several_keys_and_the_front(frame):
     columns = [F.median("x"), F.percentile("t", [0.2, 0.8]), F.mode("t", True), F.count_distinct("s", "t")]
-    ours = skewed(frame, workers=WORKERS).groupBy("k", "g").agg(*columns)
-    _assert_equal(ours, frame.groupBy("k", "g").agg(*columns))
+    _assert_equal(holistic_agg(frame, ["k", "g"], *columns, workers=WORKERS), frame.groupBy("k", "g").agg(*columns))
+    # The front, from statistics gathered when called: key 0's half of the rows is 4 mean tasks'
+    # of 8, over a guard of 2. Its report names the key it split. Specs and PySpark's dict form
+    # go with Columns, named as Spark names them, and with several keys.
+    report: Report[HolisticReport] = Report()
+    ours = skewed(frame, workers=WORKERS, min_skew=2).groupBy("k").agg(*columns, "sum(t)", report=report)
+    _assert_equal(ours, frame.groupBy("k").agg(*columns, F.sum("t")))
+    assert 0 in report.get.hot["k"].to_list() and report.get.left_to_spark is None
+    several = skewed(frame, workers=WORKERS, min_skew=2).groupBy("k", "g").agg(*columns, {"t": "sum"})
+    _assert_equal(several, frame.groupBy("k", "g").agg(*columns, F.sum("t")))
+    # Under the default guard (5 mean tasks) Spark's own aggregate runs, and the report says why.
+    kept: Report[HolisticReport] = Report()
+    spark_own = skewed(frame, workers=WORKERS).groupBy("k").agg(F.median("x"), {"t": "max"}, report=kept)
+    _assert_equal(spark_own, frame.groupBy("k").agg(F.median("x"), F.max("t")))
+    assert kept.get.hot.height == 0 and kept.get.left_to_spark.startswith("below threshold")
 
 
 @pytest.fixture(scope="module")
@@ -258,13 +271,15 @@ def test_bad_input_is_refused_before_any_job(frame):
         holistic_agg(frame, "k", "median(x)")
     with pytest.raises(ConfigError, match="workers"):
         holistic_agg(frame, "k", F.median("x"), workers=0)
-    with pytest.raises(ConfigTypeError, match="not both"):
-        skewed(frame).groupBy("k").agg(F.median("x"), "sum(t)")
+    with pytest.raises(ConfigError, match="agg does not read grouper='pkg'"):
+        skewed(frame, grouper="pkg").groupBy("k").agg(F.median("x"))
+    with pytest.raises(ConfigError, match="min_skew"):
+        skewed(frame, min_skew=0.5)
     clash = frame.withColumnRenamed("g", "__keysplit_h_g")
     with pytest.raises(ConfigError, match="keysplit's own"):
         holistic_agg(clash, "k", F.median("x"))
-    with pytest.raises(ConfigError, match="one key column"):
-        skewed(frame).groupBy("k", "g").agg("sum(t)")
+    with pytest.raises(ConfigError, match="at least one aggregate"):
+        skewed(frame).groupBy("k").agg()
 
 
 def test_a_median_that_runs_spark_s_executors_out_of_memory_completes_split():

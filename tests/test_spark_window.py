@@ -22,7 +22,7 @@ from pyspark.sql import Window
 from pyspark.sql import functions as F
 
 from keysplit import ConfigError, ConfigTypeError
-from keysplit.spark import Report, skewed, window
+from keysplit.spark import Report, WindowSplitReport, skewed, window
 from keysplit.spark.window_spec import MAX_REACH
 
 ROWS = 40_000
@@ -238,12 +238,30 @@ def test_a_string_order_and_a_date_order_with_nulls_last(frame):
 
 
 def test_a_replaced_column_keeps_its_place_and_the_skewed_front_is_the_same_verb(frame):
+    # The front, from statistics gathered when called: key 0's half of the rows is 4 mean
+    # tasks' of 8, over a guard of 2; its report names the key it cut.
     w = Window.partitionBy("k").orderBy("t")
     columns = {"x": F.sum("x").over(w), "after": F.rank().over(w)}
-    assert_same_window(skewed(frame, workers=WORKERS).withColumns(columns), frame.withColumns(columns))
-    assert_same_window(
-        skewed(frame, workers=WORKERS).withColumn("x", F.max("x").over(w)), frame.withColumn("x", F.max("x").over(w))
-    )
+    front = skewed(frame, workers=WORKERS, min_skew=2)
+    report: Report[WindowSplitReport] = Report()
+    assert_same_window(front.withColumns(columns, report=report), frame.withColumns(columns))
+    assert 0 in report.get.hot["k"].to_list() and report.get.left_to_spark is None
+    assert_same_window(front.withColumn("x", F.max("x").over(w)), frame.withColumn("x", F.max("x").over(w)))
+    # Columns over several windows, and a plain one, as Spark's withColumns takes them.
+    by_s = Window.partitionBy("s").orderBy("u")
+    several = {
+        "run": F.sum("x").over(w),
+        "n": F.row_number().over(by_s),
+        "twice": F.col("u") * 2,
+        "r": F.rank().over(w),
+    }
+    assert_same_window(front.withColumns(several), frame.withColumns(several))
+    with pytest.raises(ConfigError, match="one window's figures"):
+        front.withColumns(several, report=Report())
+    # Under the default guard (5 mean tasks) Spark's own window runs, and the report says why.
+    kept: Report[WindowSplitReport] = Report()
+    assert_same_window(skewed(frame, workers=WORKERS).withColumns(columns, report=kept), frame.withColumns(columns))
+    assert kept.get.hot.height == 0 and kept.get.left_to_spark.startswith("below threshold")
 
 
 def test_partition_by_expressions_and_several_keys(frame):
@@ -325,7 +343,7 @@ def test_the_salting_recipe_gets_a_running_sum_wrong_and_window_does_not(frame):
 
 
 def test_the_report_gives_the_hot_keys_chunks_exactly(frame):
-    from keysplit.spark import Report, WindowSplitReport
+    from keysplit.spark import Report
 
     report: Report[WindowSplitReport] = Report()
     w = Window.partitionBy("k").orderBy("t")

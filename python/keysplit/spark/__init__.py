@@ -8,7 +8,9 @@ merge=m)`` is ``apply_grouped()``, a lazy grouped map with the hot keys split, a
 final phases; ``skewed(left).join(right, on, how)`` is ``join()``, Spark's equi-join with the
 hot keys of either side split over a grid of tasks; ``.agg(F.median("v"), ...)`` of
 Columns is ``holistic_agg()``, Spark's aggregate with a hot key's exact median,
-percentiles, mode and distinct values split. ``apply_operator()`` runs a stateful operator per worker over its substream,
+percentiles, mode and distinct values split. ``optimize(df)`` rewrites every keyed operator
+of a query that will straggle (joins, holistic aggregates, windows) with those plans, from
+statistics gathered once, and leaves the rest of the plan as Spark's own. ``apply_operator()`` runs a stateful operator per worker over its substream,
 in arrival order, then merges; ``stream_aggregate()`` runs the aggregation in Structured
 Streaming, its grouper state in Spark's state store; ``route()`` routes a DataFrame
 lazily; ``hot_keys()`` finds the heavy hitters. Every verb picks its session by one rule
@@ -38,6 +40,8 @@ from keysplit.spark.hot_keys import hot_keys
 from keysplit.spark.ingest import DEFAULT_BATCH_ROWS, INGEST_PATHS, IngestOptions
 from keysplit.spark.join import JoinReport, join
 from keysplit.spark.operator import Operator, apply_operator, windowed_count
+from keysplit.spark.optimize import OperatorDecision, OptimizeReport, optimize
+from keysplit.spark.options import SkewOptions
 from keysplit.spark.report import ObservationMismatch, Report, ReportPendingError, RunReport, WindowReport
 from keysplit.spark.routing import ExecutorSetupError, check_executors, package_archive, route, ship_keysplit
 from keysplit.spark.session import EmbeddedServer, Session, SparkConnectError, redact, session
@@ -58,10 +62,13 @@ __all__ = [
     "JoinReport",
     "ObservationMismatch",
     "Operator",
+    "OperatorDecision",
+    "OptimizeReport",
     "Report",
     "ReportPendingError",
     "RunReport",
     "Session",
+    "SkewOptions",
     "SkewedFrame",
     "SkewedGroupedData",
     "SparkConnectError",
@@ -73,6 +80,7 @@ __all__ = [
     "apply_grouped",
     "apply_grouped_with_report",
     "apply_operator",
+    "optimize",
     "check_executors",
     "holistic_agg",
     "hot_keys",

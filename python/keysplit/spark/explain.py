@@ -52,6 +52,7 @@ from keysplit.spark.intake import RUN_SETTINGS, run_settings, session_for, shuff
 from keysplit.spark.join import broadcast_side, join_key_type
 from keysplit.spark.keyed_plan import KeyedOperator, keyed_operators
 from keysplit.spark.shuffle_bytes import partition_widths
+from keysplit.spark.statistics import estimated_rows
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -373,18 +374,6 @@ def _schema(handle: Session, frame: DataFrame) -> Any:
     return handle.call("reading the schema", lambda: frame.schema)
 
 
-def _estimated_rows(handle: Session, frame: DataFrame) -> float | None:
-    """Spark's plan statistics' rows (or size over an 8-byte row): no job runs."""
-    text = handle.explained(frame, "cost")
-    found = re.search(r"Statistics\(sizeInBytes=([\d.]+)\s*([A-Za-z]*)(?:, rowCount=([\d.E+]+))?", text)
-    if found is None:
-        return None
-    if found.group(3):
-        return float(found.group(3))
-    units = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40, "PiB": 1 << 50, "EiB": 1 << 60}
-    return float(found.group(1)) * units.get(found.group(2), 1) / 8
-
-
 def _value(operator: KeyedOperator) -> Column | None:
     if operator.kind != "aggregate":
         return None
@@ -425,7 +414,7 @@ def _measure(
                 frame = frame.where(reduce(lambda a, b: a & b, [k.isNotNull() for k in keys]))
             if compared is not None:
                 keys = [key.cast(kind) for key, kind in zip(keys, compared, strict=True)]
-            estimated = _estimated_rows(handle, frame)
+            estimated = estimated_rows(handle, frame)
             fraction = 1.0 if estimated is None or estimated <= sample_rows else sample_rows / estimated
             width = _width(_schema(handle, frame))
             picked = F.lit(True) if fraction >= 1 else F.rand(seed & ((1 << 63) - 1)) < F.lit(fraction)

@@ -2,12 +2,6 @@
 
 The migration from Spark's API is one wrapper::
 
-    df.groupBy("k").applyInPandas(f, schema)                        # one task per hot key
-    skewed(df).groupBy("k").applyInPandas(f, schema, merge=m)       # hot keys split, merged
-
-    df.groupBy("k").agg({"v": "sum"})
-    skewed(df).groupBy("k").agg({"v": "sum"})                       # routed by a grouper
-
     df.join(other, "k", "left")
     skewed(df).join(other, "k", "left")                             # hot keys of both sides split
 
@@ -17,31 +11,38 @@ The migration from Spark's API is one wrapper::
     df.groupBy("k").agg(F.median("v"), F.mode("w"))
     skewed(df).groupBy("k").agg(F.median("v"), F.mode("w"))         # hot keys' values split
 
-``skewed(df).groupBy(...).applyInPandas`` is :func:`keysplit.spark.apply_grouped` and
-returns the same lazy DataFrame; ``.agg`` is :func:`keysplit.spark.aggregate` with Spark's
-result column names (``sum(v)``, ``avg(v)``, ``count(1)``). For combinable aggregates
-like these Spark's own ``groupBy`` is already right (it combines map-side, and a hot key
-does not slow it): ``.agg`` is there to see and compare the groupers' routing.
-``skewed(df).join(other, on, how)`` is :func:`keysplit.spark.join`, and
-``skewed(df).withColumns({...})`` of window columns :func:`keysplit.spark.window`, each
-also a lazy DataFrame.
+    df.groupBy("k").applyInPandas(f, schema)                        # one task per hot key
+    skewed(df).groupBy("k").applyInPandas(f, schema, merge=m)       # hot keys split, merged
+
+    skewed(df).optimize()                                           # every operator of df's plan
+
+``.join``, ``.withColumns`` and ``.agg`` gather their statistics when called (one sample of
+each input, as :func:`keysplit.spark.optimize` does) and pass the cost guard: where their
+operator will straggle it is :func:`keysplit.spark.join`'s, :func:`keysplit.spark.window`'s
+or :func:`keysplit.spark.holistic_agg`'s plan, its hot keys held in the plan as literal
+tables; where it will not, Spark's own, with nothing added. Each returns a lazy DataFrame;
+an input that is another keyed operator's output, which cannot be sampled without running
+it, is split by the verb's plan with its sample in the plan. ``applyInPandas`` is
+:func:`keysplit.spark.apply_grouped`. The options travel in one :class:`SkewOptions`; a verb
+given one it does not read says so.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from keysplit._errors import ConfigError, ConfigTypeError
-from keysplit._grouper import DEFAULT_GROUPER
-from keysplit.spark.aggregate import Agg, aggregate
+from keysplit.spark.aggregate import Agg
+from keysplit.spark.columns import column
 from keysplit.spark.explain import explain_skew, skew_table
 from keysplit.spark.grouped import apply_grouped
-from keysplit.spark.holistic import HolisticReport, holistic_agg
-from keysplit.spark.hot_keys import DEFAULT_CAPACITY
-from keysplit.spark.intake import is_spark_frame
-from keysplit.spark.join import JoinReport, join
-from keysplit.spark.window import WindowSplitReport, window
+from keysplit.spark.holistic import HolisticReport, planned_aggregate
+from keysplit.spark.intake import is_spark_frame, session_for
+from keysplit.spark.join import JoinReport, join_type, planned_join
+from keysplit.spark.optimize import OptimizeReport, optimized, split_verb
+from keysplit.spark.options import DEFAULT_CAPACITY, MIN_SKEW, SkewOptions
+from keysplit.spark.window import WindowSplitReport, planned_window
 
 #: The grouped verbs' workers when ``skewed`` is given none.
 DEFAULT_TASK_WORKERS = 32
@@ -54,7 +55,7 @@ if TYPE_CHECKING:
 
     from keysplit._grouper import Grouper, NullPolicy
     from keysplit.spark.grouped import GroupedReport
-    from keysplit.spark.report import Report, RunReport
+    from keysplit.spark.report import Report
     from keysplit.spark.session import Session
 
 # PySpark's names for ``agg({column: function})`` and the aggregate each is here.
@@ -66,17 +67,11 @@ class SkewedFrame:
     """A Spark DataFrame whose keyed verbs split hot keys; made by :func:`skewed`."""
 
     frame: DataFrame
-    workers: int | None = None
-    grouper: Grouper | str | None = None
-    seed: int = 0
-    capacity: int = DEFAULT_CAPACITY
-    order_by: Sequence[str] | str | None = None
-    nulls: NullPolicy = "group"
-    session: Session | SparkSession | None = None
+    options: SkewOptions = field(default_factory=SkewOptions)
 
     def groupBy(self, *columns: str) -> SkewedGroupedData:  # noqa: N802 - PySpark's name
-        """Groups by key columns (names), as ``DataFrame.groupBy``: ``.agg`` of Columns
-        takes several, ``applyInPandas`` and ``.agg`` of specs one."""
+        """Groups by key columns (names), as ``DataFrame.groupBy``: ``.agg`` takes several,
+        ``applyInPandas`` one."""
         if len(columns) == 1 and isinstance(columns[0], (list, tuple)):
             columns = tuple(columns[0])
         if not columns:
@@ -96,28 +91,77 @@ class SkewedFrame:
         *,
         report: Report[JoinReport] | None = None,
     ) -> DataFrame:
-        """``frame.join(other, on, how)`` with the hot keys of both sides split: a lazy
-        DataFrame (:func:`keysplit.spark.join`), sized for ``workers`` tasks (None: the
-        shuffle's partitions)."""
-        return join(
-            self.frame, other, on, how, workers=self.workers, seed=self.seed, session=self.session, report=report
-        )
+        """``frame.join(other, on, how)`` with the hot keys of both sides split where the cost
+        guard finds the join straggling (:func:`keysplit.spark.join`'s plan, its grid from
+        statistics gathered now), else Spark's own join: a lazy DataFrame."""
+        options = self.options.read_by("join", "min_skew")
+        how = join_type(how)
+        if not is_spark_frame(other):
+            raise ConfigTypeError(f"join's right side must be a Spark DataFrame, got {type(other).__name__}")
+        spark_on: Any = on
+        query = self.frame.join(other, spark_on, how)
+
+        def unsplit(handle: Session, why: str) -> DataFrame:
+            planned = planned_join(
+                self.frame, other, on, how, workers=options.workers, seed=options.seed, handle=handle
+            )
+            return planned.unsplit(report, why)
+
+        return split_verb(query, [query], options, report, unsplit)
 
     def withColumns(  # noqa: N802 - PySpark's name
         self, *columns: Mapping[str, Column], report: Report[WindowSplitReport] | None = None
     ) -> DataFrame:
         """``frame.withColumns({name: F.f(...).over(w)})`` with a hot key's window partition
-        cut into ranges: a lazy DataFrame (:func:`keysplit.spark.window`), in ``workers``
-        tasks (None: the shuffle's partitions)."""
+        cut into ranges where the cost guard finds the window straggling
+        (:func:`keysplit.spark.window`'s plan, its cuts from statistics gathered now), else
+        Spark's own window: a lazy DataFrame. Columns over several windows are computed
+        window by window, as Spark's own plan does; ``report`` takes one window's figures."""
         if len(columns) != 1 or not isinstance(columns[0], dict):
             raise ConfigTypeError("withColumns takes one dict of {name: window column}, as PySpark's")
-        return window(self.frame, columns[0], workers=self.workers, seed=self.seed, session=self.session, report=report)
+        options = self.options.read_by("withColumns", "min_skew")
+        handle = session_for(self.frame, options.session)
+        groups, plain = _by_window(columns[0])
+        if report is not None and len(groups) != 1:
+            raise ConfigError(
+                f"report= takes one window's figures, and these columns are over {len(groups)} windows: call "
+                "withColumns once per window, or read them all with keysplit.spark.optimize(df, report=...)"
+            )
+        names = handle.call("reading the schema", lambda: self.frame.columns)
+        replaced = [name for name in columns[0] if name in names]
+        if replaced and len(groups) + bool(plain) > 1:
+            raise ConfigError(
+                f"withColumns over several windows replaces {replaced}, which a later window would then read: "
+                "call withColumns once per window, in the order they read each other"
+            )
+        query, windows = self.frame, []
+        for group in groups:
+            query = query.withColumns(group)
+            windows.append(query)
+        if plain:
+            query = query.withColumns(plain)
+        order = [*names, *[name for name in columns[0] if name not in names]]
+        if query is not windows[-1] or len(groups) > 1:
+            query = query.select(*[column(name) for name in order])
+
+        def unsplit(handle: Session, why: str) -> DataFrame:
+            planned = planned_window(self.frame, groups[0], workers=options.workers, seed=options.seed, handle=handle)
+            return planned.unsplit(report, why)
+
+        return split_verb(query, windows, options, report, unsplit)
 
     def explain_skew(self) -> None:
         """Prints which keyed operators of the frame's plan will straggle and whether Spark
         splits them (``df.explain()``'s habit: printed; :func:`keysplit.spark.explain_skew`
         returns the same as a Polars DataFrame). Runs one measuring job, not the query."""
-        print(skew_table(explain_skew(self.frame, seed=self.seed, session=self.session)))
+        options = self.options.read_by("explain_skew")
+        print(skew_table(explain_skew(self.frame, seed=options.seed, session=options.session)))
+
+    def optimize(self, *, report: Report[OptimizeReport] | None = None) -> DataFrame:
+        """The frame with every keyed operator of its plan that will straggle split
+        (:func:`keysplit.spark.optimize`), with these options."""
+        options = self.options.read_by("optimize", "min_skew")
+        return optimized(self.frame, options, report=report)[0]
 
     def withColumn(  # noqa: N802 - PySpark's name
         self, name: str, col: Column, *, report: Report[WindowSplitReport] | None = None
@@ -125,6 +169,28 @@ class SkewedFrame:
         """``frame.withColumn(name, F.f(...).over(w))`` with a hot key's window partition
         cut into ranges (:meth:`withColumns`)."""
         return self.withColumns({name: col}, report=report)
+
+
+def _by_window(columns: Mapping[str, Column]) -> tuple[list[dict[str, Column]], dict[str, Column]]:
+    """``columns`` grouped by their window (partitioning and ordering), in order, and the
+    columns that are no window function (Spark's own, computed after them)."""
+    from keysplit.spark.expressions import unaliased
+
+    groups: dict[tuple[str, str], dict[str, Column]] = {}
+    plain: dict[str, Column] = {}
+    for name, given in columns.items():
+        expression = unaliased(getattr(given, "_expr", None))
+        if type(expression).__name__ != "WindowExpression":
+            plain[name] = given
+            continue
+        spec = expression._windowSpec
+        groups.setdefault((repr(spec._partitionSpec), repr(spec._orderSpec)), {})[name] = given
+    if not groups:
+        raise ConfigError(
+            "withColumns on a skewed frame splits window columns (F.f(...).over(w)); these are none: "
+            "use the DataFrame's own withColumns"
+        )
+    return list(groups.values()), plain
 
 
 @dataclass(frozen=True)
@@ -160,9 +226,9 @@ class SkewedGroupedData:
                 "applyInPandas on a skewed frame needs merge=: a hot key is split over several workers and "
                 "merge(concat of their outputs) makes its one result (see keysplit.spark.apply_grouped)"
             )
-        options = self.skewed
+        options = self.skewed.options.read_by("applyInPandas", "grouper", "capacity", "order_by", "nulls")
         return apply_grouped(
-            options.frame,
+            self.skewed.frame,
             key=self.key,
             function=func,
             merge=merge,
@@ -177,46 +243,33 @@ class SkewedGroupedData:
             report=report,
         )
 
-    def agg(
-        self, *exprs: Column | str | Mapping[str, str], report: Report[RunReport] | Report[HolisticReport] | None = None
-    ) -> DataFrame:
-        """``groupBy(keys).agg(...)``. Of Columns (``F.median("v")``, ``F.percentile("v",
-        [0.5, 0.99])``, ``F.mode("v")``, ``F.count_distinct("a", "b")``, ``F.collect_set("v")``,
-        or any other aggregate): :func:`keysplit.spark.holistic_agg`, Spark's result with a
-        hot key's holistic aggregates split, lazy. Of PySpark's dict form (``{"v": "sum"}``)
-        or keysplit's specs (``"sum(v)"``, ``"distinct(u)"``): routed by a keysplit grouper
-        (:func:`keysplit.spark.aggregate`; it runs now), the columns named as Spark names
-        them (``sum(v)``, ``avg(w)``, ``count(1)``, ``count(DISTINCT u)``)."""
+    def agg(self, *exprs: Column | str | Mapping[str, str], report: Report[HolisticReport] | None = None) -> DataFrame:
+        """``groupBy(keys).agg(...)``: Spark's aggregate, a lazy DataFrame, with a hot key's
+        holistic aggregates (``F.median("v")``, ``F.percentile("v", [0.5, 0.99])``,
+        ``F.mode("v")``, ``F.count_distinct("a", "b")``, ``F.collect_set("v")``) split where the
+        cost guard finds the aggregate straggling (:func:`keysplit.spark.holistic_agg`'s plan,
+        its cuts from statistics gathered now). Columns, PySpark's dict form (``{"v": "sum"}``)
+        and keysplit's specs (``"sum(v)"``, ``"distinct(u)"``: an exact count of distinct
+        values) alike, the columns named as Spark names them (``sum(v)``, ``avg(w)``,
+        ``count(1)``, ``count(DISTINCT u)``). Combinable aggregates alone are Spark's own
+        ``groupBy``, which is right for them (keysplit.spark.aggregate routes them by a grouper,
+        to compare the groupers)."""
         from pyspark.sql import Column as SparkColumn
 
-        options = self.skewed
-        if any(isinstance(expr, SparkColumn) for expr in exprs):
-            if not all(isinstance(expr, SparkColumn) for expr in exprs):
-                raise ConfigTypeError("agg takes Columns (F.median('v')) or specs ('sum(v)'), not both in one call")
-            return holistic_agg(
-                options.frame,
-                self.keys,
-                *exprs,  # type: ignore[arg-type]
-                workers=options.workers,
-                seed=options.seed,
-                session=options.session,
-                report=report,  # type: ignore[arg-type]
+        options = self.skewed.options.read_by("agg", "min_skew")
+        columns = [expr for expr in exprs if isinstance(expr, SparkColumn)]
+        columns += [_spark_column(agg) for agg in _aggs([e for e in exprs if not isinstance(e, SparkColumn)])]
+        if not columns:
+            raise ConfigError("agg needs at least one aggregate, e.g. F.median('v'), {'v': 'sum'} or 'count'")
+        query = self.skewed.frame.groupBy(*self.keys).agg(*columns)
+
+        def unsplit(handle: Session, why: str) -> DataFrame:
+            planned = planned_aggregate(
+                self.skewed.frame, self.keys, columns, workers=options.workers, seed=options.seed, handle=handle
             )
-        aggs = _aggs(exprs)  # type: ignore[arg-type]
-        grouper = options.grouper if options.grouper is not None else DEFAULT_GROUPER
-        result = aggregate(
-            options.frame,
-            key=self.key,
-            grouper=grouper,
-            aggs=aggs,
-            workers=options.workers if options.workers is not None else DEFAULT_TASK_WORKERS,
-            seed=options.seed,
-            session=options.session,
-            order_by=options.order_by,
-            nulls=options.nulls,
-            report=report,  # type: ignore[arg-type]
-        )
-        return result.select(self.key, *[result[agg.name].alias(_spark_name(agg)) for agg in aggs])
+            return planned.unsplit(report, why)
+
+        return split_verb(query, [query], options, report, unsplit)
 
 
 def _aggs(exprs: Sequence[str | Mapping[str, str]]) -> list[Agg]:
@@ -227,48 +280,62 @@ def _aggs(exprs: Sequence[str | Mapping[str, str]]) -> list[Agg]:
         if isinstance(expr, str):
             specs.append(expr)
         elif isinstance(expr, dict):
-            for column, function in expr.items():
+            for column_name, function in expr.items():
                 if function not in _DICT_FUNCTIONS:
                     raise ConfigError(
-                        f"agg({{{column!r}: {function!r}}}): keysplit aggregates with "
-                        f"{', '.join(sorted(_DICT_FUNCTIONS))}; for another, use Spark's own groupBy"
+                        f"agg({{{column_name!r}: {function!r}}}): the dict form takes "
+                        f"{', '.join(sorted(_DICT_FUNCTIONS))}; for another, pass a Column such as F.{function}(...)"
                     )
-                specs.append(Agg(_DICT_FUNCTIONS[function], column))
+                specs.append(Agg(_DICT_FUNCTIONS[function], None if column_name == "*" else column_name))
         else:
             raise ConfigTypeError(
-                f"agg takes PySpark's dict form ({{'v': 'sum'}}) or specs such as 'sum(v)', got {type(expr).__name__}"
+                f"agg takes Columns, PySpark's dict form ({{'v': 'sum'}}) or specs such as 'sum(v)', got "
+                f"{type(expr).__name__}"
             )
-    return parse_aggs(specs)
+    return parse_aggs(specs) if specs else []
 
 
-def _spark_name(agg: Agg) -> str:
-    """The column Spark names ``agg`` (``groupBy().agg({...})`` and ``F.count_distinct``)."""
+def _spark_column(agg: Agg) -> Column:
+    """``agg`` as Spark's own aggregate, which Spark names as it names the dict form's
+    (``sum(v)``, ``avg(v)``, ``count(1)``) and ``F.count_distinct``'s (``count(DISTINCT v)``)."""
+    from pyspark.sql import functions as F
+
     if agg.column is None:
-        return "count(1)"
+        return F.count(F.lit(1))
     if agg.function == "mean":
-        return f"avg({agg.column})"
+        return F.avg(agg.column)
     if agg.function == "distinct":
-        return f"count(DISTINCT {agg.column})"
-    return f"{agg.function}({agg.column})"
+        return F.count_distinct(agg.column)
+    return getattr(F, agg.function)(agg.column)
 
 
 def skewed(
     frame: DataFrame,
     *,
     workers: int | None = None,
-    grouper: Grouper | str | None = None,
     seed: int = 0,
+    min_skew: float = MIN_SKEW,
+    grouper: Grouper | str | None = None,
     capacity: int = DEFAULT_CAPACITY,
     order_by: Sequence[str] | str | None = None,
     nulls: NullPolicy = "group",
     session: Session | SparkSession | None = None,
 ) -> SkewedFrame:
-    """``frame`` with keysplit behind its keyed verbs: ``skewed(df).groupBy("k")`` then
-    ``.applyInPandas(f, schema, merge=m)`` or ``.agg(...)``. The options are
-    :func:`keysplit.spark.apply_grouped`'s (``grouper=None``: its two-pass plan; ``.agg``
-    then routes with ``"elastic"``). ``workers=None``:
-    each verb's own default, 32 for the grouped verbs, the shuffle's partitions for
-    ``.join``."""
+    """``frame`` with keysplit behind its keyed verbs: ``.join``, ``.withColumns``,
+    ``.groupBy(k).agg(...)``, ``.groupBy(k).applyInPandas(f, schema, merge=m)``,
+    ``.optimize()``, ``.explain_skew()``. The options are :class:`SkewOptions`' (checked
+    here); a verb given one it does not read says so. ``workers=None``: each verb's own
+    default, 32 for ``applyInPandas``, the shuffle's partitions for the others."""
     if not is_spark_frame(frame):
         raise ConfigTypeError(f"skewed wraps a Spark DataFrame, got {type(frame).__name__}")
-    return SkewedFrame(frame, workers, grouper, seed, capacity, order_by, nulls, session)
+    options = SkewOptions(
+        workers=workers,
+        seed=seed,
+        min_skew=min_skew,
+        grouper=grouper,
+        capacity=capacity,
+        order_by=order_by,  # type: ignore[arg-type]
+        nulls=nulls,
+        session=session,
+    )
+    return SkewedFrame(frame, options)

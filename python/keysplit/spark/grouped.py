@@ -68,10 +68,10 @@ from keysplit.spark.group_runner import (
     MergeStage,
     PandasCall,
 )
-from keysplit.spark.hot_keys import DEFAULT_CAPACITY, WHOLE_KEY_PLACED_FROM
+from keysplit.spark.hot_keys import WHOLE_KEY_PLACED_FROM
 from keysplit.spark.ingest import IngestOptions, choose_path, to_spark
 from keysplit.spark.intake import is_spark_frame, run_settings, session_for
-from keysplit.spark.options import make_grouper, order_columns, require_key, require_task_workers
+from keysplit.spark.options import DEFAULT_CAPACITY, make_grouper, order_columns, require_key, require_task_workers
 from keysplit.spark.placement import COUNT, SLICE, TOTAL, Placer
 from keysplit.spark.report import Report, observed, observed_rows
 from keysplit.spark.routing import require_key_type, route_on_executors

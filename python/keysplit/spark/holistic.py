@@ -53,6 +53,7 @@ from keysplit.spark.intake import is_spark_frame, session_for, shuffle_partition
 from keysplit.spark.options import require_task_workers
 from keysplit.spark.report import Report, observed, observed_rows
 from keysplit.spark.sampled import SAMPLED, candidate_cuts, cuts_of, hot_in_sample
+from keysplit.spark.statistics import KEY_HASH, InputSample, SampleRequest, cut_rows
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -157,6 +158,8 @@ class SkewAggregate:
     target: StructType
     #: Each percentile column's levels, in order (column → levels).
     levels: dict[str, tuple[float, ...]] = field(default_factory=dict)
+    #: The fraction of the rows the hot keys are found from.
+    sample_fraction: float = SAMPLE_FRACTION
 
     @property
     def ranked(self) -> list[str]:
@@ -213,6 +216,83 @@ class SkewAggregate:
         entry = F.struct(_KEY_HASH, *cuts)
         entries = hot.select(entry.alias(_ENTRY)).agg(F.array_sort(F.collect_list(_ENTRY)).alias(_ENTRIES))
         return entries.filter(F.size(_ENTRIES) > 0)
+
+    def unsplit(self, report: Report[HolisticReport] | None, why: str) -> DataFrame:
+        """Spark's own aggregate (the cost guard keeps it: ``why``), the input's rows counted
+        as they pass when a report is asked for; no key is split."""
+        spark_own = [output.expression for output in self.outputs]
+        if report is None:
+            return self.frame.groupBy(*self.keys).agg(*spark_own)
+        from pyspark.sql import functions as F
+        from pyspark.sql.connect.observation import Observation
+
+        observation: Any = Observation()
+        hot = pl.DataFrame(schema={**dict.fromkeys(self.keys, pl.Null), "rows": pl.Int64})
+
+        def read() -> HolisticReport | None:
+            seen = observed(observation)
+            if not seen:
+                return None
+            return HolisticReport(
+                workers=self.workers,
+                rows=int(seen["rows"]),
+                sample_fraction=self.sample_fraction,
+                hot=hot,
+                split={output.name: f"Spark's own aggregate: {why}" for output in self.outputs},
+                left_to_spark=why,
+            )
+
+        report.bind(read)
+        counted = self.frame.observe(observation, F.count(F.lit(1)).alias("rows"))
+        return counted.groupBy(*self.keys).agg(*spark_own)
+
+    def sample_request(self) -> SampleRequest:
+        """What :mod:`.statistics` samples for this aggregate: its key hash and counted columns."""
+        sampled = dict.fromkeys([*self.keys, *(name for values in self.counted for name in values)])
+        return SampleRequest(self.prepared(), self.key_hash(), tuple(column(name) for name in sampled), self.keys)
+
+    def measured_entries(self, handle: Session, sample: InputSample) -> DataFrame | None:
+        """:meth:`hot_entries` computed here from ``sample`` (:mod:`.statistics`) by the same
+        rules (the distinct values of a key's sample counted exactly), as a literal table: the
+        plan then has no sampling stage. None when no key is hot."""
+        import pyarrow as pa
+
+        hot = sample.hot(self.workers)
+        rows = sample.rows.with_row_index(_ENTRY).filter(pl.col(KEY_HASH).is_in(hot[KEY_HASH].implode()))
+        if self.counted:
+            spread = rows.group_by(KEY_HASH).agg(
+                pl.max_horizontal(*[pl.struct(list(values)).n_unique() for values in self.counted]).alias(_DISTINCT)
+            )
+            hot = hot.join(spread, on=KEY_HASH, how="left").filter(pl.col(_DISTINCT) * REPEATS >= pl.col("sampled"))
+        if hot.height == 0:
+            return None
+        cuts: dict[int, list[list[Any]]] = {}
+        for name in self.ranked:
+            # A ranked column's non-null values, ascending: its nulls are not counted.
+            ordered = rows.filter(pl.col(name).is_not_null() & pl.col(KEY_HASH).is_in(hot[KEY_HASH].implode()))
+            ordered = ordered.sort([KEY_HASH, name], maintain_order=True)
+            found = {int(h): group[_ENTRY] for (h,), group in ordered.group_by(KEY_HASH, maintain_order=True)}
+            for key_hash in hot[KEY_HASH]:
+                positions = found.get(int(key_hash))
+                picked = [] if positions is None else positions.gather(cut_rows(positions.len(), BUCKETS)).to_list()
+                values = sample.table.column(name).take(pa.array(picked, pa.int64())).to_pylist()
+                cuts.setdefault(int(key_hash), []).append(values)
+        types = [sample.table.schema.field(name).type for name in self.ranked]
+        entry = pa.struct(
+            [
+                pa.field(_KEY_HASH, pa.int64()),
+                *[pa.field(_cuts(name), pa.list_(kind)) for name, kind in zip(self.ranked, types, strict=True)],
+            ]
+        )
+        entries = [
+            {
+                _KEY_HASH: int(h),
+                **{_cuts(name): values for name, values in zip(self.ranked, cuts.get(int(h), []), strict=True)},
+            }
+            for h in hot[KEY_HASH].sort()
+        ]
+        table = pa.table({_ENTRIES: pa.array([entries], pa.list_(entry))})
+        return handle.call("making the hot keys' table", lambda: handle.spark.createDataFrame(table))
 
     def looked_up(self, rows: DataFrame, entries: DataFrame, how: str) -> DataFrame:
         """``rows`` with their key's entry (null for a key not hot; ``how="inner"``: the hot
@@ -387,7 +467,9 @@ class SkewAggregate:
             value = F.coalesce(value, _zero(kind))
         return value
 
-    def plan(self, report: Report[HolisticReport] | None) -> DataFrame:
+    def plan(self, report: Report[HolisticReport] | None, entries: DataFrame | None = None) -> DataFrame:
+        """The lazy plan; its hot keys' ``entries`` as :meth:`measured_entries` made them, or
+        (None) from :meth:`hot_entries`' sample in the plan."""
         from pyspark.sql import functions as F
         from pyspark.sql.connect.observation import Observation
 
@@ -399,7 +481,8 @@ class SkewAggregate:
             return rows.observe(observations[0], F.count(F.lit(1)).alias("rows"))
 
         prepared = self.prepared()
-        entries = self.hot_entries(prepared)
+        if entries is None:
+            entries = self.hot_entries(prepared)
         hot = self.looked_up(prepared, entries, "inner")
         pieces: list[DataFrame] = []
         by_spark = [(i, output) for i, output in enumerate(self.outputs) if output.function == "spark"]
@@ -445,18 +528,23 @@ class SkewAggregate:
         return result
 
     def report(self, observations: tuple[Any, Any]) -> HolisticReport | None:
-        seen = observed(observations[0])
-        if not seen:
+        seen, gathered = observed(observations[0]), observed(observations[1])
+        # Where every key is hot the keys not hot are no row, and adaptive execution drops
+        # their branch with what it observes: none of them, then.
+        if not seen and not gathered:
             return None
+        seen = seen or {"rows": 0}
         names = [*self.keys, "rows"]
-        hot = observed_rows(observed(observations[1]).get("hot", []), [*self.keys, _ROWS], names, {"rows": pl.Int64})
+        hot = observed_rows(gathered.get("hot", []), [*self.keys, _ROWS], names, {"rows": pl.Int64})
         hot = hot.sort("rows", descending=True)
         split = {
             output.name: (output.function if output.function != "spark" else f"Spark's own aggregate: {output.why}")
             for output in self.outputs
         }
         rows = int(seen["rows"]) + int(hot["rows"].sum())
-        return HolisticReport(workers=self.workers, rows=rows, sample_fraction=SAMPLE_FRACTION, hot=hot, split=split)
+        return HolisticReport(
+            workers=self.workers, rows=rows, sample_fraction=self.sample_fraction, hot=hot, split=split
+        )
 
 
 @dataclass(frozen=True)
@@ -472,6 +560,9 @@ class HolisticReport:
     sample_fraction: float
     hot: pl.DataFrame
     split: dict[str, str]
+    #: Why Spark's own aggregate ran instead of keysplit's (the cost guard's rule, with its
+    #: figures), or None when keysplit's plan ran.
+    left_to_spark: str | None = None
 
 
 def _zero(kind: DataType) -> Column:
@@ -625,6 +716,20 @@ def holistic_agg(
             raise ConfigTypeError(
                 f"holistic_agg takes aggregate columns (F.median('v'), F.mode('v'), ...), got {type(given).__name__}"
             )
+    planned = planned_aggregate(frame, names, columns, workers=workers, seed=seed, handle=handle)
+    return planned.plan(report)
+
+
+def planned_aggregate(
+    frame: DataFrame,
+    names: tuple[str, ...],
+    columns: Sequence[Column],
+    *,
+    workers: int | None,
+    seed: int,
+    handle: Session,
+) -> SkewAggregate:
+    """:func:`holistic_agg`'s plan's parts from its checked arguments (no Spark job runs)."""
     seed = require_seed(seed)
     workers = require_task_workers(shuffle_partitions(handle) if workers is None else require_workers(workers))
     schema = handle.call("reading the schema", lambda: frame.schema)
@@ -648,5 +753,4 @@ def holistic_agg(
     )
     kinds = {f.name: f.dataType for f in [*schema.fields, *copied]}
     outputs, levels = _outputs(columns, target.names[len(names) :], kinds, arguments)
-    planned = SkewAggregate(frame, names, tuple(outputs), tuple(copies), workers, seed, target, levels)
-    return planned.plan(report)
+    return SkewAggregate(frame, names, tuple(outputs), tuple(copies), workers, seed, target, levels)

@@ -27,6 +27,7 @@ import polars as pl
 from keysplit._checks import require_workers
 from keysplit._errors import ConfigError, ConfigTypeError
 from keysplit.spark.intake import session_for
+from keysplit.spark.options import DEFAULT_CAPACITY
 from keysplit.spark.placement import least_loaded
 from keysplit.spark.routing import require_key_type
 
@@ -44,8 +45,6 @@ if TYPE_CHECKING:
 #: which placing the commonest of many small keys barely changes. A few keys of a quarter to
 #: a whole mean load each, hashed onto one worker, do make one (Zipf's words: 2.6x the mean).
 WHOLE_KEY_PLACED_FROM = 4
-#: Counters per partition unless asked otherwise: at most N/4097 rows of error per key.
-DEFAULT_CAPACITY = 4096
 #: The sample the plans of ``join`` and ``window`` find their hot keys from, in the plan: a
 #: key of a mean task's share of 10^6 rows over 32 tasks is seen about 600 times, with a
 #: 95 % bound of ±8 %.

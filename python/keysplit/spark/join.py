@@ -82,10 +82,13 @@ from keysplit.spark.join_grid import (
     LocalTop,
 )
 from keysplit.spark.report import Report, observed, observed_rows
+from keysplit.spark.statistics import KEY_HASH as SAMPLED_HASH
+from keysplit.spark.statistics import InputSample, SampleRequest
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
+    import pyarrow as pa
     from pyspark.sql import Column, DataFrame, SparkSession
     from pyspark.sql.types import DataType, StructType
 
@@ -291,9 +294,18 @@ class JoinReport:
     sample_fraction: float
     hot: pl.DataFrame = field(default_factory=pl.DataFrame)
     broadcast: str | None = None
+    #: Why Spark's own join ran instead of keysplit's (the cost guard's rule, with its
+    #: figures), or None when keysplit's plan ran.
+    left_to_spark: str | None = None
 
     def __repr__(self) -> str:
-        plan = f"Spark broadcasts the {self.broadcast} side" if self.broadcast else f"{self.hot.height} hot keys"
+        plan = (
+            f"Spark broadcasts the {self.broadcast} side"
+            if self.broadcast
+            else "Spark's own join"
+            if self.left_to_spark
+            else f"{self.hot.height} hot keys"
+        )
         return (
             f"JoinReport(how={self.how!r}, {plan}, rows {self.left_rows:,} + "
             f"{self.right_rows:,}, copied {self.rows_copied:,}, {self.partitions} partitions)"
@@ -318,6 +330,12 @@ class SkewJoin:
     #: The split join whose output is this one's left side, when this join can keep that
     #: one's cells (:meth:`_chained`).
     prior: SkewJoin | None = None
+    #: The side Spark's own plan broadcasts (then no key moves, and Spark's join is kept).
+    broadcast: str | None = None
+    #: The fraction of each side's rows the hot keys are found from.
+    sample_fraction: float = SAMPLE_FRACTION
+    #: ``on`` as the caller gave it, for Spark's own join.
+    on: Any = None
     #: Set by :meth:`plan`: the grid table and the joined rows (keys and cell columns kept),
     #: for a join chained on this one.
     table: DataFrame | None = field(default=None, init=False)
@@ -470,7 +488,106 @@ class SkewJoin:
         local = counts.mapInArrow(LocalTop(tuple(keys), self.workers * WHOLE_KEY_PLACED_FROM + 1), summaries)
         return local.repartition(1).mapInArrow(task, schema)
 
-    def plan(self, report: Report[JoinReport] | None) -> DataFrame:
+    def unsplit(self, report: Report[JoinReport] | None, why: str | None = None) -> DataFrame:
+        """Spark's own join (where its plan broadcasts a side, or the cost guard keeps it:
+        ``why``), each side's rows counted as they pass when a report is asked for."""
+        if report is None:
+            return self.left.join(self.right, self.on, self.how)
+        from pyspark.sql import functions as F
+        from pyspark.sql.connect.observation import Observation
+
+        observations = [Observation(), Observation()]
+
+        def counted(side: DataFrame, names: Sequence[str], observation: Any) -> DataFrame:
+            return side.observe(observation, F.count(F.when(_keys_present(names), F.lit(1))).alias("rows"))
+
+        def read() -> JoinReport | None:
+            sides = [observed(observation) for observation in observations]
+            if not all(sides):
+                return None
+            return JoinReport(
+                how=self.how,
+                partitions=self.partitions,
+                workers=self.workers,
+                left_rows=int(sides[0]["rows"]),
+                right_rows=int(sides[1]["rows"]),
+                rows_copied=0,
+                sample_fraction=0.0 if self.broadcast else self.sample_fraction,
+                broadcast=self.broadcast,
+                left_to_spark=why,
+            )
+
+        report.bind(read)
+        left = counted(self.left, self.keys.left, observations[0])
+        return left.join(counted(self.right, self.keys.right, observations[1]), self.on, self.how)
+
+    def sample_requests(self, fraction: float) -> list[SampleRequest]:
+        """What :mod:`.statistics` samples for this join, each side at ``fraction``: its rows
+        with no null key, their key hash and keys (a semi or anti join's left side only)."""
+        keys = tuple(column(_key(j)) for j in range(len(self.key_types)))
+        sides = ["left"] if self.existence else ["left", "right"]
+        names = tuple(_key(j) for j in range(len(self.key_types)))
+        return [
+            SampleRequest(self._side(side), self.key_hash(), keys, names, self.present(), fraction) for side in sides
+        ]
+
+    def measured_grid(self, samples: Sequence[InputSample]) -> pa.Table | None:
+        """:meth:`grid` computed here from both sides' ``samples`` (:mod:`.statistics`) by the
+        same tasks (:class:`LocalTop`, :class:`JoinGrid`), for :meth:`plan` to hold as a literal
+        table: the plan then has no sampling stage. None when no key is given a cell (Spark's
+        own join is then right)."""
+        import pyarrow as pa
+
+        keys = [_key(j) for j in range(len(self.key_types))]
+        fraction = samples[0].fraction
+        counted = []
+        for sample, name in zip(samples, (LEFT_ROWS, RIGHT_ROWS), strict=False):
+            counts = sample.rows.group_by(SAMPLED_HASH, *keys).agg(pl.len().alias(name))
+            counted.append(counts)
+        both = counted[0]
+        if len(counted) == 2:
+            both = both.join(counted[1], on=[SAMPLED_HASH, *keys], how="full", coalesce=True)
+        else:
+            both = both.with_columns(pl.lit(0).alias(RIGHT_ROWS))
+        estimated = [
+            (pl.col(name).fill_null(0) / fraction).round().cast(pl.Int64).alias(name)
+            for name in (LEFT_ROWS, RIGHT_ROWS)
+        ]
+        both = both.with_columns(estimated)
+        output = (
+            pl.lit(0.0)
+            if self.existence
+            else pl.max_horizontal(pl.col(LEFT_ROWS), 1).cast(pl.Float64) * pl.max_horizontal(pl.col(RIGHT_ROWS), 1)
+        )
+        both = both.with_columns((pl.col(LEFT_ROWS) + pl.col(RIGHT_ROWS) + output).cast(pl.Float64).alias(WORK))
+        types = samples[0].table.schema
+        counts = pa.Table.from_arrays(
+            [
+                both[SAMPLED_HASH].to_arrow().cast(pa.int64()),
+                *[both[name].to_arrow().cast(types.field(name).type) for name in keys],
+                both[LEFT_ROWS].to_arrow().cast(pa.int64()),
+                both[RIGHT_ROWS].to_arrow().cast(pa.int64()),
+                both[WORK].to_arrow().cast(pa.float64()),
+            ],
+            names=[KEY_HASH, *keys, LEFT_ROWS, RIGHT_ROWS, WORK],
+        )
+        top = LocalTop(tuple(keys), self.workers * WHOLE_KEY_PLACED_FROM + 1)
+        task = JoinGrid(
+            tuple(keys),
+            tuple(kind.simpleString() for kind in self.key_types),
+            self.partitions,
+            self.workers,
+            copy_left=not self.existence,
+            fraction=fraction,
+            placed_from=WHOLE_KEY_PLACED_FROM,
+        )
+        grid = pa.Table.from_batches(list(task(top(iter(counts.to_batches())))))
+        return grid if grid.num_rows > 1 else None
+
+    def plan(self, report: Report[JoinReport] | None, measured: pa.Table | None = None) -> DataFrame:
+        """The lazy plan; its hot keys' grid as :meth:`measured_grid` made it (a literal table
+        in the plan, and in the report as it is), or (None) from :meth:`grid`'s sample in the
+        plan."""
         from pyspark.sql import functions as F
         from pyspark.sql.connect.observation import Observation
 
@@ -478,7 +595,11 @@ class SkewJoin:
             return self._chained(self.prior, report)
         left, right = self._side("left"), self._side("right")
         keys = [_key(j) for j in range(len(self.key_types))]
-        grid = self.grid(left, right)
+        if measured is None:
+            grid = self.grid(left, right)
+        else:
+            literal = self.left.sparkSession.createDataFrame(measured)
+            grid = literal.withColumns({_key(j): column(_key(j)).cast(kind) for j, kind in enumerate(self.key_types)})
         # A row's key is hot when the grid table holds it (joined on the keys: a null key
         # matches nothing, and the totals' row has null keys).
         is_hot = column(GRID_ROWS).isNotNull()
@@ -487,7 +608,7 @@ class SkewJoin:
         # once); each side's rows and copies exactly, as it passes.
         observations: list[Any] = [Observation() for _ in range(4)] if report is not None else []
         tables = [grid, grid]
-        if report is not None:
+        if report is not None and measured is None:
             tables = [self.observed_grid(grid, observations[i]) for i in (0, 1)]
 
         def tagged(side: DataFrame, table: DataFrame, i: int) -> DataFrame:
@@ -516,7 +637,8 @@ class SkewJoin:
 
         left, right = tagged(left, tables[0], 2), tagged(right, tables[1], 3)
         if report is not None:
-            report.bind(lambda: self._report(observations))
+            known = None if measured is None else measured.to_pylist()
+            report.bind(lambda: self._report(observations, known))
 
         def cold_cell(side: str) -> Column:
             """A cold key's row's one cell, 0; a null key's, which never matches, a cell by its
@@ -629,13 +751,16 @@ class SkewJoin:
         names = (*keys, *self.own("left"), *self.own("right"))
         return [column(name).cast(f.dataType) for name, f in zip(names, self.target.fields, strict=True)]
 
-    def _report(self, observations: list[Any]) -> JoinReport | None:
+    def _report(self, observations: list[Any], known: list[dict[str, Any]] | None = None) -> JoinReport | None:
+        """The report from the plan's observations, with the grid's rows ``known`` when it was
+        a literal (observed, a literal table's copies in a plan that reads the join's output
+        several times reported nothing)."""
         sides = [observed(observations[2]), observed(observations[3])]
         if not all(sides):
             return None
         # A grid of no hot key leaves no row to broadcast once its totals' row (of null keys)
         # is filtered out, and Spark then drops the lookup, with its observation.
-        grid = observed(observations[0]) or observed(observations[1])
+        grid = {"grid": known} if known is not None else observed(observations[0]) or observed(observations[1])
         keys = [_key(j) for j in range(len(self.key_types))]
         names = list(self.keys.left)
         rows = observed_rows(
@@ -649,7 +774,7 @@ class SkewJoin:
         if hot.height:
             # The sample's counts are ``n/f`` for ``n`` rows sampled at ``f``: a binomial count,
             # whose 95 % bound is about ``2·√(n·(1 − f))/f`` rows.
-            bound = 2 * (1 - SAMPLE_FRACTION) ** 0.5 / SAMPLE_FRACTION**0.5
+            bound = 2 * (1 - self.sample_fraction) ** 0.5 / self.sample_fraction**0.5
             hot = (
                 hot.unique(names, keep="first", maintain_order=True)
                 .with_columns(
@@ -666,7 +791,7 @@ class SkewJoin:
             left_rows=int(sides[0]["rows"]),
             right_rows=int(sides[1]["rows"]),
             rows_copied=int(sides[0].get("copied", 0)) + int(sides[1]["copied"]),
-            sample_fraction=SAMPLE_FRACTION,
+            sample_fraction=self.sample_fraction,
             hot=hot,
         )
 
@@ -700,8 +825,23 @@ def join(
     for name, frame in (("left", left), ("right", right)):
         if not is_spark_frame(frame):
             raise ConfigTypeError(f"join's {name} side must be a Spark DataFrame, got {type(frame).__name__}")
-    how = join_type(how)
     handle = session_for(left, session)
+    planned = planned_join(left, right, on, how, workers=workers, seed=seed, handle=handle)
+    if planned.broadcast is not None:
+        return planned.unsplit(report)
+    prior = _SPLIT.get(left)
+    if prior is not None and planned.keeps_cells_of(prior):
+        planned.prior = prior
+    result = planned.plan(report)
+    _SPLIT[result] = planned
+    return result
+
+
+def planned_join(
+    left: DataFrame, right: DataFrame, on: Any, how: str, *, workers: int | None, seed: int, handle: Session
+) -> SkewJoin:
+    """:func:`join`'s arguments checked, and its plan's parts (no Spark job runs)."""
+    how = join_type(how)
     if right.sparkSession is not left.sparkSession:
         raise ConfigError("join's sides belong to two Spark sessions; make both in one")
     seed = require_seed(seed)
@@ -725,13 +865,9 @@ def join(
     ]
     partitions = shuffle_partitions(handle)
     workers = partitions if workers is None else require_workers(workers)
-    spark_on: Any = on
-    spark_join = left.join(right, spark_on, how)
+    spark_join = left.join(right, on, how)
     target = handle.call("reading the join's schema", lambda: spark_join.schema)
-    broadcast = broadcast_side(handle, spark_join)
-    if broadcast is not None:
-        return _broadcast_join(left, right, spark_on, keys, how, broadcast, partitions, workers, report)
-    planned = SkewJoin(
+    return SkewJoin(
         left=left,
         right=right,
         keys=keys,
@@ -743,55 +879,9 @@ def join(
         right_schema=right_schema,
         target=target,
         key_types=key_types,
+        broadcast=broadcast_side(handle, spark_join),
+        on=on,
     )
-    prior = _SPLIT.get(left)
-    if prior is not None and planned.keeps_cells_of(prior):
-        planned.prior = prior
-    result = planned.plan(report)
-    _SPLIT[result] = planned
-    return result
-
-
-def _broadcast_join(
-    left: DataFrame,
-    right: DataFrame,
-    on: Any,
-    keys: JoinKeys,
-    how: str,
-    broadcast: str,
-    partitions: int,
-    workers: int,
-    report: Report[JoinReport] | None,
-) -> DataFrame:
-    """Spark's own join, whose plan broadcasts ``broadcast``; each side's rows counted as
-    they pass when a report is asked for."""
-    if report is None:
-        return left.join(right, on, how)
-    from pyspark.sql import functions as F
-    from pyspark.sql.connect.observation import Observation
-
-    observations = [Observation(), Observation()]
-
-    def counted(side: DataFrame, names: Sequence[str], observation: Any) -> DataFrame:
-        return side.observe(observation, F.count(F.when(_keys_present(names), F.lit(1))).alias("rows"))
-
-    def read() -> JoinReport | None:
-        sides = [observed(observation) for observation in observations]
-        if not all(sides):
-            return None
-        return JoinReport(
-            how=how,
-            partitions=partitions,
-            workers=workers,
-            left_rows=int(sides[0]["rows"]),
-            right_rows=int(sides[1]["rows"]),
-            rows_copied=0,
-            sample_fraction=0.0,
-            broadcast=broadcast,
-        )
-
-    report.bind(read)
-    return counted(left, keys.left, observations[0]).join(counted(right, keys.right, observations[1]), on, how)
 
 
 #: Each DataFrame :func:`join` returned, with its plan: a join on its output may keep its cells.

@@ -103,7 +103,8 @@ def keyed_operators(frame: DataFrame) -> list[KeyedOperator]:
     return found
 
 
-def _frame(plan: Any, session: Any) -> DataFrame:
+def plan_frame(plan: Any, session: Any) -> DataFrame:
+    """A DataFrame of a client plan node."""
     from pyspark.sql.connect.dataframe import DataFrame as ConnectFrame
 
     return ConnectFrame(plan, session)
@@ -143,7 +144,7 @@ def _visit(
     kind = type(node).__name__
     operator = _operator(node, session)
     if operator is not None:
-        operator.frame = _frame(node, session)
+        operator.frame = plan_frame(node, session)
         if above is not None and operator.output_keys is not None and set(operator.output_keys) <= set(above[1]):
             operator.consumer = above[0]
         children = [node.left, node.right] if kind == "Join" else [node._child] if operator.inputs else []
@@ -158,7 +159,7 @@ def _visit(
         return operator
     if kind in _PASS_THROUGH and getattr(node, "_child", None) is not None:
         return _visit(node._child, session, above, found)
-    for child in _children(node):
+    for child in plan_children(node):
         _visit(child, session, None, found)
     return None
 
@@ -169,14 +170,15 @@ def _first_keyed(node: Any, session: Any) -> KeyedOperator | None:
     operator = _operator(node, session)
     if operator is not None:
         return operator
-    for child in _children(node):
+    for child in plan_children(node):
         below = _first_keyed(child, session)
         if below is not None:
             return below
     return None
 
 
-def _children(node: Any) -> list[Any]:
+def plan_children(node: Any) -> list[Any]:
+    """A client plan node's inputs."""
     from pyspark.sql.connect.plan import LogicalPlan
 
     kids = [getattr(node, "_child", None), getattr(node, "left", None), getattr(node, "right", None)]
@@ -209,7 +211,7 @@ def _operator(node: Any, session: Any) -> KeyedOperator | None:
         return KeyedOperator(
             "aggregate",
             f"groupBy({', '.join(names)}).agg({aggregates})",
-            [_frame(node._child, session)],
+            [plan_frame(node._child, session)],
             [keys],
             [names],
             functions=functions,
@@ -222,7 +224,7 @@ def _operator(node: Any, session: Any) -> KeyedOperator | None:
         return KeyedOperator(
             "aggregate",
             f"dropDuplicates({list(names)})",
-            [_frame(node._child, session)],
+            [plan_frame(node._child, session)],
             [[col(n) for n in names]],
             [names],
             functions=[("first", None)],
@@ -244,7 +246,7 @@ def _operator(node: Any, session: Any) -> KeyedOperator | None:
             return KeyedOperator(
                 "window",
                 f"window partitionBy({', '.join(names)}): {described}",
-                [_frame(node._child, session)],
+                [plan_frame(node._child, session)],
                 [keys],
                 [names],
                 functions=functions,
@@ -262,7 +264,7 @@ def _operator(node: Any, session: Any) -> KeyedOperator | None:
         return KeyedOperator(
             "stateful" if stateful else "grouped map",
             f"groupBy({', '.join(names)}).{verb}(...)",
-            [_frame(node._child, session)],
+            [plan_frame(node._child, session)],
             [keys],
             [names],
             call=f"skewed(df).groupBy({', '.join(map(repr, names))}).applyInPandas(f, schema, merge=...)",
@@ -289,7 +291,7 @@ def _join(node: Any, session: Any) -> KeyedOperator | None:
     name = proto.Join.JoinType.Name(node.how).removeprefix("JOIN_TYPE_").lower() if node.how else "inner"
     if node.on is None or name in ("cross", "unspecified"):
         return None
-    left, right = _frame(node.left, session), _frame(node.right, session)
+    left, right = plan_frame(node.left, session), plan_frame(node.right, session)
     how = join_type(name)
     from pyspark.sql.connect.functions import col
 
@@ -334,5 +336,5 @@ def watermark_columns(frame: DataFrame) -> list[str]:
         node = pending.pop(0)
         if type(node).__name__ == "WithWatermark":
             found.append(node._event_time)
-        pending.extend(_children(node))
+        pending.extend(plan_children(node))
     return found

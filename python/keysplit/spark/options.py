@@ -3,17 +3,98 @@
 Each verb turns its keyword arguments into these values on entry, so that the layers
 below get checked, typed values: a :class:`~keysplit.Grouper` (from a name, a spec or
 itself), the ``order_by`` columns as a tuple, a window as None, a column or a count.
+:class:`SkewOptions` bundles the options ``skewed(df)`` and ``optimize(df)`` pass to every
+verb they call; a verb given one it does not read says so, instead of dropping it.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, fields
+from typing import TYPE_CHECKING, Any
 
+from keysplit._checks import require_count, require_seed, require_workers
 from keysplit._errors import ConfigError, ConfigTypeError
 from keysplit._grouper import Grouper
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
+
+    from pyspark.sql import SparkSession
+
+    from keysplit._grouper import NullPolicy
+    from keysplit.spark.session import Session
+
+#: The cost guard's factor (:mod:`keysplit.spark.optimize`): an operator whose predicted
+#: hottest task holds at least this many mean tasks' work is split (Spark's own
+#: ``skewedPartitionFactor`` for its join splits).
+MIN_SKEW = 5.0
+#: Space-Saving counters per partition unless asked otherwise: at most N/4097 rows of error
+#: per key.
+DEFAULT_CAPACITY = 4096
+#: Which verbs read each option, for the message of a verb given one it does not read.
+_READERS = {
+    "workers": "every verb",
+    "seed": "every verb",
+    "session": "every verb",
+    "min_skew": "join, withColumns, agg and optimize (the cost guard)",
+    "grouper": "applyInPandas",
+    "capacity": "applyInPandas",
+    "order_by": "applyInPandas",
+    "nulls": "applyInPandas",
+}
+
+
+@dataclass(frozen=True)
+class SkewOptions:
+    """The options of ``skewed(df)``'s verbs and of ``optimize(df)``, checked once.
+
+    ``workers``: the tasks a key's work is measured against and a split key's rows fill
+    (None: each verb's default, the shuffle's partitions; 32 for ``applyInPandas``);
+    ``seed``: the samples' and the hashes' seed; ``min_skew``: the cost guard's factor (an
+    operator is split where its predicted hottest task holds at least that many mean tasks'
+    work; 1 splits every hot key); ``grouper``, ``capacity``, ``order_by``, ``nulls``:
+    ``applyInPandas``'s (:func:`keysplit.spark.apply_grouped`); ``session``: the session to
+    run in (None: the DataFrame's own).
+    """
+
+    workers: int | None = None
+    seed: int = 0
+    min_skew: float = MIN_SKEW
+    grouper: Grouper | str | None = None
+    capacity: int = DEFAULT_CAPACITY
+    order_by: tuple[str, ...] | None = None
+    nulls: NullPolicy = "group"
+    session: Session | SparkSession | None = None
+
+    def __post_init__(self) -> None:
+        if self.workers is not None:
+            require_workers(self.workers)
+        require_seed(self.seed)
+        if isinstance(self.min_skew, bool) or not isinstance(self.min_skew, (int, float)) or not self.min_skew >= 1:
+            raise ConfigError(
+                f"min_skew is a factor of at least 1 (a mean task's work), got {self.min_skew!r}: an operator is "
+                "split where its hottest task would hold at least min_skew mean tasks' work"
+            )
+        if self.grouper is not None and not isinstance(self.grouper, (str, Grouper)):
+            raise ConfigTypeError(f"grouper must be a keysplit.Grouper or a grouper name, got {self.grouper!r}")
+        require_count(self.capacity, "capacity", minimum=1)
+        object.__setattr__(self, "order_by", order_columns(self.order_by))
+        if self.nulls not in ("group", "raise"):
+            raise ConfigError(f"nulls must be 'group' or 'raise', got {self.nulls!r}")
+
+    def read_by(self, verb: str, *names: str) -> SkewOptions:
+        """These options, for ``verb``, which reads ``names``: any other set apart from its
+        default is refused, naming the verbs that read it."""
+        for option in fields(self):
+            if option.name in names or option.name in ("workers", "seed", "session"):
+                continue
+            value: Any = getattr(self, option.name)
+            if value != option.default:
+                raise ConfigError(
+                    f"{verb} does not read {option.name}={value!r}: it is an option of {_READERS[option.name]}; "
+                    f"pass it where it is read, or leave it out of skewed(...) for {verb}"
+                )
+        return self
 
 
 def make_grouper(grouper: Grouper | str, workers: int, seed: int) -> Grouper:

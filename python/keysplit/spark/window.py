@@ -54,6 +54,7 @@ from keysplit.spark.intake import is_spark_frame, session_for, shuffle_partition
 from keysplit.spark.options import require_task_workers
 from keysplit.spark.report import Report, observed, observed_rows
 from keysplit.spark.sampled import SAMPLED, UPPER, candidate_cuts, cuts_of, hot_in_sample
+from keysplit.spark.statistics import KEY_HASH, InputSample, SampleRequest, cut_rows
 from keysplit.spark.window_spec import (
     AGGREGATES,
     ENDS,
@@ -130,6 +131,8 @@ class SkewWindow:
     columns: tuple[tuple[str, Column], ...] = ()
     #: The order expressions' types (for :meth:`sort_key`; empty when no column needs it).
     order_types: tuple[DataType, ...] = ()
+    #: The fraction of the rows the hot keys are found from.
+    sample_fraction: float = SAMPLE_FRACTION
 
     @property
     def parts(self) -> list[str]:
@@ -352,6 +355,97 @@ class SkewWindow:
         # the hot keys' branches when it is empty.
         entries = hot.select(entry.alias(_ENTRY)).agg(F.array_sort(F.collect_list(_ENTRY)).alias(_ENTRIES))
         return entries.filter(F.size(_ENTRIES) > 0)
+
+    def unsplit(self, report: Report[WindowSplitReport] | None, why: str) -> DataFrame:
+        """Spark's own window (the cost guard keeps it: ``why``), the input's rows counted as
+        they pass when a report is asked for; no key is cut."""
+        if report is None:
+            return self.frame.withColumns(dict(self.columns))
+        from pyspark.sql import functions as F
+        from pyspark.sql.connect.observation import Observation
+
+        observation: Any = Observation()
+        names = list(self.request.partition_names)
+        hot = pl.DataFrame(
+            schema={
+                **dict.fromkeys(names, pl.Null),
+                "rows": pl.Int64,
+                "chunks": pl.Int32,
+                "largest_chunk": pl.Int64,
+                "smallest_chunk": pl.Int64,
+            }
+        )
+
+        def read() -> WindowSplitReport | None:
+            seen = observed(observation)
+            if not seen:
+                return None
+            return WindowSplitReport(
+                workers=self.workers,
+                rows=int(seen["rows"]),
+                sample_fraction=self.sample_fraction,
+                hot=hot,
+                left_to_spark=why,
+            )
+
+        report.bind(read)
+        return self.frame.observe(observation, F.count(F.lit(1)).alias("rows")).withColumns(dict(self.columns))
+
+    def sample_request(self) -> SampleRequest:
+        """What :mod:`.statistics` samples for this window: its key hash, partition and order
+        columns."""
+        names = dict.fromkeys([*self.parts, *self.orders])
+        return SampleRequest(self.prepared(), self.key_hash(), tuple(column(name) for name in names), tuple(self.parts))
+
+    def measured_entries(self, handle: Session, sample: InputSample) -> DataFrame | None:
+        """:meth:`hot_entries` computed here from ``sample`` (:mod:`.statistics`) by the same
+        rules, as a literal table: the plan then has no sampling stage. None when no key is hot."""
+        import pyarrow as pa
+
+        hot = sample.hot(self.workers)
+        if hot.height == 0:
+            return None
+        n, c = self.workers, self.candidates
+        # Chunks go round the partitions, hottest key first, as in the plan's own.
+        hot = hot.with_columns(
+            (pl.col("upper") * n / pl.col("upper").sum()).ceil().clip(2, c).cast(pl.Int32).alias(_CHUNKS)
+        ).with_columns(((pl.col(_CHUNKS).cum_sum() - pl.col(_CHUNKS)) % n).cast(pl.Int32).alias(_FIRST_CELL))
+        types = [sample.table.schema.field(name).type for name in self.orders]
+        cuts: dict[int, list[list[Any]]] = {}
+        if self.request.order:
+            # Sorted here, by the window's ordering; the values taken from Spark's own Arrow.
+            ordered = (
+                sample.rows.with_row_index(_POSITION)
+                .filter(pl.col(KEY_HASH).is_in(hot[KEY_HASH].implode()))
+                .sort(
+                    [KEY_HASH, *self.orders],
+                    descending=[False, *[not key.ascending for key in self.request.order]],
+                    nulls_last=[False, *[not key.nulls_first for key in self.request.order]],
+                    maintain_order=True,
+                )
+            )
+            for (key_hash,), group in ordered.group_by(KEY_HASH, maintain_order=True):
+                positions = group[_POSITION].gather(cut_rows(group.height, c)).to_arrow()
+                cuts[int(key_hash)] = [sample.table.column(name).take(positions).to_pylist() for name in self.orders]
+        entries = [
+            {
+                _KEY_HASH: key_hash,
+                _CHUNKS: chunks,
+                _FIRST_CELL: first,
+                **{_cuts(i): values for i, values in enumerate(cuts.get(key_hash, []))},
+            }
+            for key_hash, chunks, first in hot.sort(KEY_HASH).select(KEY_HASH, _CHUNKS, _FIRST_CELL).iter_rows()
+        ]
+        entry = pa.struct(
+            [
+                pa.field(_KEY_HASH, pa.int64()),
+                pa.field(_CHUNKS, pa.int32()),
+                pa.field(_FIRST_CELL, pa.int32()),
+                *[pa.field(_cuts(i), pa.list_(kind)) for i, kind in enumerate(types)],
+            ]
+        )
+        table = pa.table({_ENTRIES: pa.array([entries], pa.list_(entry))})
+        return handle.call("making the hot keys' table", lambda: handle.spark.createDataFrame(table))
 
     def joined_by_key(self, rows: DataFrame, other: DataFrame, how: str, *, by_chunk: bool = False) -> DataFrame:
         """``rows`` joined to ``other`` by the partition values, null-safe (a null key is a
@@ -714,14 +808,17 @@ class SkewWindow:
             quotient = sums.cast("double") / counts.cast("double")
         return F.when(counts > 0, quotient)
 
-    def plan(self, report: Report[WindowSplitReport] | None) -> DataFrame:
+    def plan(self, report: Report[WindowSplitReport] | None, entries: DataFrame | None = None) -> DataFrame:
+        """The lazy plan; its hot keys' ``entries`` as :meth:`measured_entries` made them, or
+        (None) from :meth:`hot_entries`' sample in the plan."""
         from pyspark.sql import functions as F
         from pyspark.sql.connect.observation import Observation
 
         if self.per_key_only:
             return self.per_key(report)
         prepared = self.prepared()
-        entries = self.hot_entries(prepared)
+        if entries is None:
+            entries = self.hot_entries(prepared)
         rows = self.chunked(self.hot_rows(prepared, entries))
         rows = rows.withColumn(_CELL, self.cell()).drop(_KEY_HASH, _CHUNKS, _FIRST_CELL, *self.cut_columns)
         observations: tuple[Any, Any] | None = (Observation(), Observation()) if report is not None else None
@@ -770,7 +867,9 @@ class SkewWindow:
             )
             .sort("rows", descending=True)
         )
-        return WindowSplitReport(workers=self.workers, rows=int(seen["rows"]), sample_fraction=SAMPLE_FRACTION, hot=hot)
+        return WindowSplitReport(
+            workers=self.workers, rows=int(seen["rows"]), sample_fraction=self.sample_fraction, hot=hot
+        )
 
 
 @dataclass(frozen=True)
@@ -786,6 +885,9 @@ class WindowSplitReport:
     rows: int
     sample_fraction: float
     hot: pl.DataFrame
+    #: Why Spark's own window ran instead of keysplit's (the cost guard's rule, with its
+    #: figures), or None when keysplit's plan ran.
+    left_to_spark: str | None = None
 
     @property
     def mean_task_rows(self) -> float:
@@ -881,7 +983,14 @@ def window(
     """
     if not is_spark_frame(frame):
         raise ConfigTypeError(f"window works on a Spark DataFrame, got {type(frame).__name__}")
-    handle = session_for(frame, session)
+    planned = planned_window(frame, columns, workers=workers, seed=seed, handle=session_for(frame, session))
+    return planned.plan(report)
+
+
+def planned_window(
+    frame: DataFrame, columns: Mapping[str, Column], *, workers: int | None, seed: int, handle: Session
+) -> SkewWindow:
+    """:func:`window`'s arguments checked, and its plan's parts (no Spark job runs)."""
     request = window_request(columns)
     seed = require_seed(seed)
     workers = require_task_workers(shuffle_partitions(handle) if workers is None else require_workers(workers))
@@ -895,4 +1004,4 @@ def window(
         orders = [key.expression for key in request.order]
         kinds = handle.call("reading the order's types", lambda: frame.select(*orders).schema)
         planned = replace(planned, order_types=tuple(f.dataType for f in kinds.fields))
-    return planned.plan(report)
+    return planned

@@ -1,0 +1,794 @@
+"""``optimize(df)``: every keyed operator of a query that will straggle, split; the rest of
+the plan left as Spark's own.
+
+It reads the query's Spark Connect plan on the client (:mod:`.keyed_plan`), and for each
+keyed operator it can split (a join, an aggregate with a holistic function, a window over a
+``partitionBy``) builds keysplit's plan for it without running anything. Then, once per
+query, it measures the inputs of those operators (:mod:`.statistics`: one sample of each
+input, every input at once), and decides each operator by one rule, the **cost guard**:
+
+    an operator is rewritten when its predicted hottest task holds at least
+    ``min_skew`` (5, Spark's own ``skewedPartitionFactor``) times a mean task's work:
+    its hottest key's share of the rows (a join's: of the work ``L + R + L·R``, at the
+    counts' 95 % upper bounds) times the tasks.
+
+Below that, Spark's plan loses less to its straggler than keysplit's plan adds: it reads its
+input two to four times (the keys not hot, the hot keys' rows, their totals). The plan is
+rebuilt bottom-up: each operator rewritten is replaced by keysplit's plan for it, its hot
+keys, cuts and grids computed on the client from the sample and put in the plan as literal
+tables, so no sampling stage runs with the query; every other node is Spark's own, and
+where nothing is rewritten ``optimize`` returns ``df`` itself, with nothing added.
+
+An operator whose input is another keyed operator's output (above a join, an aggregate, a
+window on other keys) is not measured: measuring it would run the operator below. It is left
+to Spark and the report says so; split it by hand with the verb the report names
+(``keysplit.spark.join``, ``holistic_agg``, ``window``), whose plan samples in the plan.
+
+Nothing is set on the session and nothing is shipped to the server: it runs wherever Spark
+Connect does.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import time
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
+
+import polars as pl
+
+from keysplit._errors import ConfigError, ConfigTypeError, KeysplitError
+from keysplit.spark.columns import column
+from keysplit.spark.expressions import alias_of, unaliased
+from keysplit.spark.holistic import SPLIT_FUNCTIONS, HolisticReport, SkewAggregate, planned_aggregate
+from keysplit.spark.intake import is_spark_frame, session_for, shuffle_partitions
+from keysplit.spark.join import JoinReport, SkewJoin, planned_join
+from keysplit.spark.keyed_plan import KeyedOperator, keyed_operators, plan_children, plan_frame
+from keysplit.spark.options import MIN_SKEW, SkewOptions
+from keysplit.spark.report import Report
+from keysplit.spark.statistics import InputSample, SampleRequest, estimated_rows, sample_fraction, sample_inputs
+from keysplit.spark.window import SkewWindow, WindowSplitReport, planned_window
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping, Sequence
+
+    from pyspark.sql import Column, DataFrame, SparkSession
+
+    from keysplit.spark.session import Session
+
+_WINDOW_PREFIX = "__keysplit_o_w"
+
+_Planned = SkewWindow | SkewAggregate | SkewJoin
+_VerbReport = Report[WindowSplitReport] | Report[HolisticReport] | Report[JoinReport]
+
+
+@dataclass(frozen=True)
+class OperatorDecision:
+    """One keyed operator of the query, and what :func:`optimize` did with it.
+
+    ``operator`` is its description (as :func:`keysplit.spark.explain_skew` names it);
+    ``rewritten`` whether keysplit's plan replaced it; ``rule`` what decided it (``skew``:
+    rewritten; ``below threshold``, ``no hot key``, ``few values``, ``combinable``,
+    ``broadcast``, ``not measured``, ``not split``, ``needs merge``, ``not read``); ``why``
+    the rule with its figures; ``predicted_skew`` its predicted hottest task as a multiple of
+    a mean task's work (null when not measured); ``hot_keys`` how many keys the sample found
+    hot, and ``split_keys`` those it split (their key columns); ``report`` the verb's own report
+    when rewritten, filled when an action runs the result (its exact hot keys' rows, chunks,
+    grids; where adaptive execution drops a branch with no row, as when every key is hot, it
+    drops what that branch observes, and the report may stay pending).
+    """
+
+    operator: str
+    kind: str
+    rewritten: bool
+    rule: str
+    why: str
+    predicted_skew: float | None = None
+    hot_keys: int = 0
+    report: _VerbReport | None = None
+    #: The hot keys it split (their key columns, hottest first), as the statistics found them.
+    split_keys: pl.DataFrame | None = None
+
+
+@dataclass(frozen=True)
+class OptimizeReport:
+    """What :func:`optimize` decided, per keyed operator (inputs first), with the statistics'
+    cost: ``sampled_inputs`` inputs sampled in ``statistics_seconds`` (one pass over each, all
+    at once), and the plan read and rebuilt in ``planning_seconds``."""
+
+    operators: tuple[OperatorDecision, ...]
+    min_skew: float
+    workers: int
+    sampled_inputs: int
+    statistics_seconds: float
+    planning_seconds: float
+
+    @property
+    def rewritten(self) -> list[OperatorDecision]:
+        return [decision for decision in self.operators if decision.rewritten]
+
+    def table(self) -> pl.DataFrame:
+        """One row per operator: ``operator``, ``kind``, ``rewritten``, ``rule``,
+        ``predicted_skew``, ``hot_keys``, ``why``."""
+        return pl.DataFrame(
+            [
+                {
+                    "operator": d.operator,
+                    "kind": d.kind,
+                    "rewritten": d.rewritten,
+                    "rule": d.rule,
+                    "predicted_skew": d.predicted_skew,
+                    "hot_keys": d.hot_keys,
+                    "why": d.why,
+                }
+                for d in self.operators
+            ],
+            schema={
+                "operator": pl.String,
+                "kind": pl.String,
+                "rewritten": pl.Boolean,
+                "rule": pl.String,
+                "predicted_skew": pl.Float64,
+                "hot_keys": pl.Int64,
+                "why": pl.String,
+            },
+        )
+
+    def __str__(self) -> str:
+        lines = [
+            f"optimize: {len(self.rewritten)} of {len(self.operators)} keyed operators rewritten "
+            f"(hottest task >= {self.min_skew:g}x a mean task's of {self.workers}); statistics: "
+            f"{self.sampled_inputs} inputs sampled in {self.statistics_seconds:.2f} s"
+        ]
+        for number, d in enumerate(self.operators, 1):
+            verdict = "rewritten" if d.rewritten else "left to Spark"
+            skew = f", predicted hottest task {d.predicted_skew:.1f}x the mean" if d.predicted_skew is not None else ""
+            lines.append(f"{number}. {d.operator}: {verdict} ({d.rule}{skew})\n   {d.why}")
+        return "\n".join(lines)
+
+
+@dataclass
+class _Candidate:
+    """An operator keysplit can split, with its plan built and its inputs to sample."""
+
+    operator: KeyedOperator
+    node: Any
+    planned: _Planned
+    requests: list[SampleRequest]
+    #: For a window in a ``select``: the columns of the select, each a window's name or None.
+    projected: list[tuple[str | None, Column]] | None = None
+    samples: list[InputSample] = field(default_factory=list)
+    #: The join or window (its operator's index) whose statistics this operator is judged
+    #: from, when its input is that operator's output on its keys (then it is not sampled).
+    source: int | None = None
+    #: Whether it finds its hot keys in its own plan (a verb's operator whose input cannot
+    #: be measured).
+    in_plan: bool = False
+    #: The report its verb fills (None: one of optimize's own).
+    report: Report[Any] | None = None
+
+
+def optimize(
+    frame: DataFrame,
+    *,
+    workers: int | None = None,
+    seed: int = 0,
+    min_skew: float = MIN_SKEW,
+    session: Session | SparkSession | None = None,
+    report: Report[OptimizeReport] | None = None,
+) -> DataFrame:
+    """``frame`` with every keyed operator of its plan that will straggle replaced by
+    keysplit's plan for it: a lazy DataFrame equal to ``frame`` (as a multiset of rows; row
+    for row where ``frame`` is ordered). Joins (any equi-join Spark shuffles), aggregates with
+    a holistic function (``median``, ``percentile``, ``mode``, ``count_distinct``,
+    ``collect_set``) and windows over a ``partitionBy`` (every function
+    :func:`keysplit.spark.window` splits) are rewritten where the cost guard (the module's
+    notes) finds a hot key; every other node is Spark's own, and where nothing is rewritten
+    ``frame`` itself is returned.
+
+    Runs one statistics pass now (a sample of each measured input, all at once), not the
+    query. ``workers`` (default: the shuffle's partitions) is what a key's work is measured
+    against and how many tasks a rewritten operator's hot keys fill; ``seed`` seeds the
+    samples and the hashes that spread the hot keys' rows; ``min_skew`` is the cost guard's
+    factor. ``report`` (a :class:`keysplit.spark.Report`) is filled at once with an
+    :class:`OptimizeReport`: per operator, rewritten or left and why, with each rewritten
+    operator's own report, filled when an action runs the result.
+    """
+    if not is_spark_frame(frame):
+        raise ConfigTypeError(f"optimize works on a Spark DataFrame, got {type(frame).__name__}")
+    options = SkewOptions(workers=workers, seed=seed, min_skew=min_skew, session=session)
+    return optimized(frame, options, report=report)[0]
+
+
+def optimized(
+    frame: DataFrame,
+    options: SkewOptions,
+    *,
+    report: Report[OptimizeReport] | None = None,
+    only: Mapping[int, Report[Any] | None] | None = None,
+) -> tuple[DataFrame, dict[int, OperatorDecision]]:
+    """:func:`optimize`'s work, and its decisions by plan node (``id``). ``only``: the plan
+    nodes of the operators to consider, each with the report its verb fills (``skewed(df)``'s
+    verbs, which split one operator of their own): the others are neither measured nor
+    reported, and one of these whose input cannot be measured finds its hot keys in its own
+    plan (the user asked for it split)."""
+    handle = session_for(frame, options.session)
+    seed, min_skew = options.seed, options.min_skew
+    started = time.perf_counter()
+    tasks = options.workers if options.workers is not None else shuffle_partitions(handle)
+    operators = handle.call("reading the plan", lambda: keyed_operators(frame))
+    streaming = bool(operators) and handle.call("reading the plan", lambda: frame.isStreaming)
+    decisions: dict[int, OperatorDecision] = {}
+    candidates: dict[int, _Candidate] = {}
+    for index, operator in enumerate(operators):
+        if only is not None and id(_node(operator)) not in only:
+            continue
+        left = _left_alone(operator, streaming)
+        if left is None:
+            left = _planned(index, operators, candidates, handle, tasks, seed, in_plan=only is not None)
+        if left is not None:
+            decisions[index] = left
+        elif only is not None:
+            candidates[index].report = only[id(_node(operator))]
+    planning = time.perf_counter() - started
+    requests = [request for candidate in candidates.values() for request in candidate.requests]
+    started = time.perf_counter()
+    samples = sample_inputs(handle, requests, seed)
+    statistics = time.perf_counter() - started
+    started = time.perf_counter()
+    for candidate in candidates.values():
+        candidate.samples, samples = samples[: len(candidate.requests)], samples[len(candidate.requests) :]
+    rebuilt = _Rebuilt()
+    # Inputs first: an operator's replacement reads its inputs as rebuilt with those below.
+    for index, candidate in sorted(candidates.items()):
+        decision, make = _decided(candidate, candidates, handle, min_skew)
+        decisions[index] = decision
+        if make is not None:
+            inputs = [rebuilt.frame(given) for given in candidate.operator.inputs]
+            rebuilt.replace(candidate.node, make(inputs)._plan)
+    result = rebuilt.frame(frame)
+    planning += time.perf_counter() - started
+    if report is not None:
+        report.fill(
+            OptimizeReport(
+                operators=tuple(decisions[i] for i in sorted(decisions)),
+                min_skew=float(min_skew),
+                workers=tasks,
+                sampled_inputs=len(requests),
+                statistics_seconds=statistics,
+                planning_seconds=planning,
+            )
+        )
+    return result, {id(_node(operators[index])): decision for index, decision in decisions.items()}
+
+
+def split_verb(
+    query: DataFrame,
+    made: Sequence[DataFrame],
+    options: SkewOptions,
+    report: Report[Any] | None,
+    unsplit: Callable[[Session, str], DataFrame],
+) -> DataFrame:
+    """A ``skewed(df)`` verb's result: ``query``, Spark's own plan of the verb, with its
+    operators (the roots of the DataFrames in ``made``) split where the cost guard finds them
+    straggling, from statistics gathered now. An operator its verb refuses raises here. When
+    the verb's one operator is left to Spark and a report is asked for, the result is
+    ``unsplit(session, why)``: Spark's plan, observed for the report."""
+    nodes = [frame._plan for frame in made]
+    reports = {id(node): report if len(nodes) == 1 else None for node in nodes}
+    result, decisions = optimized(query, options, only=reports)
+    for node in nodes:
+        decision = decisions.get(id(node))
+        if decision is not None and decision.rule in ("not split", "not read"):
+            raise ConfigError(decision.why)
+    decision = decisions.get(id(nodes[0]))
+    if report is not None and len(nodes) == 1 and (decision is None or not decision.rewritten):
+        why = decision.why if decision is not None else "no key is split"
+        return unsplit(session_for(query, options.session), f"{decision.rule}: {why}" if decision else why)
+    return result
+
+
+def _node(operator: KeyedOperator) -> Any:
+    """The plan node of ``operator``."""
+    assert operator.frame is not None
+    return operator.frame._plan
+
+
+def _planned(
+    index: int,
+    operators: list[KeyedOperator],
+    candidates: dict[int, _Candidate],
+    handle: Session,
+    workers: int,
+    seed: int,
+    *,
+    in_plan: bool = False,
+) -> OperatorDecision | None:
+    """Plans operator ``index`` into ``candidates`` (measured, judged from the statistics of
+    a join or window below it, or with ``in_plan`` and neither, sampled in its own plan), or
+    returns why it is left to Spark."""
+    operator = operators[index]
+
+    def left(rule: str, why: str) -> OperatorDecision:
+        return OperatorDecision(operator.label, operator.kind, False, rule, why)
+
+    below = [_keyed_below(given._plan, operators) for given in operator.inputs]
+    # A window keeps its input's rows: what is under one is measured through it (Spark
+    # prunes the window when the sample reads none of its columns).
+    measured = all(lower.kind == "window" for found in below for lower in found)
+    source = driving = None
+    if not measured:
+        source = _join_on_the_same_keys(operator, operators, candidates)
+        driving = None if source is not None else _driving_join(operator, operators, candidates)
+        if source is None and driving is None and not in_plan:
+            lower = next(lower for found in below for lower in found if lower.kind != "window")
+            return left(
+                "not measured",
+                f"its input is {lower.label}'s output: measuring it would run that operator; split it by hand "
+                f"with {operator.call or 'the keysplit verb'}, which samples in its plan",
+            )
+    try:
+        candidate = _candidate(operator, handle, workers, seed, measured=measured)
+    except _Broadcast as broadcast:
+        return left(
+            "broadcast",
+            f"Spark's plan broadcasts the {broadcast.side} side: no exchange moves the other side's rows by key",
+        )
+    except KeysplitError as error:
+        if in_plan:
+            # A verb's own operator: its refusal is the verb's error, as it was raised.
+            raise
+        return left("not split", str(error))
+    candidate.source = source
+    candidate.in_plan = not measured and source is None and driving is None
+    if driving is not None:
+        candidate.requests = [_sampled_through(candidate, candidates[driving[0]], driving[1], seed)]
+    windows = [lower for found in below for lower in found if lower.kind == "window"]
+    if measured and windows and not isinstance(candidate.planned, SkewJoin):
+        _measured_under_windows(candidate, windows, operators, candidates, handle)
+    candidates[index] = candidate
+    return None
+
+
+def _measured_under_windows(
+    candidate: _Candidate,
+    windows: list[KeyedOperator],
+    operators: list[KeyedOperator],
+    candidates: dict[int, _Candidate],
+    handle: Session,
+) -> None:
+    """``candidate``'s sample taken with the windows under it removed: they keep their input's
+    rows, so its key's rows are the same without them, and the sample then scans, no more.
+    When it reads a window's values (a median of a lag), it is judged instead from the window
+    it reads on the same keys (its rows per key are that window's input's), its cuts found in
+    its plan; failing that, the sample runs the windows."""
+    from pyspark.errors import AnalysisException
+
+    assert not isinstance(candidate.planned, SkewJoin)
+    view = _Rebuilt()
+    for lower in windows:
+        assert lower.frame is not None
+        view.replace(lower.frame._plan, lower.frame._plan._child, keep_id=False)
+    request = _over(candidate.planned, view.frame(candidate.operator.inputs[0])).sample_request()
+    quiet = logging.getLogger("DataFrameQueryContextLogger")
+    level = quiet.level
+    # A column the windows make is not there without them: Spark says so, and logs it.
+    quiet.setLevel(logging.CRITICAL)
+    try:
+        handle.call("reading the plan", lambda: request.frame.select(request.key_hash, *request.columns).schema)
+    except AnalysisException:
+        fed = candidate.operator.fed_by[0]
+        source = None if fed is None or fed.kind != "window" else operators.index(fed)
+        if source is not None and source in candidates and candidates[source].source is None:
+            candidate.requests, candidate.source = [], source
+        return
+    finally:
+        quiet.setLevel(level)
+    candidate.requests = [request]
+
+
+def _driving_join(
+    operator: KeyedOperator, operators: list[KeyedOperator], candidates: dict[int, _Candidate]
+) -> tuple[int, int] | None:
+    """The measured join under ``operator`` (through no keyed operator but windows) each of
+    whose output rows comes from one row of one side (an inner, left, semi or anti join's left
+    side; a right join's right side), with that side: sampling that side samples the join's
+    output. None when there is no such join."""
+    if operator.kind == "join" or len(operator.inputs) != 1:
+        return None
+    below = _keyed_below(operator.inputs[0]._plan, operators)
+    joins = [lower for lower in below if lower.kind == "join"]
+    if len(joins) != 1 or any(lower.kind not in ("join", "window") for lower in below):
+        return None
+    index = operators.index(joins[0])
+    candidate = candidates.get(index)
+    side = {"inner": 0, "left": 0, "left_semi": 0, "left_anti": 0, "right": 1}.get(joins[0].how or "")
+    if candidate is None or candidate.source is not None or side is None:
+        return None
+    return index, side
+
+
+def _sampled_through(candidate: _Candidate, join: _Candidate, side: int, seed: int) -> SampleRequest:
+    """What to sample for ``candidate``, whose input is ``join``'s output on other keys: its
+    input with the join's ``side`` sampled at the join's fraction (the other side read whole),
+    which is a sample of the join's output at that fraction."""
+    assert isinstance(join.planned, SkewJoin) and not isinstance(candidate.planned, SkewJoin)
+    fraction = join.planned.sample_fraction
+    driving = join.operator.inputs[side]
+    view = _Rebuilt()
+    view.replace(driving._plan, driving.sample(fraction=fraction, seed=seed)._plan, keep_id=False)
+    sampled = _over(candidate.planned, view.frame(candidate.operator.inputs[0]))
+    return replace(sampled.sample_request(), fraction=fraction, presampled=True)
+
+
+def _keyed_below(node: Any, operators: list[KeyedOperator]) -> list[KeyedOperator]:
+    """The keyed operators in ``node``'s subtree (itself included)."""
+    by_node = {id(operator.frame._plan): operator for operator in operators if operator.frame is not None}
+    found: list[KeyedOperator] = []
+    seen: set[int] = set()
+    pending = [node]
+    while pending:
+        current = pending.pop()
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        if id(current) in by_node:
+            found.append(by_node[id(current)])
+        pending.extend(plan_children(current))
+    return found
+
+
+def _join_on_the_same_keys(
+    operator: KeyedOperator, operators: list[KeyedOperator], candidates: dict[int, _Candidate]
+) -> int | None:
+    """The measured join whose output ``operator`` reads on that join's keys (through no
+    other keyed operator), or None: its keys' rows are then the join's output rows per key,
+    which the join's statistics estimate."""
+    if operator.kind == "join" or len(operator.inputs) != 1:
+        return None
+    below = [lower for lower in _keyed_below(operator.inputs[0]._plan, operators)]
+    joins = [lower for lower in below if lower.kind == "join"]
+    if len(joins) != 1 or any(lower.kind not in ("join", "window") for lower in below):
+        return None
+    join = joins[0]
+    index = operators.index(join)
+    candidate = candidates.get(index)
+    if candidate is None or candidate.source is not None:
+        return None
+    keys = set(operator.names[0])
+    return index if keys in (set(join.names[0]), set(join.names[1])) else None
+
+
+def _left_alone(operator: KeyedOperator, streaming: bool) -> OperatorDecision | None:
+    """The decision for an operator :func:`optimize` does not measure, or None."""
+
+    def left(rule: str, why: str) -> OperatorDecision:
+        return OperatorDecision(operator.label, operator.kind, False, rule, why)
+
+    if streaming:
+        return left(
+            "not split", "a streaming query: its keyed operators keep state; see keysplit.spark.stream_aggregate"
+        )
+    if operator.note is not None:
+        return left("not split", operator.note)
+    if operator.kind == "sql":
+        return left(
+            "not read",
+            "a spark.sql query's operators are in its text, which only the server parses: build it with the "
+            "DataFrame API to have it optimized",
+        )
+    if operator.kind == "grouped map":
+        return left(
+            "needs merge",
+            "a grouped map's function is split only with a merge of its partial results: "
+            f"{operator.call or 'skewed(df).groupBy(k).applyInPandas(f, schema, merge=m)'}",
+        )
+    if operator.kind == "stateful":
+        return left("not split", "a stateful streaming operator's state partitions are fixed by its checkpoint")
+    if operator.kind == "window" and not operator.names[0]:
+        return left("not split", "a window without partitionBy: keysplit's window verb splits partitions by key")
+    if operator.kind == "aggregate" and not any(name in SPLIT_FUNCTIONS for name, _ in operator.functions):
+        return left(
+            "combinable",
+            "no holistic function: partial aggregation sends a map task's rows of a key as one row, and Spark's "
+            "groupBy is right as it is",
+        )
+    return None
+
+
+def _candidate(operator: KeyedOperator, handle: Session, workers: int, seed: int, *, measured: bool) -> _Candidate:
+    """``operator``'s keysplit plan (built, not run) and, when ``measured``, what to sample
+    for it."""
+    assert operator.frame is not None
+    node = operator.frame._plan
+    if operator.kind == "join":
+        left, right = operator.inputs
+        planned_join_ = planned_join(
+            left, right, node.on, operator.how or "inner", workers=workers, seed=seed, handle=handle
+        )
+        if planned_join_.broadcast is not None:
+            raise _Broadcast(planned_join_.broadcast)
+        estimates = [estimated_rows(handle, side) for side in (left, right)]
+        fraction = sample_fraction(max((e for e in estimates if e is not None), default=None))
+        planned_join_ = replace(planned_join_, sample_fraction=fraction)
+        return _Candidate(operator, node, planned_join_, planned_join_.sample_requests(fraction) if measured else [])
+    if operator.kind == "aggregate":
+        names = tuple(name for name in operator.names[0])
+        aggregates = _connect_columns(node._aggregate_cols)
+        planned_aggregate_ = planned_aggregate(
+            operator.inputs[0], names, aggregates, workers=workers, seed=seed, handle=handle
+        )
+        return _Candidate(operator, node, planned_aggregate_, [planned_aggregate_.sample_request()] if measured else [])
+    if operator.kind == "window":
+        columns, projected = _window_columns(node)
+        planned_window_ = planned_window(operator.inputs[0], columns, workers=workers, seed=seed, handle=handle)
+        requests = [planned_window_.sample_request()] if measured else []
+        return _Candidate(operator, node, planned_window_, requests, projected)
+    raise ConfigError(f"{operator.kind} is not split by optimize")
+
+
+class _Broadcast(KeysplitError):
+    def __init__(self, side: str) -> None:
+        super().__init__(side)
+        self.side = side
+
+
+def _connect_columns(given: Any) -> list[Column]:
+    from pyspark.sql.connect.column import Column as ConnectColumn
+
+    return [c if isinstance(c, ConnectColumn) else ConnectColumn(c) for c in given]
+
+
+def _window_columns(node: Any) -> tuple[dict[str, Column], list[tuple[str | None, Column]] | None]:
+    """A window node's window columns (name → column), and for a ``select`` its columns in
+    order, each the name of a window column or None (kept as it is). A ``select``'s windows
+    are computed under names of keysplit's own, then selected under the user's: a ``*`` in the
+    select must not take them twice."""
+    columns = _connect_columns(node._columns)
+    if type(node).__name__ == "WithColumns":
+        if getattr(node, "_metadata", None):
+            raise ConfigError("withColumns with column metadata is left to Spark")
+        return dict(zip(node._columnNames, columns, strict=True)), None
+    windows: dict[str, Column] = {}
+    projected: list[tuple[str | None, Column]] = []
+    for given in columns:
+        name = alias_of(given._expr)
+        if name is not None and type(unaliased(given._expr)).__name__ == "WindowExpression":
+            own = f"{_WINDOW_PREFIX}{len(windows)}"
+            windows[own] = given
+            projected.append((own, given))
+        elif _has_window(given._expr):
+            raise ConfigError(f"{given} computes over a window's value: name the window column first (withColumn)")
+        else:
+            projected.append((None, given))
+    return windows, projected
+
+
+def _has_window(expression: Any) -> bool:
+    if type(expression).__name__ == "WindowExpression":
+        return True
+    for value in vars(expression).values():
+        for child in value if isinstance(value, (list, tuple)) else [value]:
+            if type(child).__module__.endswith("connect.expressions") and _has_window(child):
+                return True
+    return False
+
+
+def _decided(
+    candidate: _Candidate, candidates: dict[int, _Candidate], handle: Session, min_skew: float
+) -> tuple[OperatorDecision, Callable[[list[DataFrame]], DataFrame] | None]:
+    """The cost guard's decision for ``candidate``, and when it is rewritten, what makes its
+    replacement from its inputs (as rebuilt below it)."""
+    operator, planned = candidate.operator, candidate.planned
+
+    def left(
+        rule: str, why: str, skew: float | None = None, hot: int = 0
+    ) -> tuple[OperatorDecision, Callable[[list[DataFrame]], DataFrame] | None]:
+        return OperatorDecision(operator.label, operator.kind, False, rule, why, skew, hot), None
+
+    verb_report: Any = candidate.report if candidate.report is not None else Report()
+    if candidate.in_plan:
+        lower = operator.behind_shuffle[0] or operator.fed_by[0]
+        what = lower.label if lower is not None else "another operator"
+        return OperatorDecision(
+            operator.label,
+            operator.kind,
+            True,
+            "sampled in its plan",
+            f"its input is {what}'s output, which cannot be sampled without running it: its hot keys are found "
+            "from a sample in its own plan",
+            None,
+            0,
+            verb_report,
+        ), lambda inputs: _in_plan(planned, inputs, verb_report)
+    source = None if candidate.source is None else candidates[candidate.source]
+    if source is not None and isinstance(source.planned, SkewJoin):
+        skew, keys = _join_skew(source.planned, source.samples, output_only=True, workers=planned.workers)
+        measured_on = f"{source.operator.label}'s output rows per key, estimated from its statistics"
+    elif isinstance(planned, SkewJoin):
+        skew, keys = _join_skew(planned, candidate.samples)
+        measured_on = "its work per key (L + R + L·R)"
+    else:
+        # Its own sample, or that of the window under it on the same keys (the same rows per key).
+        [sample] = (source or candidate).samples
+        hottest = sample.hot(planned.workers)
+        skew = float(hottest["upper"][0]) * planned.workers / max(sample.rows.height, 1) if hottest.height else None
+        keys = sample.key_values(hottest)
+        measured_on = "its rows per key" if source is None else f"{source.operator.label}'s rows per key"
+    hot = keys.height
+    names = operator.names[0] if len(operator.names[0]) == keys.width else keys.columns
+    split_keys = keys.rename(dict(zip(keys.columns, names, strict=True)))
+    if not hot or skew is None:
+        return left("no hot key", f"no key holds more than a mean task's share of {measured_on}", skew)
+    if skew < min_skew:
+        return left(
+            "below threshold",
+            f"the hottest key's work is {skew:.1f}x a mean task's ({measured_on}), under the cost guard's "
+            f"{min_skew:g}x: Spark's plan loses less to it than the rewrite would add",
+            skew,
+            hot,
+        )
+    make: Callable[[list[DataFrame]], DataFrame]
+    if source is not None:
+        # Its input is not sampled: the verb finds the hot keys in its own plan.
+        assert not isinstance(planned, SkewJoin)
+        keyed = planned
+
+        def make(inputs: list[DataFrame]) -> DataFrame:
+            return _over(keyed, inputs[0]).plan(verb_report)
+
+    elif isinstance(planned, SkewJoin):
+        grid = planned.measured_grid(candidate.samples)
+        if grid is None:
+            return left("no hot key", "the sample's counts give no key a cell of its own", skew, hot)
+
+        def make(inputs: list[DataFrame]) -> DataFrame:
+            return replace(planned, left=inputs[0], right=inputs[1]).plan(verb_report, grid)
+
+    else:
+        [sample] = candidate.samples
+        measured = _over(planned, planned.frame, sample.fraction)
+        entries = measured.measured_entries(handle, sample)
+        if entries is None:
+            return left(
+                "few values",
+                "the hot keys' sampled values repeat: partial aggregation combines them map-side",
+                skew,
+                hot,
+            )
+
+        def make(inputs: list[DataFrame]) -> DataFrame:
+            return _over(measured, inputs[0]).plan(verb_report, entries)
+
+    built = make
+    if candidate.projected is not None:
+        projected = candidate.projected
+
+        def built(inputs: list[DataFrame]) -> DataFrame:
+            return _projected(make(inputs), projected, planned)
+
+    decision = OperatorDecision(
+        operator.label,
+        operator.kind,
+        True,
+        "skew",
+        f"the hottest key's work is {skew:.1f}x a mean task's ({measured_on}; cost guard: {min_skew:g}x): {hot} "
+        "hot keys",
+        skew,
+        hot,
+        verb_report,
+        split_keys,
+    )
+    return decision, built
+
+
+def _in_plan(planned: _Planned, inputs: list[DataFrame], report: Report[Any]) -> DataFrame:
+    """``planned`` over its rebuilt ``inputs``, its hot keys found from a sample in its plan."""
+    if isinstance(planned, SkewJoin):
+        return replace(planned, left=inputs[0], right=inputs[1]).plan(report)
+    return _over(planned, inputs[0]).plan(report)
+
+
+def _over(
+    planned: SkewWindow | SkewAggregate, frame: DataFrame, fraction: float | None = None
+) -> SkewWindow | SkewAggregate:
+    """``planned`` over ``frame`` (its input as rebuilt), its hot keys found from ``fraction``
+    of the rows."""
+    fraction = planned.sample_fraction if fraction is None else fraction
+    if isinstance(planned, SkewWindow):
+        return replace(planned, frame=frame, sample_fraction=fraction)
+    return replace(planned, frame=frame, sample_fraction=fraction)
+
+
+def _projected(windowed: DataFrame, projected: list[tuple[str | None, Column]], planned: Any) -> DataFrame:
+    """A ``select``'s columns over its windows' result: each window by its own name, aliased
+    as the user named it, and ``*`` as the input's columns (without the windows')."""
+    from pyspark.sql import functions as F
+
+    selected: list[Column] = []
+    for name, given in projected:
+        if name is not None:
+            selected.append(F.col(name).alias(alias_of(given._expr) or name))
+        elif _plain_star(given._expr):
+            selected.extend(column(field) for field in planned.schema.names)
+        else:
+            selected.append(given)
+    return windowed.select(*selected)
+
+
+def _plain_star(expression: Any) -> bool:
+    """Whether ``expression`` is ``*`` of the input (not ``t.*``, nor a DataFrame's ``df["*"]``)."""
+    return (
+        type(expression).__name__ == "UnresolvedStar"
+        and getattr(expression, "_unparsed_target", None) is None
+        and getattr(expression, "_plan_id", None) is None
+    )
+
+
+def _join_skew(
+    planned: SkewJoin, samples: list[InputSample], *, output_only: bool = False, workers: int | None = None
+) -> tuple[float | None, pl.DataFrame]:
+    """A join's hottest key's work as a multiple of a mean task's, and the keys holding more
+    than a mean task's (their key columns, hottest first). A key's work is ``L + R`` and the
+    rows it outputs (:func:`keysplit.spark.join_grid.key_output`: ``L·R``, a side's rows where
+    the sample saw none of the other's), from the samples' estimates; ``output_only``: its
+    output rows (what an operator on the join's keys above it reads per key), over ``workers``
+    tasks."""
+    from keysplit.spark.statistics import KEY_HASH
+
+    counts = [sample.key_counts().rename({"sampled": f"n{i}"}) for i, sample in enumerate(samples)]
+    both = counts[0] if len(counts) == 1 else counts[0].join(counts[1], on=KEY_HASH, how="full", coalesce=True)
+    found = pl.concat([sample.rows.select(KEY_HASH, *sample.keys) for sample in samples]).unique(KEY_HASH)
+    if both.height == 0:
+        return None, found.drop(KEY_HASH)
+    fraction = samples[0].fraction
+    left = pl.col("n0").fill_null(0) / fraction
+    right = (pl.col("n1").fill_null(0) / fraction) if len(counts) == 2 else pl.lit(0.0)
+    output = left if planned.existence else pl.max_horizontal(left, 1) * pl.max_horizontal(right, 1)
+    work = both.select(KEY_HASH, (output if output_only else left + right + output).alias("work"))
+    total = float(work["work"].sum())
+    tasks = workers if workers is not None else planned.workers
+    hot = work.filter(pl.col("work") * tasks > total).sort(["work", KEY_HASH], descending=[True, False])
+    keys = hot.select(KEY_HASH).join(found, on=KEY_HASH, how="left", maintain_order="left").drop(KEY_HASH)
+    return float(work["work"].max()) * tasks / max(total, 1.0), keys  # type: ignore[arg-type]
+
+
+class _Rebuilt:
+    """The query's plan with operators replaced: each node above a replaced one copied with
+    its new children (once, however many operators read it); a replacement keeps its node's
+    plan id, so that a column named through the DataFrame (``joined["k"]``) still finds it."""
+
+    def __init__(self) -> None:
+        self.replacements: dict[int, Any] = {}
+        self.done: dict[int, Any] = {}
+
+    def replace(self, node: Any, replacement: Any, *, keep_id: bool = True) -> None:
+        if keep_id:
+            replacement._root_plan_id = node._root_plan_id
+        self.replacements[id(node)] = replacement
+
+    def frame(self, frame: DataFrame) -> DataFrame:
+        """``frame`` over the plan as rebuilt so far (``frame`` itself when nothing under it
+        is replaced)."""
+        node = self.node(frame._plan)
+        return frame if node is frame._plan else plan_frame(node, frame._session)
+
+    def node(self, node: Any) -> Any:
+        key = id(node)
+        if key in self.replacements:
+            return self.replacements[key]
+        if key in self.done:
+            return self.done[key]
+        new = node
+        for name in ("_child", "left", "right", "other"):
+            child = getattr(node, name, None)
+            if child is None or not hasattr(child, "_root_plan_id"):
+                continue
+            replaced = self.node(child)
+            if replaced is not child:
+                if new is node:
+                    new = copy.copy(node)
+                setattr(new, name, replaced)
+        self.done[key] = new
+        return new

@@ -1,0 +1,221 @@
+"""``keysplit.spark.optimize``: a whole query's straggling operators rewritten from statistics
+gathered once, against Spark's own plan of the same query on the real embedded server (the
+``spark`` fixture), whose settings optimize never touches.
+
+Every result is compared with Spark's, as a multiset of rows (row for row where the query's
+value depends on an order). The fact table is read from a Parquet file the tests write: key
+7 holds 60 % of the rows, the null key 5 %; ``t`` has ties and nulls, ``u`` is unique.
+"""
+
+from __future__ import annotations
+
+import datetime
+import decimal
+
+import numpy as np
+import polars as pl
+import pytest
+from pyspark.sql import Window
+from pyspark.sql import functions as F
+
+from keysplit import ConfigError, ConfigTypeError
+from keysplit.spark import OptimizeReport, Report, optimize
+
+ROWS = 40_000
+WORKERS = 16
+HOT = 7
+
+
+def _facts(rows: int = ROWS, seed: int = 5) -> pl.DataFrame:
+    rng = np.random.default_rng(seed)
+    keys = np.where(rng.random(rows) < 0.6, HOT, rng.integers(0, 500, rows))
+    frame = pl.DataFrame(
+        {
+            "k": keys.astype(np.int64),
+            "t": rng.integers(0, 2_000, rows).astype(np.int64),
+            "u": rng.permutation(rows).astype(np.int64),
+            "v": rng.normal(0, 1, rows),
+            "s": [f"s{v:03d}" for v in rng.integers(0, 300, rows)],
+            "day": [datetime.date(2026, 1, 1) + datetime.timedelta(days=int(d)) for d in rng.integers(0, 90, rows)],
+            "price": [decimal.Decimal(int(v)) / 100 for v in rng.integers(0, 100_000, rows)],
+        }
+    )
+    return frame.with_columns(
+        pl.when(pl.col("u") % 20 == 3).then(None).otherwise(pl.col("k")).alias("k"),
+        pl.when(pl.col("u") % 17 == 5).then(None).otherwise(pl.col("t")).alias("t"),
+        pl.when(pl.col("u") % 19 == 4).then(None).otherwise(pl.col("s")).alias("s"),
+        pl.col("price").cast(pl.Decimal(10, 2)),
+    )
+
+
+@pytest.fixture(scope="module")
+def facts(spark, tmp_path_factory):
+    path = tmp_path_factory.mktemp("optimize") / "facts.parquet"
+    _facts().write_parquet(path)
+    return spark.spark.read.parquet(str(path))
+
+
+@pytest.fixture(scope="module")
+def dims(spark):
+    # Unique keys but one, which has three rows (a key's output is L·R). Hinted as a user
+    # would, so that Spark shuffles it rather than broadcast it (a broadcast join moves no
+    # key, and optimize leaves it alone).
+    keys = spark.spark.range(500).select(F.col("id").alias("k"), (F.col("id") % 7).alias("d"))
+    return keys.union(spark.spark.range(2).select(F.lit(3).cast("long").alias("k"), F.col("id").alias("d"))).hint(
+        "merge"
+    )
+
+
+def _rows(frame) -> list[tuple]:
+    return sorted((tuple(row) for row in frame.collect()), key=repr)
+
+
+def _optimized(query, **options):
+    report: Report[OptimizeReport] = Report()
+    return optimize(query, workers=WORKERS, report=report, **options), report.get
+
+
+def _split_keys(decision) -> list:
+    """The keys the rewritten operator's own report names as split, once its plan has run."""
+    hot = decision.report.get.hot
+    return hot.get_column(hot.columns[0]).to_list()
+
+
+def _queries(facts, dims) -> dict:
+    by_key = Window.partitionBy("k").orderBy("t", "u")
+    return {
+        "left join": (facts.join(dims, "k", "left"), [("join", HOT)]),
+        "join, then a median and a count per key": (
+            facts.join(dims, "k").groupBy("k").agg(F.median("v"), F.count("*")),
+            [("join", HOT), ("aggregate", HOT)],
+        ),
+        "full join, then a window per key": (
+            facts.join(dims, "k", "full").withColumn("run", F.sum("u").over(by_key)),
+            [("join", HOT), ("window", HOT)],
+        ),
+        "join, then a mode per another key": (
+            facts.join(dims, "k").withColumn("g", F.col("d") % 3).groupBy("g").agg(F.mode("u", True)),
+            [("join", HOT), ("aggregate", HOT % 7 % 3)],
+        ),
+        "a select with a window, then percentiles per key": (
+            facts.select("*", F.lag("v", 2).over(by_key).alias("before"))
+            .groupBy("k")
+            .agg(F.percentile("u", [0.25, 0.9]), F.count_distinct("s"), F.max("before")),
+            [("window", HOT), ("aggregate", HOT)],
+        ),
+        # The median reads the window's values: it is judged from the window's sample (the
+        # same rows per key) and finds its cuts in its own plan.
+        "a lag, then its median per key": (
+            facts.withColumn("before", F.lag("u").over(by_key))
+            .groupBy("k")
+            .agg(F.median(F.col("u") - F.col("before"))),
+            [("window", HOT), ("aggregate", HOT)],
+        ),
+    }
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "left join",
+        "join, then a median and a count per key",
+        "full join, then a window per key",
+        "join, then a mode per another key",
+        "a select with a window, then percentiles per key",
+        "a lag, then its median per key",
+    ],
+)
+def test_every_hot_operator_of_a_chain_is_split_and_the_result_is_sparks(spark, facts, dims, name):
+    query, split = _queries(facts, dims)[name]
+    settings = dict(spark.spark.conf.getAll)
+    optimized, report = _optimized(query)
+    assert [d.kind for d in report.rewritten] == [kind for kind, _ in split], str(report)
+    assert optimized is not query
+    assert _rows(optimized) == _rows(query)
+    for decision, (_, key) in zip(report.rewritten, split, strict=True):
+        assert decision.rule == "skew" and decision.predicted_skew >= 5.0
+        assert decision.split_keys is not None and key in decision.split_keys.to_series(0).to_list(), decision
+    # The top operator's own report, filled by the action, names the hot key it split with its
+    # exact rows (those below it are read several times by its plan, and adaptive execution
+    # may drop a copy with what it observed).
+    top = report.rewritten[-1]
+    assert split[-1][1] in _split_keys(top), top
+    # Nothing was set on the session (no configuration, no JAR): it runs where Spark Connect does.
+    assert dict(spark.spark.conf.getAll) == settings
+
+
+@pytest.mark.parametrize(
+    "orders",
+    [
+        [("desc_nulls_last", "s"), ("asc", "day"), ("asc", "u")],
+        [("desc_nulls_first", "price"), ("asc", "u")],
+        [("asc_nulls_last", "t"), ("desc", "v")],
+    ],
+    ids=["string desc, date", "decimal desc nulls first", "integer nulls last, double desc"],
+)
+def test_the_cuts_computed_on_the_client_follow_sparks_order_of_every_type(facts, orders):
+    # The hot key's rows are cut at sampled values sorted on the client (Polars): for every
+    # direction, null placement and type, a row's running values equal Spark's row for row.
+    by_key = Window.partitionBy("k").orderBy(*[getattr(F, direction)(name) for direction, name in orders])
+    query = facts.withColumns(
+        {"rn": F.row_number().over(by_key), "run": F.sum("u").over(by_key), "prev": F.lag("u").over(by_key)}
+    )
+    optimized, report = _optimized(query)
+    [decision] = report.rewritten
+    got, want = (pl.from_arrow(q.toArrow()).sort("u") for q in (optimized, query))
+    assert got.equals(want)
+    hot = decision.report.get.hot
+    assert hot.filter(pl.col("k") == HOT)["chunks"].item() > 1
+
+
+def test_where_nothing_is_hot_the_query_is_returned_unchanged(spark, dims):
+    uniform = spark.spark.range(20_000).select((F.col("id") % 400).alias("k"), F.col("id").alias("v"))
+    query = (
+        uniform.join(dims, "k")
+        .groupBy("d")
+        .agg(F.sum("v"))
+        .join(uniform.groupBy("k").agg(F.median("v")), F.col("d") == F.col("k"))
+    )
+    optimized, report = _optimized(query)
+    assert optimized is query
+    rules = {d.operator: d.rule for d in report.operators}
+    assert sorted(rules.values()) == ["combinable", "no hot key", "no hot key", "not measured"], str(report)
+    assert report.sampled_inputs == 3 and report.statistics_seconds > 0
+
+
+def test_below_the_cost_guard_nothing_is_rewritten(facts):
+    # The hot key's 60 % is 9.6 mean tasks of 16: a guard of 12 keeps Spark's plan.
+    query = facts.groupBy("k").agg(F.median("v"))
+    optimized, report = _optimized(query, min_skew=12.0)
+    [decision] = report.operators
+    assert optimized is query
+    assert decision.rule == "below threshold" and 8 < decision.predicted_skew < 12
+
+
+def test_what_it_cannot_measure_or_split_is_left_to_spark_and_named(spark, facts, dims):
+    def top(pdf):
+        return pdf.head(1)
+
+    queries = {
+        # A full join's output rows come from either side: no side's sample is a sample of it.
+        "not measured": facts.join(dims, "k", "full").groupBy("d").agg(F.median("v")),
+        "needs merge": facts.groupBy("k").applyInPandas(top, facts.schema),
+        "not read": spark.spark.sql("SELECT 1 AS k"),
+    }
+    for rule, query in queries.items():
+        _, report = _optimized(query)
+        assert rule in [d.rule for d in report.operators if not d.rewritten], str(report)
+    # The join under the median on another key is still split.
+    _, report = _optimized(queries["not measured"])
+    assert [d.kind for d in report.rewritten] == ["join"]
+    assert "split it by hand" in next(d.why for d in report.operators if d.rule == "not measured")
+
+
+def test_bad_arguments_fail_before_any_job(spark, facts):
+    with pytest.raises(ConfigTypeError, match="Spark DataFrame"):
+        optimize(pl.DataFrame({"k": [1]}))  # type: ignore[arg-type]
+    for wrong in (0, 0.5, True, "5"):
+        with pytest.raises(ConfigError, match="min_skew"):
+            optimize(facts, min_skew=wrong)  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="workers"):
+        optimize(facts, workers=0)
