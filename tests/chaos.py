@@ -48,12 +48,14 @@ class Kill:
     pid: int
 
 
-def stages_of(api: StatusApi, action: Callable[[], Any]) -> tuple[Any, list[dict[str, Any]]]:
+def stages_of(api: StatusApi, action: Callable[[], Any], *, twice: bool = True) -> tuple[Any, list[dict[str, Any]]]:
     """``action``'s result and the stages it ran (first attempts, by stage id), for picking
-    the stage to kill in. The action runs twice, and the second run's stages are listed: a
-    first run may add stages of its own, which later runs skip (the online plan of
-    apply_grouped does even with its input's schema given: 7 stages, then 6)."""
-    action()
+    the stage to kill in. With ``twice`` the action runs twice and the second run's stages
+    are listed: a first run may add stages of its own, which later runs skip (the online
+    plan of apply_grouped does even with its input's schema given: 7 stages, then 6); a plan
+    Spark runs alike every time (no Python state of its own) needs one run."""
+    if twice:
+        action()
     before = api.last_stage()
     result = action()
     ran = [s for s in api.stages_after(before) if s["attemptId"] == 0]

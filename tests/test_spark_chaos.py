@@ -229,7 +229,7 @@ def test_join_survives_a_kill_in_its_sampling_and_join_stages(cluster, api, dire
         return fetched(join(frame, dimension, "key", "full"))
 
     expected = fetched(frame.join(dimension, "key", "full"))
-    clean, stages = stages_of(api, action)
+    clean, stages = stages_of(api, action, twice=False)
     assert clean.equals(expected)
     for ordinal in sorted({0, slowest(stages), len(stages) - 1}):
         result, kill = run_killing(api, cluster.cluster.pid, action, ordinal=ordinal, completed=0)
@@ -290,7 +290,7 @@ def test_holistic_agg_survives_a_kill_in_its_sampling_counting_and_ranking_stage
         return fetched(holistic_agg(frame, "key", *columns, workers=16))
 
     expected = fetched(frame.groupBy("key").agg(*columns))
-    clean, stages = stages_of(api, action)
+    clean, stages = stages_of(api, action, twice=False)
     assert clean.equals(expected)
     for ordinal in sorted({0, slowest(stages)}):
         result, kill = run_killing(api, cluster.cluster.pid, action, ordinal=ordinal, completed=0)
@@ -309,14 +309,14 @@ def test_an_optimized_query_survives_a_kill_in_its_slowest_stage(cluster, api, d
     dimension = cluster.spark.range(0, 5_200).selectExpr("id AS key", "id % 13 AS w").hint("merge")
     query = frame.join(dimension, "key", "left").groupBy("key").agg(F.median("value"), F.count("*"))
     plan = Report()
-    optimized = optimize(query, workers=16, report=plan)
+    optimized = optimize(query, workers=16, min_rows=0, report=plan)
     assert [decision.kind for decision in plan.get.rewritten] == ["join", "aggregate"], str(plan.get)
 
     def action() -> pl.DataFrame:
         return fetched(optimized)
 
     expected = fetched(query)
-    clean, stages = stages_of(api, action)
+    clean, stages = stages_of(api, action, twice=False)
     assert clean.equals(expected)
     result, kill = run_killing(api, cluster.cluster.pid, action, ordinal=slowest(stages), completed=0)
     assert result.equals(expected), f"a different result after {kill}"

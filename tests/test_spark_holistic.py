@@ -140,13 +140,13 @@ def test_several_keys_and_the_front(frame):
     columns = [F.median("x"), F.percentile("t", [0.2, 0.8]), F.mode("t", True), F.count_distinct("s", "t")]
     _assert_equal(holistic_agg(frame, ["k", "g"], *columns, workers=WORKERS), frame.groupBy("k", "g").agg(*columns))
     # The front, from statistics gathered when called: key 0's half of the rows is 4 mean tasks'
-    # of 8, over a guard of 2. Its report names the key it split. Specs and PySpark's dict form
+    # of 8, over a guard of 2 (and no size). Its report names the key it split. Specs and PySpark's dict form
     # go with Columns, named as Spark names them, and with several keys.
     report: Report[HolisticReport] = Report()
-    ours = skewed(frame, workers=WORKERS, min_skew=2).groupBy("k").agg(*columns, "sum(t)", report=report)
+    ours = skewed(frame, workers=WORKERS, min_skew=2, min_rows=0).groupBy("k").agg(*columns, "sum(t)", report=report)
     _assert_equal(ours, frame.groupBy("k").agg(*columns, F.sum("t")))
     assert 0 in report.get.hot["k"].to_list() and report.get.left_to_spark is None
-    several = skewed(frame, workers=WORKERS, min_skew=2).groupBy("k", "g").agg(*columns, {"t": "sum"})
+    several = skewed(frame, workers=WORKERS, min_skew=2, min_rows=0).groupBy("k", "g").agg(*columns, {"t": "sum"})
     _assert_equal(several, frame.groupBy("k", "g").agg(*columns, F.sum("t")))
     # Under the default guard (5 mean tasks) Spark's own aggregate runs, and the report says why.
     kept: Report[HolisticReport] = Report()

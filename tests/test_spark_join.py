@@ -175,10 +175,10 @@ def test_a_self_join_and_the_skewed_front(spark, tables):
     small = facts.filter("id % 50 = 0")
     assert_same_join(join(small, small, "key", "inner"), small.join(small, "key", "inner"))
     facts, dimension = tables
-    # The front, from statistics gathered when called, over a guard of 2 mean tasks: its
-    # report names the key it split.
+    # The front, from statistics gathered when called, over a guard of 2 mean tasks (and no
+    # size): its report names the key it split.
     report: Report[JoinReport] = Report()
-    ours = skewed(facts, min_skew=2).join(dimension, "key", "left", report=report)
+    ours = skewed(facts, min_skew=2, min_rows=0).join(dimension, "key", "left", report=report)
     assert_same_join(ours, facts.join(dimension, "key", "left"))
     assert 0 in report.get.hot["key"].to_list() and report.get.left_to_spark is None
     with pytest.raises(ConfigError, match="join does not read nulls='raise'"):

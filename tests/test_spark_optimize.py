@@ -15,6 +15,7 @@ import decimal
 import numpy as np
 import polars as pl
 import pytest
+from pyspark.errors import AnalysisException
 from pyspark.sql import Window
 from pyspark.sql import functions as F
 
@@ -72,7 +73,8 @@ def _rows(frame) -> list[tuple]:
 
 def _optimized(query, **options):
     report: Report[OptimizeReport] = Report()
-    return optimize(query, workers=WORKERS, report=report, **options), report.get
+    options = {"workers": WORKERS, "min_rows": 0, **options}
+    return optimize(query, report=report, **options), report.get
 
 
 def _split_keys(decision) -> list:
@@ -184,12 +186,17 @@ def test_where_nothing_is_hot_the_query_is_returned_unchanged(spark, dims):
 
 
 def test_below_the_cost_guard_nothing_is_rewritten(facts):
-    # The hot key's 60 % is 9.6 mean tasks of 16: a guard of 12 keeps Spark's plan.
+    # The hot key's 60 % is 9.6 mean tasks of 16: a guard of 12 keeps Spark's plan, and so
+    # does the guard's size: its 24,000 rows are under the default million.
     query = facts.groupBy("k").agg(F.median("v"))
     optimized, report = _optimized(query, min_skew=12.0)
     [decision] = report.operators
     assert optimized is query
     assert decision.rule == "below threshold" and 8 < decision.predicted_skew < 12
+    optimized, report = _optimized(query, min_rows=1_000_000)
+    [decision] = report.operators
+    assert optimized is query
+    assert decision.rule == "small" and "rows, under the cost guard's 1,000,000" in decision.why
 
 
 def test_what_it_cannot_measure_or_split_is_left_to_spark_and_named(spark, facts, dims):
@@ -209,6 +216,17 @@ def test_what_it_cannot_measure_or_split_is_left_to_spark_and_named(spark, facts
     _, report = _optimized(queries["not measured"])
     assert [d.kind for d in report.rewritten] == ["join"]
     assert "split it by hand" in next(d.why for d in report.operators if d.rule == "not measured")
+
+
+def test_an_analysis_error_after_optimize_still_names_its_column(facts):
+    # optimize asks Spark whether a sample can be taken with the windows removed (a median of a
+    # lag cannot), and keeps Spark's log of that answer quiet: PySpark's own logging of the
+    # next analysis error must be intact.
+    by_key = Window.partitionBy("k").orderBy("t", "u")
+    query = facts.withColumn("before", F.lag("u").over(by_key)).groupBy("k").agg(F.median("before"))
+    optimize(query, workers=WORKERS)
+    with pytest.raises(AnalysisException, match="nope"):
+        facts.select("nope").schema  # noqa: B018 - the schema call is the analysis
 
 
 def test_bad_arguments_fail_before_any_job(spark, facts):

@@ -239,10 +239,10 @@ def test_a_string_order_and_a_date_order_with_nulls_last(frame):
 
 def test_a_replaced_column_keeps_its_place_and_the_skewed_front_is_the_same_verb(frame):
     # The front, from statistics gathered when called: key 0's half of the rows is 4 mean
-    # tasks' of 8, over a guard of 2; its report names the key it cut.
+    # tasks' of 8, over a guard of 2 (and no size); its report names the key it cut.
     w = Window.partitionBy("k").orderBy("t")
     columns = {"x": F.sum("x").over(w), "after": F.rank().over(w)}
-    front = skewed(frame, workers=WORKERS, min_skew=2)
+    front = skewed(frame, workers=WORKERS, min_skew=2, min_rows=0)
     report: Report[WindowSplitReport] = Report()
     assert_same_window(front.withColumns(columns, report=report), frame.withColumns(columns))
     assert 0 in report.get.hot["k"].to_list() and report.get.left_to_spark is None

@@ -50,7 +50,7 @@ from keysplit._errors import KeysplitError
 from keysplit.spark.holistic import REPEATS, SPLIT_FUNCTIONS
 from keysplit.spark.intake import RUN_SETTINGS, run_settings, session_for, shuffle_partitions
 from keysplit.spark.join import broadcast_side, join_key_type
-from keysplit.spark.keyed_plan import KeyedOperator, keyed_operators
+from keysplit.spark.keyed_plan import KeyedOperator, Kind, keyed_operators
 from keysplit.spark.shuffle_bytes import partition_widths
 from keysplit.spark.statistics import estimated_rows
 
@@ -375,7 +375,7 @@ def _schema(handle: Session, frame: DataFrame) -> Any:
 
 
 def _value(operator: KeyedOperator) -> Column | None:
-    if operator.kind != "aggregate":
+    if operator.kind is not Kind.AGGREGATE:
         return None
     for name, argument in operator.functions:
         if name not in _COMBINABLE and argument is not None:
@@ -397,7 +397,7 @@ def _measure(
     if streaming:
         return {}
     for index, operator in enumerate(operators):
-        compared = _compared_types(handle, operator) if operator.kind == "join" and operator.names[0] else None
+        compared = _compared_types(handle, operator) if operator.kind is Kind.JOIN and operator.names[0] else None
         for side, frame in enumerate(operator.inputs):
             if operator.fed_by[side] is not None or operator.behind_shuffle[side] is not None:
                 continue
@@ -405,9 +405,11 @@ def _measure(
             if not keys:
                 continue
             if (
-                operator.kind == "join"
+                operator.kind is Kind.JOIN
                 and operator.how in ("inner", "left_semi")
-                or (operator.kind == "join" and (operator.how, side) in (("left", 1), ("right", 0), ("left_anti", 1)))
+                or (
+                    operator.kind is Kind.JOIN and (operator.how, side) in (("left", 1), ("right", 0), ("left_anti", 1))
+                )
             ):
                 # Spark infers `key IS NOT NULL` for a side whose null keys match nothing
                 # and are not kept: they never reach the exchange.
@@ -493,7 +495,7 @@ def _measure(
             width=width,
             # Only a join's verdict reads its inputs' bytes.
             shuffle_widths=_shuffle_widths(handle, frame, keys, settings.partitions, width)
-            if operators[index].kind == "join"
+            if operators[index].kind is Kind.JOIN
             else np.full(settings.partitions, float(width)),
             blocks=grid,
             block_keys=keys_grid,
@@ -533,7 +535,7 @@ def _planned_broadcasts(handle: Session, operators: list[KeyedOperator]) -> dict
     another keyed operator's output, which measuring would run."""
     planned = {}
     for index, join in enumerate(operators):
-        if join.kind != "join" or join.frame is None:
+        if join.kind is not Kind.JOIN or join.frame is None:
             continue
         side = broadcast_side(handle, join.frame)
         if side is None:
@@ -560,7 +562,7 @@ def _judge(
     broadcasts: dict[int, str],
 ) -> _Verdict:
     if streaming:
-        fix = "keysplit.spark.stream_aggregate(...)" if operator.kind == "aggregate" else None
+        fix = "keysplit.spark.stream_aggregate(...)" if operator.kind is Kind.AGGREGATE else None
         return _Verdict(
             False,
             "stateful stream",
@@ -571,7 +573,7 @@ def _judge(
         )
     if operator.note is not None:
         return _Verdict(False, "not measured", operator.note, None, None)
-    if operator.kind == "sql":
+    if operator.kind is Kind.SQL:
         return _Verdict(
             False,
             "not read",
@@ -580,7 +582,7 @@ def _judge(
             None,
             None,
         )
-    if operator.kind == "window" and not operator.names[0]:
+    if operator.kind is Kind.WINDOW and not operator.names[0]:
         return _Verdict(
             False,
             "no partitionBy",
@@ -594,7 +596,7 @@ def _judge(
         inherited = verdicts.get(operators.index(lower))
         if inherited is not None and inherited.output_by_key is not None:
             return _after_forced_split(operator, lower, inherited.output_by_key)
-        if operator.kind != "join":
+        if operator.kind is not Kind.JOIN:
             return _Verdict(
                 False,
                 "no shuffle of its own",
@@ -604,7 +606,7 @@ def _judge(
                 None,
             )
     missing = [operator.sides[i] for i, m in enumerate(inputs or [None] * len(operator.inputs)) if m is None]
-    if operator.kind == "join":
+    if operator.kind is Kind.JOIN:
         return _join(operator, inputs, settings, broadcasts.get(operators.index(operator)))
     if missing or not inputs:
         behind = operator.behind_shuffle[0]
@@ -621,11 +623,11 @@ def _judge(
     hot = measured.hot(settings.partitions)
     sizes = measured.blocks.sum(axis=0)
     row_share = float(sizes.max() / max(sizes.sum(), 1))
-    if operator.kind == "aggregate":
+    if operator.kind is Kind.AGGREGATE:
         return _aggregate(operator, measured, hot)
     if not hot:
         return _Verdict(False, "no hot key", "no key holds more than a mean task's share of the rows", row_share, None)
-    what = "a window partition" if operator.kind == "window" else "a group of a grouped map"
+    what = "a window partition" if operator.kind is Kind.WINDOW else "a group of a grouped map"
     return _Verdict(
         False,
         "not a join",
@@ -655,7 +657,7 @@ def _after_forced_split(operator: KeyedOperator, lower: KeyedOperator, output: t
     """An operator on a join's key above Spark's forced split of that join: the split adds an
     exchange of the join's output, by key, under it."""
     share, rows = output
-    if operator.kind == "join":
+    if operator.kind is Kind.JOIN:
         return _Verdict(
             False,
             "not measured",
@@ -664,10 +666,10 @@ def _after_forced_split(operator: KeyedOperator, lower: KeyedOperator, output: t
             None,
             operator.call or None,
         )
-    combinable = operator.kind == "aggregate" and all(name in _COMBINABLE for name, _ in operator.functions)
+    combinable = operator.kind is Kind.AGGREGATE and all(name in _COMBINABLE for name, _ in operator.functions)
     planned = (
         " (planned over the join's partitioning, it has no partial aggregation: every output row is shuffled)"
-        if operator.kind == "aggregate"
+        if operator.kind is Kind.AGGREGATE
         else ""
     )
     return _Verdict(

@@ -41,7 +41,7 @@ from keysplit.spark.holistic import HolisticReport, planned_aggregate
 from keysplit.spark.intake import is_spark_frame, session_for
 from keysplit.spark.join import JoinReport, join_type, planned_join
 from keysplit.spark.optimize import OptimizeReport, optimized, split_verb
-from keysplit.spark.options import DEFAULT_CAPACITY, MIN_SKEW, SkewOptions
+from keysplit.spark.options import DEFAULT_CAPACITY, MIN_ROWS, MIN_SKEW, SkewOptions
 from keysplit.spark.window import WindowSplitReport, planned_window
 
 #: The grouped verbs' workers when ``skewed`` is given none.
@@ -94,7 +94,7 @@ class SkewedFrame:
         """``frame.join(other, on, how)`` with the hot keys of both sides split where the cost
         guard finds the join straggling (:func:`keysplit.spark.join`'s plan, its grid from
         statistics gathered now), else Spark's own join: a lazy DataFrame."""
-        options = self.options.read_by("join", "min_skew")
+        options = self.options.read_by("join", "min_skew", "min_rows")
         how = join_type(how)
         if not is_spark_frame(other):
             raise ConfigTypeError(f"join's right side must be a Spark DataFrame, got {type(other).__name__}")
@@ -119,7 +119,7 @@ class SkewedFrame:
         window by window, as Spark's own plan does; ``report`` takes one window's figures."""
         if len(columns) != 1 or not isinstance(columns[0], dict):
             raise ConfigTypeError("withColumns takes one dict of {name: window column}, as PySpark's")
-        options = self.options.read_by("withColumns", "min_skew")
+        options = self.options.read_by("withColumns", "min_skew", "min_rows")
         handle = session_for(self.frame, options.session)
         groups, plain = _by_window(columns[0])
         if report is not None and len(groups) != 1:
@@ -160,7 +160,7 @@ class SkewedFrame:
     def optimize(self, *, report: Report[OptimizeReport] | None = None) -> DataFrame:
         """The frame with every keyed operator of its plan that will straggle split
         (:func:`keysplit.spark.optimize`), with these options."""
-        options = self.options.read_by("optimize", "min_skew")
+        options = self.options.read_by("optimize", "min_skew", "min_rows")
         return optimized(self.frame, options, report=report)[0]
 
     def withColumn(  # noqa: N802 - PySpark's name
@@ -256,7 +256,7 @@ class SkewedGroupedData:
         to compare the groupers)."""
         from pyspark.sql import Column as SparkColumn
 
-        options = self.skewed.options.read_by("agg", "min_skew")
+        options = self.skewed.options.read_by("agg", "min_skew", "min_rows")
         columns = [expr for expr in exprs if isinstance(expr, SparkColumn)]
         columns += [_spark_column(agg) for agg in _aggs([e for e in exprs if not isinstance(e, SparkColumn)])]
         if not columns:
@@ -315,6 +315,7 @@ def skewed(
     workers: int | None = None,
     seed: int = 0,
     min_skew: float = MIN_SKEW,
+    min_rows: int = MIN_ROWS,
     grouper: Grouper | str | None = None,
     capacity: int = DEFAULT_CAPACITY,
     order_by: Sequence[str] | str | None = None,
@@ -332,6 +333,7 @@ def skewed(
         workers=workers,
         seed=seed,
         min_skew=min_skew,
+        min_rows=min_rows,
         grouper=grouper,
         capacity=capacity,
         order_by=order_by,  # type: ignore[arg-type]

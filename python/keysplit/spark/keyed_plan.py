@@ -21,6 +21,7 @@ either side's key (Spark's ``UnknownPartitioning``), so it feeds nothing.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 from keysplit._errors import ConfigError, KeysplitError
@@ -51,6 +52,32 @@ _PASS_THROUGH = (
 )
 
 
+class Kind(StrEnum):
+    """The kinds of keyed operator: the one registry :func:`keysplit.spark.explain_skew` and
+    :func:`keysplit.spark.optimize` read. A new family adds its kind here, how
+    :func:`keyed_operators` reads it from a plan, and its planner in :mod:`.optimize`."""
+
+    JOIN = "join"
+    AGGREGATE = "aggregate"
+    WINDOW = "window"
+    GROUPED_MAP = "grouped map"
+    STATEFUL = "stateful"
+    #: A ``spark.sql`` query, whose operators are in its text.
+    SQL = "sql"
+
+    @property
+    def keeps_rows(self) -> bool:
+        """Whether its output holds its input's rows, one for one (a window): what is under
+        it is measured through it."""
+        return self is Kind.WINDOW
+
+    @property
+    def partitions_output(self) -> bool:
+        """Whether its output is hash-partitioned by its keys, for an operator above on the
+        same keys to read without an exchange."""
+        return self not in (Kind.STATEFUL, Kind.SQL)
+
+
 @dataclass
 class KeyedOperator:
     """One keyed operator: ``kind`` is ``join``, ``aggregate``, ``window``, ``grouped map``
@@ -58,7 +85,7 @@ class KeyedOperator:
     key columns (Spark Connect Columns), ``names[i]`` their names where they are plain
     columns (else the expression's text)."""
 
-    kind: str
+    kind: Kind
     label: str
     inputs: list[DataFrame]
     keys: list[list[Column]]
@@ -83,9 +110,9 @@ class KeyedOperator:
     @property
     def output_keys(self) -> tuple[str, ...] | None:
         """The columns its output is hash-partitioned by (None: not partitioned by a key)."""
-        if self.kind in ("stateful", "sql") or (self.kind == "join" and self.how == "full"):
+        if not self.kind.partitions_output or (self.kind is Kind.JOIN and self.how == "full"):
             return None
-        keys = self.names[1] if self.kind == "join" and self.how == "right" else self.names[0]
+        keys = self.names[1] if self.kind is Kind.JOIN and self.how == "right" else self.names[0]
         # No keys (a window without partitionBy, a join on a condition): not partitioned by any.
         return keys or None
 
@@ -196,7 +223,7 @@ def _operator(node: Any, session: Any) -> KeyedOperator | None:
     if query is not None:
         # Its operators are in the query's text, which only the server parses.
         text = " ".join(query.split())
-        return KeyedOperator("sql", f"spark.sql({text[:60]!r}{'...' if len(text) > 60 else ''})", [], [], [])
+        return KeyedOperator(Kind.SQL, f"spark.sql({text[:60]!r}{'...' if len(text) > 60 else ''})", [], [], [])
     if kind == "Aggregate" and node._group_type == "groupby" and node._grouping_cols:
         keys = _columns(node._grouping_cols)
         functions = []
@@ -209,7 +236,7 @@ def _operator(node: Any, session: Any) -> KeyedOperator | None:
         names = tuple(_text(k) for k in keys)
         aggregates = ", ".join(str(c._expr) for c in _columns(node._aggregate_cols))
         return KeyedOperator(
-            "aggregate",
+            Kind.AGGREGATE,
             f"groupBy({', '.join(names)}).agg({aggregates})",
             [plan_frame(node._child, session)],
             [keys],
@@ -222,7 +249,7 @@ def _operator(node: Any, session: Any) -> KeyedOperator | None:
         from pyspark.sql.connect.functions import col
 
         return KeyedOperator(
-            "aggregate",
+            Kind.AGGREGATE,
             f"dropDuplicates({list(names)})",
             [plan_frame(node._child, session)],
             [[col(n) for n in names]],
@@ -244,7 +271,7 @@ def _operator(node: Any, session: Any) -> KeyedOperator | None:
                 )
             described = ", ".join(str(w) for w in windows)
             return KeyedOperator(
-                "window",
+                Kind.WINDOW,
                 f"window partitionBy({', '.join(names)}): {described}",
                 [plan_frame(node._child, session)],
                 [keys],
@@ -262,7 +289,7 @@ def _operator(node: Any, session: Any) -> KeyedOperator | None:
             else ("applyInPandasWithState" if kind.startswith("Apply") else "transformWithState")
         )
         return KeyedOperator(
-            "stateful" if stateful else "grouped map",
+            Kind.STATEFUL if stateful else Kind.GROUPED_MAP,
             f"groupBy({', '.join(names)}).{verb}(...)",
             [plan_frame(node._child, session)],
             [keys],
@@ -300,7 +327,7 @@ def _join(node: Any, session: Any) -> KeyedOperator | None:
     except KeysplitError as error:
         # Spark's join on a condition keysplit cannot read as key columns: listed, not measured.
         return KeyedOperator(
-            "join",
+            Kind.JOIN,
             f"join({node.on}, {how!r})",
             [left, right],
             [[], []],
@@ -316,7 +343,7 @@ def _join(node: Any, session: Any) -> KeyedOperator | None:
         else (repr(list(keys.left)) if keys.using else str(node.on))
     )
     return KeyedOperator(
-        "join",
+        Kind.JOIN,
         f"join({on}, {how!r})",
         [left, right],
         [[col(n) for n in keys.left], [col(n) for n in keys.right]],

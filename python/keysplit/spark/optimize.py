@@ -7,22 +7,25 @@ keyed operator it can split (a join, an aggregate with a holistic function, a wi
 query, it measures the inputs of those operators (:mod:`.statistics`: one sample of each
 input, every input at once), and decides each operator by one rule, the **cost guard**:
 
-    an operator is rewritten when its predicted hottest task holds at least
-    ``min_skew`` (5, Spark's own ``skewedPartitionFactor``) times a mean task's work:
-    its hottest key's share of the rows (a join's: of the work ``L + R + L·R``, at the
-    counts' 95 % upper bounds) times the tasks.
+    an operator is rewritten when its predicted hottest task holds at least ``min_skew``
+    (5, Spark's own ``skewedPartitionFactor``) times a mean task's work (its hottest key's
+    share of the rows, at the count's 95 % upper bound; a join's, of the work
+    ``L + R + L·R``; times the tasks), and that key's work is at least ``min_rows``
+    (1,000,000) rows.
 
-Below that, Spark's plan loses less to its straggler than keysplit's plan adds: it reads its
-input two to four times (the keys not hot, the hot keys' rows, their totals). The plan is
+Below the factor, Spark's plan loses less to its straggler than keysplit's plan adds (it
+reads its input two to four times: the keys not hot, the hot keys' rows, their totals);
+below the size, the straggler ends sooner than the rewrite's extra stages do. The plan is
 rebuilt bottom-up: each operator rewritten is replaced by keysplit's plan for it, its hot
 keys, cuts and grids computed on the client from the sample and put in the plan as literal
 tables, so no sampling stage runs with the query; every other node is Spark's own, and
 where nothing is rewritten ``optimize`` returns ``df`` itself, with nothing added.
 
-An operator whose input is another keyed operator's output (above a join, an aggregate, a
-window on other keys) is not measured: measuring it would run the operator below. It is left
-to Spark and the report says so; split it by hand with the verb the report names
-(``keysplit.spark.join``, ``holistic_agg``, ``window``), whose plan samples in the plan.
+An operator whose input is another keyed operator's output is measured without running that
+operator where it can be: through windows (which keep their rows), from a join's statistics
+on the join's keys, or with a join's driving side sampled. Otherwise (above an aggregate, a
+full join on other keys) it is left to Spark and the report says so; split it by hand with
+the verb the report names, whose plan samples in the plan.
 
 Nothing is set on the session and nothing is shipped to the server: it runs wherever Spark
 Connect does.
@@ -40,12 +43,12 @@ import polars as pl
 
 from keysplit._errors import ConfigError, ConfigTypeError, KeysplitError
 from keysplit.spark.columns import column
-from keysplit.spark.expressions import alias_of, unaliased
+from keysplit.spark.expressions import unaliased
 from keysplit.spark.holistic import SPLIT_FUNCTIONS, HolisticReport, SkewAggregate, planned_aggregate
 from keysplit.spark.intake import is_spark_frame, session_for, shuffle_partitions
 from keysplit.spark.join import JoinReport, SkewJoin, planned_join
-from keysplit.spark.keyed_plan import KeyedOperator, keyed_operators, plan_children, plan_frame
-from keysplit.spark.options import MIN_SKEW, SkewOptions
+from keysplit.spark.keyed_plan import KeyedOperator, Kind, keyed_operators, plan_children, plan_frame
+from keysplit.spark.options import MIN_ROWS, MIN_SKEW, SkewOptions
 from keysplit.spark.report import Report
 from keysplit.spark.statistics import InputSample, SampleRequest, estimated_rows, sample_fraction, sample_inputs
 from keysplit.spark.window import SkewWindow, WindowSplitReport, planned_window
@@ -156,8 +159,9 @@ class _Candidate:
     node: Any
     planned: _Planned
     requests: list[SampleRequest]
-    #: For a window in a ``select``: the columns of the select, each a window's name or None.
-    projected: list[tuple[str | None, Column]] | None = None
+    #: For windows in a ``select`` or inside expressions: what makes the node's output from
+    #: theirs and the input's column names.
+    finish: Callable[[DataFrame, list[str]], DataFrame] | None = None
     samples: list[InputSample] = field(default_factory=list)
     #: The join or window (its operator's index) whose statistics this operator is judged
     #: from, when its input is that operator's output on its keys (then it is not sampled).
@@ -175,6 +179,7 @@ def optimize(
     workers: int | None = None,
     seed: int = 0,
     min_skew: float = MIN_SKEW,
+    min_rows: int = MIN_ROWS,
     session: Session | SparkSession | None = None,
     report: Report[OptimizeReport] | None = None,
 ) -> DataFrame:
@@ -190,14 +195,14 @@ def optimize(
     Runs one statistics pass now (a sample of each measured input, all at once), not the
     query. ``workers`` (default: the shuffle's partitions) is what a key's work is measured
     against and how many tasks a rewritten operator's hot keys fill; ``seed`` seeds the
-    samples and the hashes that spread the hot keys' rows; ``min_skew`` is the cost guard's
-    factor. ``report`` (a :class:`keysplit.spark.Report`) is filled at once with an
+    samples and the hashes that spread the hot keys' rows; ``min_skew`` and ``min_rows`` are
+    the cost guard's factor and size. ``report`` (a :class:`keysplit.spark.Report`) is filled at once with an
     :class:`OptimizeReport`: per operator, rewritten or left and why, with each rewritten
     operator's own report, filled when an action runs the result.
     """
     if not is_spark_frame(frame):
         raise ConfigTypeError(f"optimize works on a Spark DataFrame, got {type(frame).__name__}")
-    options = SkewOptions(workers=workers, seed=seed, min_skew=min_skew, session=session)
+    options = SkewOptions(workers=workers, seed=seed, min_skew=min_skew, min_rows=min_rows, session=session)
     return optimized(frame, options, report=report)[0]
 
 
@@ -242,7 +247,7 @@ def optimized(
     rebuilt = _Rebuilt()
     # Inputs first: an operator's replacement reads its inputs as rebuilt with those below.
     for index, candidate in sorted(candidates.items()):
-        decision, make = _decided(candidate, candidates, handle, min_skew)
+        decision, make = _decided(candidate, candidates, handle, options)
         decisions[index] = decision
         if make is not None:
             inputs = [rebuilt.frame(given) for given in candidate.operator.inputs]
@@ -316,13 +321,13 @@ def _planned(
     below = [_keyed_below(given._plan, operators) for given in operator.inputs]
     # A window keeps its input's rows: what is under one is measured through it (Spark
     # prunes the window when the sample reads none of its columns).
-    measured = all(lower.kind == "window" for found in below for lower in found)
+    measured = all(lower.kind.keeps_rows for found in below for lower in found)
     source = driving = None
     if not measured:
         source = _join_on_the_same_keys(operator, operators, candidates)
         driving = None if source is not None else _driving_join(operator, operators, candidates)
         if source is None and driving is None and not in_plan:
-            lower = next(lower for found in below for lower in found if lower.kind != "window")
+            lower = next(lower for found in below for lower in found if not lower.kind.keeps_rows)
             return left(
                 "not measured",
                 f"its input is {lower.label}'s output: measuring it would run that operator; split it by hand "
@@ -344,7 +349,7 @@ def _planned(
     candidate.in_plan = not measured and source is None and driving is None
     if driving is not None:
         candidate.requests = [_sampled_through(candidate, candidates[driving[0]], driving[1], seed)]
-    windows = [lower for found in below for lower in found if lower.kind == "window"]
+    windows = [lower for found in below for lower in found if lower.kind.keeps_rows]
     if measured and windows and not isinstance(candidate.planned, SkewJoin):
         _measured_under_windows(candidate, windows, operators, candidates, handle)
     candidates[index] = candidate
@@ -364,6 +369,7 @@ def _measured_under_windows(
     it reads on the same keys (its rows per key are that window's input's), its cuts found in
     its plan; failing that, the sample runs the windows."""
     from pyspark.errors import AnalysisException
+    from pyspark.logger import PySparkLogger
 
     assert not isinstance(candidate.planned, SkewJoin)
     view = _Rebuilt()
@@ -371,7 +377,8 @@ def _measured_under_windows(
         assert lower.frame is not None
         view.replace(lower.frame._plan, lower.frame._plan._child, keep_id=False)
     request = _over(candidate.planned, view.frame(candidate.operator.inputs[0])).sample_request()
-    quiet = logging.getLogger("DataFrameQueryContextLogger")
+    # PySpark's own logger class (a plain logging.Logger under its name breaks its calls).
+    quiet = PySparkLogger.getLogger("DataFrameQueryContextLogger")
     level = quiet.level
     # A column the windows make is not there without them: Spark says so, and logs it.
     quiet.setLevel(logging.CRITICAL)
@@ -379,7 +386,7 @@ def _measured_under_windows(
         handle.call("reading the plan", lambda: request.frame.select(request.key_hash, *request.columns).schema)
     except AnalysisException:
         fed = candidate.operator.fed_by[0]
-        source = None if fed is None or fed.kind != "window" else operators.index(fed)
+        source = None if fed is None or fed.kind is not Kind.WINDOW else operators.index(fed)
         if source is not None and source in candidates and candidates[source].source is None:
             candidate.requests, candidate.source = [], source
         return
@@ -391,22 +398,30 @@ def _measured_under_windows(
 def _driving_join(
     operator: KeyedOperator, operators: list[KeyedOperator], candidates: dict[int, _Candidate]
 ) -> tuple[int, int] | None:
-    """The measured join under ``operator`` (through no keyed operator but windows) each of
-    whose output rows comes from one row of one side (an inner, left, semi or anti join's left
-    side; a right join's right side), with that side: sampling that side samples the join's
-    output. None when there is no such join."""
-    if operator.kind == "join" or len(operator.inputs) != 1:
+    """The measured join under ``operator`` each of whose output rows comes from one row of
+    one side (an inner, left, semi or anti join's left side; a right join's right side), with
+    that side: sampling that side samples the join's output. None when there is no such join."""
+    under = _join_under(operator, operators, candidates)
+    if under is None:
+        return None
+    side = {"inner": 0, "left": 0, "left_semi": 0, "left_anti": 0, "right": 1}.get(operators[under].how or "")
+    return None if side is None else (under, side)
+
+
+def _join_under(
+    operator: KeyedOperator, operators: list[KeyedOperator], candidates: dict[int, _Candidate]
+) -> int | None:
+    """The one join under ``operator`` (through no keyed operator but those that keep their
+    rows), when it is measured (its index), or None."""
+    if operator.kind is Kind.JOIN or len(operator.inputs) != 1:
         return None
     below = _keyed_below(operator.inputs[0]._plan, operators)
-    joins = [lower for lower in below if lower.kind == "join"]
-    if len(joins) != 1 or any(lower.kind not in ("join", "window") for lower in below):
+    joins = [lower for lower in below if lower.kind is Kind.JOIN]
+    if len(joins) != 1 or any(lower.kind is not Kind.JOIN and not lower.kind.keeps_rows for lower in below):
         return None
     index = operators.index(joins[0])
     candidate = candidates.get(index)
-    side = {"inner": 0, "left": 0, "left_semi": 0, "left_anti": 0, "right": 1}.get(joins[0].how or "")
-    if candidate is None or candidate.source is not None or side is None:
-        return None
-    return index, side
+    return index if candidate is not None and candidate.source is None else None
 
 
 def _sampled_through(candidate: _Candidate, join: _Candidate, side: int, seed: int) -> SampleRequest:
@@ -442,22 +457,13 @@ def _keyed_below(node: Any, operators: list[KeyedOperator]) -> list[KeyedOperato
 def _join_on_the_same_keys(
     operator: KeyedOperator, operators: list[KeyedOperator], candidates: dict[int, _Candidate]
 ) -> int | None:
-    """The measured join whose output ``operator`` reads on that join's keys (through no
-    other keyed operator), or None: its keys' rows are then the join's output rows per key,
-    which the join's statistics estimate."""
-    if operator.kind == "join" or len(operator.inputs) != 1:
+    """The measured join whose output ``operator`` reads on that join's keys, or None: its
+    keys' rows are then the join's output rows per key, which the join's statistics estimate."""
+    under = _join_under(operator, operators, candidates)
+    if under is None:
         return None
-    below = [lower for lower in _keyed_below(operator.inputs[0]._plan, operators)]
-    joins = [lower for lower in below if lower.kind == "join"]
-    if len(joins) != 1 or any(lower.kind not in ("join", "window") for lower in below):
-        return None
-    join = joins[0]
-    index = operators.index(join)
-    candidate = candidates.get(index)
-    if candidate is None or candidate.source is not None:
-        return None
-    keys = set(operator.names[0])
-    return index if keys in (set(join.names[0]), set(join.names[1])) else None
+    join = operators[under]
+    return under if set(operator.names[0]) in (set(join.names[0]), set(join.names[1])) else None
 
 
 def _left_alone(operator: KeyedOperator, streaming: bool) -> OperatorDecision | None:
@@ -472,23 +478,23 @@ def _left_alone(operator: KeyedOperator, streaming: bool) -> OperatorDecision | 
         )
     if operator.note is not None:
         return left("not split", operator.note)
-    if operator.kind == "sql":
+    if operator.kind is Kind.SQL:
         return left(
             "not read",
             "a spark.sql query's operators are in its text, which only the server parses: build it with the "
             "DataFrame API to have it optimized",
         )
-    if operator.kind == "grouped map":
+    if operator.kind is Kind.GROUPED_MAP:
         return left(
             "needs merge",
             "a grouped map's function is split only with a merge of its partial results: "
             f"{operator.call or 'skewed(df).groupBy(k).applyInPandas(f, schema, merge=m)'}",
         )
-    if operator.kind == "stateful":
+    if operator.kind is Kind.STATEFUL:
         return left("not split", "a stateful streaming operator's state partitions are fixed by its checkpoint")
-    if operator.kind == "window" and not operator.names[0]:
+    if operator.kind is Kind.WINDOW and not operator.names[0]:
         return left("not split", "a window without partitionBy: keysplit's window verb splits partitions by key")
-    if operator.kind == "aggregate" and not any(name in SPLIT_FUNCTIONS for name, _ in operator.functions):
+    if operator.kind is Kind.AGGREGATE and not any(name in SPLIT_FUNCTIONS for name, _ in operator.functions):
         return left(
             "combinable",
             "no holistic function: partial aggregation sends a map task's rows of a key as one row, and Spark's "
@@ -499,33 +505,48 @@ def _left_alone(operator: KeyedOperator, streaming: bool) -> OperatorDecision | 
 
 def _candidate(operator: KeyedOperator, handle: Session, workers: int, seed: int, *, measured: bool) -> _Candidate:
     """``operator``'s keysplit plan (built, not run) and, when ``measured``, what to sample
-    for it."""
-    assert operator.frame is not None
-    node = operator.frame._plan
-    if operator.kind == "join":
-        left, right = operator.inputs
-        planned_join_ = planned_join(
-            left, right, node.on, operator.how or "inner", workers=workers, seed=seed, handle=handle
-        )
-        if planned_join_.broadcast is not None:
-            raise _Broadcast(planned_join_.broadcast)
-        estimates = [estimated_rows(handle, side) for side in (left, right)]
-        fraction = sample_fraction(max((e for e in estimates if e is not None), default=None))
-        planned_join_ = replace(planned_join_, sample_fraction=fraction)
-        return _Candidate(operator, node, planned_join_, planned_join_.sample_requests(fraction) if measured else [])
-    if operator.kind == "aggregate":
-        names = tuple(name for name in operator.names[0])
-        aggregates = _connect_columns(node._aggregate_cols)
-        planned_aggregate_ = planned_aggregate(
-            operator.inputs[0], names, aggregates, workers=workers, seed=seed, handle=handle
-        )
-        return _Candidate(operator, node, planned_aggregate_, [planned_aggregate_.sample_request()] if measured else [])
-    if operator.kind == "window":
-        columns, projected = _window_columns(node)
-        planned_window_ = planned_window(operator.inputs[0], columns, workers=workers, seed=seed, handle=handle)
-        requests = [planned_window_.sample_request()] if measured else []
-        return _Candidate(operator, node, planned_window_, requests, projected)
-    raise ConfigError(f"{operator.kind} is not split by optimize")
+    for it: by its kind's planner."""
+    planner = _PLANNERS.get(operator.kind)
+    if planner is None:
+        raise ConfigError(f"{operator.kind} is not split by optimize")
+    candidate = planner(operator, _node(operator), handle, workers, seed)
+    if not measured:
+        candidate.requests = []
+    return candidate
+
+
+def _join_candidate(operator: KeyedOperator, node: Any, handle: Session, workers: int, seed: int) -> _Candidate:
+    left, right = operator.inputs
+    planned = planned_join(left, right, node.on, operator.how or "inner", workers=workers, seed=seed, handle=handle)
+    if planned.broadcast is not None:
+        raise _Broadcast(planned.broadcast)
+    # Both sides at one fraction, the larger side's: the grid's bounds read one.
+    estimates = [estimated_rows(handle, side) for side in (left, right)]
+    fraction = sample_fraction(max((e for e in estimates if e is not None), default=None))
+    planned = replace(planned, sample_fraction=fraction)
+    return _Candidate(operator, node, planned, planned.sample_requests(fraction))
+
+
+def _aggregate_candidate(operator: KeyedOperator, node: Any, handle: Session, workers: int, seed: int) -> _Candidate:
+    columns = _connect_columns(node._aggregate_cols)
+    planned = planned_aggregate(
+        operator.inputs[0], operator.names[0], columns, workers=workers, seed=seed, handle=handle
+    )
+    return _Candidate(operator, node, planned, [planned.sample_request()])
+
+
+def _window_candidate(operator: KeyedOperator, node: Any, handle: Session, workers: int, seed: int) -> _Candidate:
+    columns, finish = _window_columns(node)
+    planned = planned_window(operator.inputs[0], columns, workers=workers, seed=seed, handle=handle)
+    return _Candidate(operator, node, planned, [planned.sample_request()], finish)
+
+
+#: The kinds optimize splits, each with what plans it (the verb of its family).
+_PLANNERS: dict[Kind, Callable[[KeyedOperator, Any, Session, int, int], _Candidate]] = {
+    Kind.JOIN: _join_candidate,
+    Kind.AGGREGATE: _aggregate_candidate,
+    Kind.WINDOW: _window_candidate,
+}
 
 
 class _Broadcast(KeysplitError):
@@ -540,47 +561,94 @@ def _connect_columns(given: Any) -> list[Column]:
     return [c if isinstance(c, ConnectColumn) else ConnectColumn(c) for c in given]
 
 
-def _window_columns(node: Any) -> tuple[dict[str, Column], list[tuple[str | None, Column]] | None]:
-    """A window node's window columns (name → column), and for a ``select`` its columns in
-    order, each the name of a window column or None (kept as it is). A ``select``'s windows
-    are computed under names of keysplit's own, then selected under the user's: a ``*`` in the
-    select must not take them twice."""
+def _window_columns(node: Any) -> tuple[dict[str, Column], Callable[[DataFrame, list[str]], DataFrame] | None]:
+    """A window node's window functions (name → ``F.f(...).over(w)``), and what makes the
+    node's output from their result and the input's column names (None: their result is it,
+    a ``withColumns`` of window functions alone). A window inside an expression (``x -
+    F.lag("x").over(w)``), or in a ``select``, is computed under a name of keysplit's own,
+    then the node's expressions over those names (a ``*`` in a select must not take them)."""
+    from pyspark.sql.connect.column import Column as ConnectColumn
+
     columns = _connect_columns(node._columns)
-    if type(node).__name__ == "WithColumns":
+    projection = type(node).__name__ != "WithColumns"
+    if not projection:
         if getattr(node, "_metadata", None):
             raise ConfigError("withColumns with column metadata is left to Spark")
-        return dict(zip(node._columnNames, columns, strict=True)), None
+        if all(type(unaliased(given._expr)).__name__ == "WindowExpression" for given in columns):
+            return dict(zip(node._columnNames, columns, strict=True)), None
     windows: dict[str, Column] = {}
-    projected: list[tuple[str | None, Column]] = []
+    names: dict[int, str] = {}
+
+    def collect(expression: Any) -> None:
+        if type(expression).__name__ == "WindowExpression":
+            names[id(expression)] = f"{_WINDOW_PREFIX}{len(windows)}"
+            windows[names[id(expression)]] = ConnectColumn(expression)
+            return
+        for child in _children_of(expression):
+            collect(child)
+
     for given in columns:
-        name = alias_of(given._expr)
-        if name is not None and type(unaliased(given._expr)).__name__ == "WindowExpression":
-            own = f"{_WINDOW_PREFIX}{len(windows)}"
-            windows[own] = given
-            projected.append((own, given))
-        elif _has_window(given._expr):
-            raise ConfigError(f"{given} computes over a window's value: name the window column first (withColumn)")
-        else:
-            projected.append((None, given))
-    return windows, projected
+        collect(given._expr)
+    outputs = [ConnectColumn(_substituted(given._expr, names)) for given in columns]
+
+    def finish(windowed: DataFrame, input_names: list[str]) -> DataFrame:
+        if not projection:
+            return windowed.withColumns(dict(zip(node._columnNames, outputs, strict=True))).drop(*windows)
+        selected: list[Column] = []
+        for output in outputs:
+            selected.extend(column(name) for name in input_names) if _plain_star(output._expr) else selected.append(
+                output
+            )
+        return windowed.select(*selected)
+
+    return windows, finish
 
 
-def _has_window(expression: Any) -> bool:
-    if type(expression).__name__ == "WindowExpression":
-        return True
+def _children_of(expression: Any) -> list[Any]:
+    """The expressions an expression of a Connect column is made of."""
+    found = []
     for value in vars(expression).values():
         for child in value if isinstance(value, (list, tuple)) else [value]:
-            if type(child).__module__.endswith("connect.expressions") and _has_window(child):
-                return True
-    return False
+            if type(child).__module__.endswith("connect.expressions"):
+                found.append(child)
+    return found
+
+
+def _substituted(expression: Any, names: dict[int, str]) -> Any:
+    """``expression`` with each window in ``names`` (by ``id``) read from its column instead."""
+    from pyspark.sql.connect.expressions import ColumnReference
+
+    if id(expression) in names:
+        return ColumnReference(names[id(expression)])
+    changed: dict[str, Any] = {}
+    for attribute, value in vars(expression).items():
+        if isinstance(value, (list, tuple)):
+            children = [_substituted(v, names) if _is_expression(v) else v for v in value]
+            if any(a is not b for a, b in zip(children, value, strict=True)):
+                changed[attribute] = type(value)(children)
+        elif _is_expression(value):
+            child = _substituted(value, names)
+            if child is not value:
+                changed[attribute] = child
+    if not changed:
+        return expression
+    copied = copy.copy(expression)
+    for attribute, value in changed.items():
+        setattr(copied, attribute, value)
+    return copied
+
+
+def _is_expression(value: Any) -> bool:
+    return type(value).__module__.endswith("connect.expressions")
 
 
 def _decided(
-    candidate: _Candidate, candidates: dict[int, _Candidate], handle: Session, min_skew: float
+    candidate: _Candidate, candidates: dict[int, _Candidate], handle: Session, options: SkewOptions
 ) -> tuple[OperatorDecision, Callable[[list[DataFrame]], DataFrame] | None]:
     """The cost guard's decision for ``candidate``, and when it is rewritten, what makes its
     replacement from its inputs (as rebuilt below it)."""
     operator, planned = candidate.operator, candidate.planned
+    min_skew, min_rows = options.min_skew, options.min_rows
 
     def left(
         rule: str, why: str, skew: float | None = None, hot: int = 0
@@ -601,13 +669,13 @@ def _decided(
             None,
             0,
             verb_report,
-        ), lambda inputs: _in_plan(planned, inputs, verb_report)
+        ), _finished(candidate, lambda inputs: _in_plan(planned, inputs, verb_report))
     source = None if candidate.source is None else candidates[candidate.source]
     if source is not None and isinstance(source.planned, SkewJoin):
-        skew, keys = _join_skew(source.planned, source.samples, output_only=True, workers=planned.workers)
+        skew, keys, rows = _join_skew(source.planned, source.samples, output_only=True, workers=planned.workers)
         measured_on = f"{source.operator.label}'s output rows per key, estimated from its statistics"
     elif isinstance(planned, SkewJoin):
-        skew, keys = _join_skew(planned, candidate.samples)
+        skew, keys, rows = _join_skew(planned, candidate.samples)
         measured_on = "its work per key (L + R + L·R)"
     else:
         # Its own sample, or that of the window under it on the same keys (the same rows per key).
@@ -615,6 +683,7 @@ def _decided(
         hottest = sample.hot(planned.workers)
         skew = float(hottest["upper"][0]) * planned.workers / max(sample.rows.height, 1) if hottest.height else None
         keys = sample.key_values(hottest)
+        rows = float(hottest["sampled"][0]) / sample.fraction if hottest.height else 0.0
         measured_on = "its rows per key" if source is None else f"{source.operator.label}'s rows per key"
     hot = keys.height
     names = operator.names[0] if len(operator.names[0]) == keys.width else keys.columns
@@ -626,6 +695,14 @@ def _decided(
             "below threshold",
             f"the hottest key's work is {skew:.1f}x a mean task's ({measured_on}), under the cost guard's "
             f"{min_skew:g}x: Spark's plan loses less to it than the rewrite would add",
+            skew,
+            hot,
+        )
+    if rows < min_rows:
+        return left(
+            "small",
+            f"the hottest key's work is {skew:.1f}x a mean task's but about {rows:,.0f} rows, under the cost "
+            f"guard's {min_rows:,}: its task ends sooner than the rewrite's extra stages would",
             skew,
             hot,
         )
@@ -661,12 +738,7 @@ def _decided(
         def make(inputs: list[DataFrame]) -> DataFrame:
             return _over(measured, inputs[0]).plan(verb_report, entries)
 
-    built = make
-    if candidate.projected is not None:
-        projected = candidate.projected
-
-        def built(inputs: list[DataFrame]) -> DataFrame:
-            return _projected(make(inputs), projected, planned)
+    built = _finished(candidate, make)
 
     decision = OperatorDecision(
         operator.label,
@@ -681,6 +753,21 @@ def _decided(
         split_keys,
     )
     return decision, built
+
+
+def _finished(
+    candidate: _Candidate, make: Callable[[list[DataFrame]], DataFrame]
+) -> Callable[[list[DataFrame]], DataFrame]:
+    """``make``, then the node's own output from its result, where the node needs one."""
+    finish = candidate.finish
+    if finish is None:
+        return make
+    names = candidate.planned.schema.names if isinstance(candidate.planned, SkewWindow) else []
+
+    def built(inputs: list[DataFrame]) -> DataFrame:
+        return finish(make(inputs), names)
+
+    return built
 
 
 def _in_plan(planned: _Planned, inputs: list[DataFrame], report: Report[Any]) -> DataFrame:
@@ -701,22 +788,6 @@ def _over(
     return replace(planned, frame=frame, sample_fraction=fraction)
 
 
-def _projected(windowed: DataFrame, projected: list[tuple[str | None, Column]], planned: Any) -> DataFrame:
-    """A ``select``'s columns over its windows' result: each window by its own name, aliased
-    as the user named it, and ``*`` as the input's columns (without the windows')."""
-    from pyspark.sql import functions as F
-
-    selected: list[Column] = []
-    for name, given in projected:
-        if name is not None:
-            selected.append(F.col(name).alias(alias_of(given._expr) or name))
-        elif _plain_star(given._expr):
-            selected.extend(column(field) for field in planned.schema.names)
-        else:
-            selected.append(given)
-    return windowed.select(*selected)
-
-
 def _plain_star(expression: Any) -> bool:
     """Whether ``expression`` is ``*`` of the input (not ``t.*``, nor a DataFrame's ``df["*"]``)."""
     return (
@@ -728,20 +799,20 @@ def _plain_star(expression: Any) -> bool:
 
 def _join_skew(
     planned: SkewJoin, samples: list[InputSample], *, output_only: bool = False, workers: int | None = None
-) -> tuple[float | None, pl.DataFrame]:
+) -> tuple[float | None, pl.DataFrame, float]:
     """A join's hottest key's work as a multiple of a mean task's, and the keys holding more
     than a mean task's (their key columns, hottest first). A key's work is ``L + R`` and the
     rows it outputs (:func:`keysplit.spark.join_grid.key_output`: ``L·R``, a side's rows where
     the sample saw none of the other's), from the samples' estimates; ``output_only``: its
     output rows (what an operator on the join's keys above it reads per key), over ``workers``
-    tasks."""
+    tasks. Also the hottest key's work, in rows."""
     from keysplit.spark.statistics import KEY_HASH
 
     counts = [sample.key_counts().rename({"sampled": f"n{i}"}) for i, sample in enumerate(samples)]
     both = counts[0] if len(counts) == 1 else counts[0].join(counts[1], on=KEY_HASH, how="full", coalesce=True)
     found = pl.concat([sample.rows.select(KEY_HASH, *sample.keys) for sample in samples]).unique(KEY_HASH)
     if both.height == 0:
-        return None, found.drop(KEY_HASH)
+        return None, found.drop(KEY_HASH), 0.0
     fraction = samples[0].fraction
     left = pl.col("n0").fill_null(0) / fraction
     right = (pl.col("n1").fill_null(0) / fraction) if len(counts) == 2 else pl.lit(0.0)
@@ -751,7 +822,8 @@ def _join_skew(
     tasks = workers if workers is not None else planned.workers
     hot = work.filter(pl.col("work") * tasks > total).sort(["work", KEY_HASH], descending=[True, False])
     keys = hot.select(KEY_HASH).join(found, on=KEY_HASH, how="left", maintain_order="left").drop(KEY_HASH)
-    return float(work["work"].max()) * tasks / max(total, 1.0), keys  # type: ignore[arg-type]
+    hottest = float(work["work"].max())  # type: ignore[arg-type]
+    return hottest * tasks / max(total, 1.0), keys, hottest
 
 
 class _Rebuilt:
