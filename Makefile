@@ -23,7 +23,7 @@ WHEEL_STAMP := $(VENV)/.keysplit-wheel.stamp
 RELEASE_VENV := .venv-release
 RELEASE_STAMP := $(RELEASE_VENV)/.ready
 SDIST_VENV := .venv-sdist
-.PHONY: run test check test-module module-seconds setup build-tools wheel dist release-venv release-venv-deps sdist-venv-deps sdist-test crates docs data java lint stubtest rust-test python-test fuzz-check fuzz-smoke bench spark-vs-native spark-ingest spark-grouped-map spark-skew-join spark-window spark-holistic spark-explain-skew spark-streaming clean
+.PHONY: run test check test-module module-seconds setup build-tools wheel dist release-venv release-venv-deps sdist-venv-deps sdist-test crates docs data java lint stubtest rust-test python-test fuzz-check fuzz-smoke bench spark-vs-native spark-ingest spark-grouped-map spark-skew-join spark-window spark-holistic spark-explain-skew spark-optimize spark-streaming clean
 
 # Debian packages of the real datasets (keysplit.datasets.kjv); the PyPI ones are in
 # requirements-dev.txt.
@@ -281,6 +281,12 @@ spark-holistic: wheel java
 # benches/results/spark_explain_skew.json.
 spark-explain-skew: wheel java
 	cd benches && ../$(BIN)/python spark_explain_skew.py --share 0.3 0.6
+
+# optimize(query) against Spark's own plan of 15 multi-operator queries (joins, join -> median,
+# window -> percentile, TPC-H with Zipf keys), skew none / mild / strong, 10^7 rows; writes
+# benches/results/spark_optimize.json.
+spark-optimize: wheel java
+	cd benches && ../$(BIN)/python spark_optimize.py
 
 # stream_aggregate against Spark's own streaming aggregation and an identity routing step,
 # on a file source of 10^7 rows in 100 files whose distinct keys keep growing; writes

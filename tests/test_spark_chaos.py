@@ -299,10 +299,9 @@ def test_holistic_agg_survives_a_kill_in_its_sampling_counting_and_ranking_stage
 
 def test_an_optimized_query_survives_a_kill_in_its_slowest_stage(cluster, api, directory):
     # A left join of the Zipf facts (key 1 holds 61 %) with a dimension, feeding a median and
-    # a count per key: optimize splits both (the join from its statistics, its grid a literal
-    # table in the plan; the median judged from the join's). Killed in its slowest stage,
-    # equal to Spark's each time (the join and the median alone are killed in every stage
-    # above).
+    # a count per key: optimize splits the join (its grid a literal table in the plan) and
+    # leaves the median above it to Spark. Killed in its slowest stage, equal to Spark's (the
+    # join and the median alone are killed in every stage above).
     from pyspark.sql import functions as F
 
     frame = cluster.spark.read.parquet(str(directory))
@@ -310,7 +309,7 @@ def test_an_optimized_query_survives_a_kill_in_its_slowest_stage(cluster, api, d
     query = frame.join(dimension, "key", "left").groupBy("key").agg(F.median("value"), F.count("*"))
     plan = Report()
     optimized = optimize(query, workers=16, min_rows=0, report=plan)
-    assert [decision.kind for decision in plan.get.rewritten] == ["join", "aggregate"], str(plan.get)
+    assert [decision.rule for decision in plan.get.operators] == ["skew", "stacked"], str(plan.get)
 
     def action() -> pl.DataFrame:
         return fetched(optimized)
