@@ -258,10 +258,20 @@ def test_a_replaced_column_keeps_its_place_and_the_skewed_front_is_the_same_verb
     assert_same_window(front.withColumns(several), frame.withColumns(several))
     with pytest.raises(ConfigError, match="one window's figures"):
         front.withColumns(several, report=Report())
+    plain = {"twice": F.col("u") * 2}
+    assert_same_window(front.withColumns(plain), frame.withColumns(plain))
+    # A window inside an expression is split too: computed under keysplit's name, then the expression.
+    report = Report()
+    gap = {"gap": F.col("u") - F.lag("u").over(w)}
+    assert_same_window(front.withColumns(gap, report=report), frame.withColumns(gap))
+    assert 0 in report.get.hot["k"].to_list()
     # Under the default guard (5 mean tasks) Spark's own window runs, and the report says why.
     kept: Report[WindowSplitReport] = Report()
     assert_same_window(skewed(frame, workers=WORKERS).withColumns(columns, report=kept), frame.withColumns(columns))
     assert kept.get.hot.height == 0 and kept.get.left_to_spark.startswith("below threshold")
+    kept = Report()
+    assert_same_window(skewed(frame, workers=WORKERS).withColumns(gap, report=kept), frame.withColumns(gap))
+    assert kept.get.rows == frame.count() and kept.get.left_to_spark.startswith("below threshold")
 
 
 def test_partition_by_expressions_and_several_keys(frame):

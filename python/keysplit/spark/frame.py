@@ -29,7 +29,7 @@ given one it does not read says so.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from keysplit._errors import ConfigError, ConfigTypeError
@@ -122,6 +122,9 @@ class SkewedFrame:
         options = self.options.read_by("withColumns", "min_skew", "min_rows")
         handle = session_for(self.frame, options.session)
         groups, plain = _by_window(columns[0])
+        if not groups and report is None:
+            # No window: nothing moves by key, and Spark's own withColumns is the answer.
+            return self.frame.withColumns(columns[0])
         if report is not None and len(groups) != 1:
             raise ConfigError(
                 f"report= takes one window's figures, and these columns are over {len(groups)} windows: call "
@@ -145,8 +148,16 @@ class SkewedFrame:
             query = query.select(*[column(name) for name in order])
 
         def unsplit(handle: Session, why: str) -> DataFrame:
-            planned = planned_window(self.frame, groups[0], workers=options.workers, seed=options.seed, handle=handle)
-            return planned.unsplit(report, why)
+            # Planned over the window functions themselves (a column may be an expression
+            # over one), run as the user's columns.
+            from pyspark.sql.connect.column import Column as ConnectColumn
+
+            from keysplit.spark.keyed_plan import windows_in
+
+            functions = [w for given in groups[0].values() for w in windows_in(given._expr)]
+            over = {f"window_{i}": ConnectColumn(w) for i, w in enumerate(functions)}
+            planned = planned_window(self.frame, over, workers=options.workers, seed=options.seed, handle=handle)
+            return replace(planned, columns=tuple(groups[0].items())).unsplit(report, why)
 
         return split_verb(query, windows, options, report, unsplit)
 
@@ -172,24 +183,22 @@ class SkewedFrame:
 
 
 def _by_window(columns: Mapping[str, Column]) -> tuple[list[dict[str, Column]], dict[str, Column]]:
-    """``columns`` grouped by their window (partitioning and ordering), in order, and the
-    columns that are no window function (Spark's own, computed after them)."""
-    from keysplit.spark.expressions import unaliased
+    """``columns`` grouped by the window they are over (partitioning and ordering; a window
+    function or an expression over ones of one window, ``x - F.lag("x").over(w)``), in
+    order, and the others (no window, or several in one expression: Spark's own, computed
+    after them)."""
+    from keysplit.spark.keyed_plan import windows_in
 
     groups: dict[tuple[str, str], dict[str, Column]] = {}
     plain: dict[str, Column] = {}
     for name, given in columns.items():
-        expression = unaliased(getattr(given, "_expr", None))
-        if type(expression).__name__ != "WindowExpression":
+        expression = getattr(given, "_expr", None)
+        found = windows_in(expression) if expression is not None else []
+        specs = {(repr(w._windowSpec._partitionSpec), repr(w._windowSpec._orderSpec)) for w in found}
+        if len(specs) != 1:
             plain[name] = given
             continue
-        spec = expression._windowSpec
-        groups.setdefault((repr(spec._partitionSpec), repr(spec._orderSpec)), {})[name] = given
-    if not groups:
-        raise ConfigError(
-            "withColumns on a skewed frame splits window columns (F.f(...).over(w)); these are none: "
-            "use the DataFrame's own withColumns"
-        )
+        groups.setdefault(specs.pop(), {})[name] = given
     return list(groups.values()), plain
 
 

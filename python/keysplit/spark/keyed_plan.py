@@ -148,7 +148,7 @@ def _columns(given: Any) -> list[Column]:
     return [c if isinstance(c, ConnectColumn) else ConnectColumn(c) for c in given]
 
 
-def _windows(expression: Any) -> list[Any]:
+def windows_in(expression: Any) -> list[Any]:
     """The window expressions in an expression tree."""
     kind = type(expression).__name__
     if kind == "WindowExpression":
@@ -158,7 +158,7 @@ def _windows(expression: Any) -> list[Any]:
         children = value if isinstance(value, (list, tuple)) else [value]
         for child in children:
             if type(child).__module__.endswith("connect.expressions"):
-                found.extend(_windows(child))
+                found.extend(windows_in(child))
     return found
 
 
@@ -257,7 +257,7 @@ def _operator(node: Any, session: Any) -> KeyedOperator | None:
             functions=[("first", None)],
         )
     if kind in ("Project", "WithColumns"):
-        windows = [w for c in _columns(node._columns) for w in _windows(c._expr)]
+        windows = [w for c in _columns(node._columns) for w in windows_in(c._expr)]
         if windows:
             spec = windows[0]._windowSpec
             keys = _columns(spec._partitionSpec)

@@ -47,7 +47,7 @@ from keysplit.spark.expressions import unaliased
 from keysplit.spark.holistic import SPLIT_FUNCTIONS, HolisticReport, SkewAggregate, planned_aggregate
 from keysplit.spark.intake import is_spark_frame, session_for, shuffle_partitions
 from keysplit.spark.join import JoinReport, SkewJoin, planned_join
-from keysplit.spark.keyed_plan import KeyedOperator, Kind, keyed_operators, plan_children, plan_frame
+from keysplit.spark.keyed_plan import KeyedOperator, Kind, keyed_operators, plan_children, plan_frame, windows_in
 from keysplit.spark.options import MIN_ROWS, MIN_SKEW, SkewOptions
 from keysplit.spark.report import Report
 from keysplit.spark.statistics import InputSample, SampleRequest, estimated_rows, sample_fraction, sample_inputs
@@ -608,17 +608,10 @@ def _window_columns(node: Any) -> tuple[dict[str, Column], Callable[[DataFrame, 
             return dict(zip(node._columnNames, columns, strict=True)), None
     windows: dict[str, Column] = {}
     names: dict[int, str] = {}
-
-    def collect(expression: Any) -> None:
-        if type(expression).__name__ == "WindowExpression":
+    for given in columns:
+        for expression in windows_in(given._expr):
             names[id(expression)] = f"{_WINDOW_PREFIX}{len(windows)}"
             windows[names[id(expression)]] = ConnectColumn(expression)
-            return
-        for child in _children_of(expression):
-            collect(child)
-
-    for given in columns:
-        collect(given._expr)
     outputs = [ConnectColumn(_substituted(given._expr, names)) for given in columns]
 
     def finish(windowed: DataFrame, input_names: list[str]) -> DataFrame:
@@ -632,16 +625,6 @@ def _window_columns(node: Any) -> tuple[dict[str, Column], Callable[[DataFrame, 
         return windowed.select(*selected)
 
     return windows, finish
-
-
-def _children_of(expression: Any) -> list[Any]:
-    """The expressions an expression of a Connect column is made of."""
-    found = []
-    for value in vars(expression).values():
-        for child in value if isinstance(value, (list, tuple)) else [value]:
-            if type(child).__module__.endswith("connect.expressions"):
-                found.append(child)
-    return found
 
 
 def _substituted(expression: Any, names: dict[int, str]) -> Any:
