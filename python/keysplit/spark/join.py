@@ -473,15 +473,7 @@ class SkewJoin:
                 StructField(SEEN, IntegerType(), False),
             ]
         )
-        task = JoinGrid(
-            tuple(keys),
-            tuple(kind.simpleString() for kind in self.key_types),
-            self.partitions,
-            self.workers,
-            copy_left=not self.existence,
-            fraction=SAMPLE_FRACTION,
-            placed_from=WHOLE_KEY_PLACED_FROM,
-        )
+        task = self.grid_task(SAMPLE_FRACTION)
         # One chain from the sample's counts, so that Spark computes them once: each count
         # partition's heaviest keys and totals, then the grids in one task (repartitioned,
         # not coalesced, which would pull the counting into that one task).
@@ -520,6 +512,18 @@ class SkewJoin:
         report.bind(read)
         left = counted(self.left, self.keys.left, observations[0])
         return left.join(counted(self.right, self.keys.right, observations[1]), self.on, self.how)
+
+    def grid_task(self, fraction: float) -> JoinGrid:
+        """The task that sizes the hot keys' grids from counts of ``fraction`` of the rows."""
+        return JoinGrid(
+            tuple(_key(j) for j in range(len(self.key_types))),
+            tuple(kind.simpleString() for kind in self.key_types),
+            self.partitions,
+            self.workers,
+            copy_left=not self.existence,
+            fraction=fraction,
+            placed_from=WHOLE_KEY_PLACED_FROM,
+        )
 
     def sample_requests(self, fraction: float) -> list[SampleRequest]:
         """What :mod:`.statistics` samples for this join, each side at ``fraction``: its rows
@@ -572,15 +576,7 @@ class SkewJoin:
             names=[KEY_HASH, *keys, LEFT_ROWS, RIGHT_ROWS, WORK],
         )
         top = LocalTop(tuple(keys), self.workers * WHOLE_KEY_PLACED_FROM + 1)
-        task = JoinGrid(
-            tuple(keys),
-            tuple(kind.simpleString() for kind in self.key_types),
-            self.partitions,
-            self.workers,
-            copy_left=not self.existence,
-            fraction=fraction,
-            placed_from=WHOLE_KEY_PLACED_FROM,
-        )
+        task = self.grid_task(fraction)
         grid = pa.Table.from_batches(list(task(top(iter(counts.to_batches())))))
         return grid if grid.num_rows > 1 else None
 
