@@ -796,8 +796,6 @@ def _over(
     """``planned`` over ``frame`` (its input as rebuilt), its hot keys found from ``fraction``
     of the rows."""
     fraction = planned.sample_fraction if fraction is None else fraction
-    if isinstance(planned, SkewWindow):
-        return replace(planned, frame=frame, sample_fraction=fraction)
     return replace(planned, frame=frame, sample_fraction=fraction)
 
 

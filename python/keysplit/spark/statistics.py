@@ -17,7 +17,6 @@ the sampled rows.
 
 from __future__ import annotations
 
-import math
 import re
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -117,10 +116,6 @@ class InputSample:
         rows = self.rows.unique(KEY_HASH, keep="first").select(KEY_HASH, *self.keys)
         return hot.select(KEY_HASH).join(rows, on=KEY_HASH, how="left", maintain_order="left").drop(KEY_HASH)
 
-    def estimated(self, sampled: int) -> float:
-        """The input rows that ``sampled`` sampled rows stand for."""
-        return sampled / self.fraction
-
 
 def sample_inputs(handle: Session, requests: Sequence[SampleRequest], seed: int) -> list[InputSample]:
     """Each request's sample, in one scan of its input, every input at once (one Spark job
@@ -148,11 +143,6 @@ def sample_inputs(handle: Session, requests: Sequence[SampleRequest], seed: int)
         InputSample(fraction, table, request.keys)
         for fraction, table, request in zip(fractions, tables, requests, strict=True)
     ]
-
-
-def upper_bound(sampled: float) -> float:
-    """The 95 % upper bound of a Poisson count of ``sampled`` (the rule of three at 0)."""
-    return sampled + 2 * math.sqrt(sampled) + 3
 
 
 def cut_rows(count: int, candidates: int) -> list[int]:
