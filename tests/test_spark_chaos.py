@@ -300,8 +300,9 @@ def test_holistic_agg_survives_a_kill_in_its_sampling_counting_and_ranking_stage
 def test_an_optimized_query_survives_a_kill_in_its_slowest_stage(cluster, api, directory):
     # A left join of the Zipf facts (key 1 holds 61 %) with a dimension, feeding a median and
     # a count per key: optimize splits the join (its grid a literal table in the plan) and
-    # leaves the median above it to Spark. Killed in its slowest stage, equal to Spark's (the
-    # join and the median alone are killed in every stage above).
+    # the median above it, which reads the join's plan persisted. Killed in its slowest stage,
+    # then once the persisted output is cached: equal to Spark's (the join and the median
+    # alone are killed in every stage above).
     from pyspark.sql import functions as F
 
     frame = cluster.spark.read.parquet(str(directory))
@@ -309,16 +310,32 @@ def test_an_optimized_query_survives_a_kill_in_its_slowest_stage(cluster, api, d
     query = frame.join(dimension, "key", "left").groupBy("key").agg(F.median("value"), F.count("*"))
     plan = Report()
     optimized = optimize(query, workers=16, min_rows=0, report=plan)
-    assert [decision.rule for decision in plan.get.operators] == ["skew", "stacked"], str(plan.get)
+    assert [decision.rule for decision in plan.get.operators] == ["skew", "skew"], str(plan.get)
+    assert len(plan.get.persisted) == 1
 
     def action() -> pl.DataFrame:
         return fetched(optimized)
 
     expected = fetched(query)
+
+    def uncached() -> None:
+        # The join's output, persisted by optimize, dropped and persisted anew: the next run
+        # computes it again, as the first did.
+        plan.get.release()
+        for frame in plan.get.persisted:
+            frame.persist()
+
     clean, stages = stages_of(api, action, twice=False)
     assert clean.equals(expected)
+    uncached()
     result, kill = run_killing(api, cluster.cluster.pid, action, ordinal=slowest(stages), completed=0)
     assert result.equals(expected), f"a different result after {kill}"
+    # Killed once the join's output is wholly cached: the median's stages find the lost
+    # executor's blocks missing and Spark computes them again from their lineage.
+    uncached()
+    result, kill = run_killing(api, cluster.cluster.pid, action, once_cached=True)
+    assert result.equals(expected), f"a different result after {kill}"
+    plan.get.release()
 
 
 # Last: the cluster keeps one Worker after it.

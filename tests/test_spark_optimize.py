@@ -90,14 +90,14 @@ def _queries(facts, dims) -> dict:
     uniform = facts.withColumn("j", F.col("u") % 500).join(dims.withColumnRenamed("k", "j"), "j")
     return {
         "left join": (facts.join(dims, "k", "left"), [("skew", HOT)]),
-        # Above a split operator, one is left to Spark ("stacked"): see optimize._stacked_on.
+        # Above a split operator, another split reads its output persisted: optimize._split_below.
         "join, then a median and a count per key": (
             facts.join(dims, "k").groupBy("k").agg(F.median("v"), F.count("*")),
-            [("skew", HOT), ("stacked", None)],
+            [("skew", HOT), ("skew", HOT)],
         ),
         "full join, then a window per key": (
             facts.join(dims, "k", "full").withColumn("run", F.sum("u").over(by_key)),
-            [("skew", HOT), ("stacked", None)],
+            [("skew", HOT), ("skew", HOT)],
         ),
         # Its input's sample: the join's left side sampled, joined to the whole right side.
         "a join on a uniform key, then a mode per the hot key": (
@@ -109,12 +109,12 @@ def _queries(facts, dims) -> dict:
             facts.select("*", F.lag("v", 2).over(by_key).alias("before"))
             .groupBy("k")
             .agg(F.percentile("u", [0.25, 0.9]), F.count_distinct("s"), F.max("before")),
-            [("skew", HOT), ("stacked", None)],
+            [("skew", HOT), ("skew", HOT)],
         ),
         # A window inside an expression: computed under keysplit's name, then the expression.
         "a lag's difference, then a percentile per key": (
             facts.withColumn("gap", F.col("u") - F.lag("u").over(by_key)).groupBy("k").agg(F.percentile("u", 0.5)),
-            [("skew", HOT), ("stacked", None)],
+            [("skew", HOT), ("skew", HOT)],
         ),
     }
 
@@ -143,10 +143,32 @@ def test_every_hot_operator_of_a_chain_is_split_and_the_result_is_sparks(spark, 
             assert decision.split_keys is not None and key in decision.split_keys.to_series(0).to_list(), decision
             # Its own report, filled by the action, names the hot key it split with its exact rows.
             assert key in _split_keys(decision), decision
-        elif decision.rule == "stacked":
-            assert "keysplit's plan of" in decision.why
+    # The lower split's output, which the upper split reads, was persisted; release frees it.
+    both = [rule for rule, _ in expected] == ["skew", "skew"]
+    assert len(report.persisted) == int(both), str(report)
+    report.release()
+    for frame in report.persisted:
+        assert not frame.storageLevel.useMemory and not frame.storageLevel.useDisk
     # Nothing was set on the session (no configuration, no JAR): it runs where Spark Connect does.
     assert dict(spark.spark.conf.getAll) == settings
+
+
+def test_where_the_server_will_not_persist_the_upper_split_is_left_to_spark(facts, dims, monkeypatch):
+    # Serverless Spark Connect refuses DataFrame.persist: its error, raised by the client here.
+    from pyspark.errors import PySparkException
+    from pyspark.sql.connect.dataframe import DataFrame
+
+    def refused(self, *args, **kwargs):
+        raise PySparkException("[NOT_SUPPORTED_WITH_SERVERLESS] PERSIST TABLE is not supported on serverless compute.")
+
+    monkeypatch.setattr(DataFrame, "persist", refused)
+    query = facts.join(dims, "k").groupBy("k").agg(F.median("v"), F.count("*"))
+    optimized, report = _optimized(query)
+    assert [d.rule for d in report.operators] == ["skew", "stacked"], str(report)
+    assert "NOT_SUPPORTED_WITH_SERVERLESS" in report.operators[1].why
+    assert report.persisted == ()
+    assert _rows(optimized) == _rows(query)
+    assert HOT in _split_keys(report.operators[0])
 
 
 @pytest.mark.parametrize(

@@ -107,10 +107,19 @@ class OptimizeReport:
     sampled_inputs: int
     statistics_seconds: float
     planning_seconds: float
+    #: The split operators' outputs that a split operator above reads, persisted (memory and
+    #: disk) so that its plan reads them once; :meth:`release` unpersists them.
+    persisted: tuple[DataFrame, ...] = ()
 
     @property
     def rewritten(self) -> list[OperatorDecision]:
         return [decision for decision in self.operators if decision.rewritten]
+
+    def release(self) -> None:
+        """Unpersists what the optimized query persisted (:attr:`persisted`), once its
+        actions are done; Spark frees it with the session otherwise."""
+        for frame in self.persisted:
+            frame.unpersist()
 
     def table(self) -> pl.DataFrame:
         """One row per operator: ``operator``, ``kind``, ``rewritten``, ``rule``,
@@ -145,6 +154,11 @@ class OptimizeReport:
             f"(hottest task >= {self.min_skew:g}x a mean task's of {self.workers}, >= {self.min_rows:,} rows); "
             "statistics: "
             f"{self.sampled_inputs} inputs sampled in {self.statistics_seconds:.2f} s"
+            + (
+                f"; {len(self.persisted)} split outputs persisted for the splits above them (release() frees them)"
+                if self.persisted
+                else ""
+            )
         ]
         for number, d in enumerate(self.operators, 1):
             verdict = "rewritten" if d.rewritten else "left to Spark"
@@ -247,17 +261,39 @@ def optimized(
     for candidate in candidates.values():
         candidate.samples, samples = samples[: len(candidate.requests)], samples[len(candidate.requests) :]
     rebuilt = _Rebuilt()
+    persisted: list[DataFrame] = []
     # Inputs first: an operator's replacement reads its inputs as rebuilt with those below.
     for index, candidate in sorted(candidates.items()):
-        stacked = _stacked_on(candidate, operators, rebuilt)
-        if stacked is not None:
-            decisions[index] = stacked
-            continue
         decision, make = _decided(candidate, candidates, handle, options)
-        decisions[index] = decision
         if make is not None:
             inputs = [rebuilt.frame(given) for given in candidate.operator.inputs]
-            rebuilt.replace(candidate.node, make(inputs)._plan)
+            stacked = [
+                (given, lower)
+                for given, lower in zip(inputs, _split_below(candidate, operators, rebuilt), strict=True)
+                if lower is not None
+            ]
+            below = ", ".join(lower.label for _, lower in stacked)
+            refused = _persisted([given for given, _ in stacked], handle, persisted)
+            if refused is not None:
+                decision = OperatorDecision(
+                    candidate.operator.label,
+                    candidate.operator.kind,
+                    False,
+                    "stacked",
+                    f"its input is keysplit's plan of {below}, which its own plan would read once per branch unless "
+                    f"persisted, and the server refused to persist it ({refused}): Spark's operator reads it once",
+                    decision.predicted_skew,
+                    decision.hot_keys,
+                )
+            else:
+                if stacked:
+                    decision = replace(
+                        decision,
+                        why=f"{decision.why}; it reads keysplit's plan of {below}, persisted (memory and disk) so "
+                        "that its branches read it once",
+                    )
+                rebuilt.replace(candidate.node, make(inputs)._plan)
+        decisions[index] = decision
     result = rebuilt.frame(frame)
     planning += time.perf_counter() - started
     if report is not None:
@@ -270,39 +306,53 @@ def optimized(
                 sampled_inputs=len(requests),
                 statistics_seconds=statistics,
                 planning_seconds=planning,
+                persisted=tuple(persisted),
             )
         )
     return result, {id(_node(operators[index])): decision for index, decision in decisions.items()}
 
 
-def _stacked_on(candidate: _Candidate, operators: list[KeyedOperator], rebuilt: _Rebuilt) -> OperatorDecision | None:
-    """Why ``candidate`` is left to Spark when its input is keysplit's plan of an operator
-    below it, else None. Each of its plan's branches (its cold keys, its hot rows, their
-    totals) would read that plan again, and Spark prunes each copy's columns differently, so
-    few of their exchanges are reused: measured at 2·10^6 rows with a hot key of 30 %, a
-    split join feeding a split window ran 43 stages and 86 task-seconds where the join split
-    alone, the window Spark's, ran 15 stages and 17 (Spark's own plan: 9 and 11); feeding a
-    split median, 62 stages and 31 task-seconds against 15 and 12. Spark's operator reads it
-    once. The lower is the one split: splitting the upper alone instead repeats Spark's
-    lower operator, straggler and all, in each of its branches (10^7 rows, a join feeding a
-    median: a computed 32-slot makespan of 18.5 s against Spark's 8.8, where the join split
-    gives 8.1). Neither gains much while the upper straggles on the same hot rows: the cure
-    is a verb plan that reads its input once (one exchange its branches share), not yet built.
-    """
-    operator = candidate.operator
-    under = [lower for given in operator.inputs for lower in _keyed_below(given._plan, operators)]
-    replaced = next((lower for lower in under if id(_node(lower)) in rebuilt.replacements), None)
-    if replaced is None:
-        return None
-    return OperatorDecision(
-        operator.label,
-        operator.kind,
-        False,
-        "stacked",
-        f"its input is keysplit's plan of {replaced.label}, which its own plan would read several times over "
-        "(measured: 3 to 5 times the task time of Spark's operator over it): Spark's operator reads it once. To split this "
-        f"one instead, split it alone: {operator.call or 'the keysplit verb'} on the input as Spark computes it",
-    )
+def _split_below(
+    candidate: _Candidate, operators: list[KeyedOperator], rebuilt: _Rebuilt
+) -> list[KeyedOperator | None]:
+    """Per input of ``candidate``, the operator under it that keysplit's plan replaced, if
+    any. Such an input is persisted: each branch of ``candidate``'s plan (its cold keys, its
+    hot rows, their totals) reads its input, and Spark prunes each copy's columns
+    differently, so few of their exchanges are reused and the plan below ran once per
+    branch (2·10^6 rows, a hot key of 30 %: a split join feeding a split window, 86
+    task-seconds against Spark's 11). A persisted input is computed once, where an action
+    first reads it, and recomputed from its lineage where an executor is lost.
+
+    Measured at 10^7 rows with a hot key of 30 % on local[2] (32 tasks), both split: every
+    keyed stage's hottest task 1.03–1.49x its mean (Spark's 7.9–9.3x), the 32-slot makespan
+    computed from the task times 1.25–1.44x better than Spark's (a join feeding a median,
+    a join feeding a window, a window feeding a percentile), but 4–6x Spark's task time, so
+    3.2–5.9x its wall on two cores: each branch above still passes over every row. With the
+    lower alone split and the upper left to Spark, the makespan was 1.04–1.07x better (the
+    upper's task held the hot key whole); with the upper alone, worse (Spark's lower
+    operator, straggler and all, ran in each of its branches)."""
+    found: list[KeyedOperator | None] = []
+    for given in candidate.operator.inputs:
+        under = _keyed_below(given._plan, operators)
+        found.append(next((lower for lower in under if id(_node(lower)) in rebuilt.replacements), None))
+    return found
+
+
+def _persisted(frames: list[DataFrame], handle: Session, persisted: list[DataFrame]) -> str | None:
+    """Persists ``frames`` (memory and disk), adding them to ``persisted``; where the server
+    refuses (serverless platforms do), none stays persisted and its message is returned."""
+    from pyspark.errors import PySparkException
+
+    done: list[DataFrame] = []
+    try:
+        for given in frames:
+            done.append(handle.call("persisting a split operator's output", given.persist))
+    except PySparkException as error:
+        for given in done:
+            given.unpersist()
+        return str(error).splitlines()[0] if str(error) else type(error).__name__
+    persisted.extend(done)
+    return None
 
 
 def split_verb(
