@@ -72,8 +72,10 @@ class OperatorDecision:
 
     ``operator`` is its description (as :func:`keysplit.spark.explain_skew` names it);
     ``rewritten`` whether keysplit's plan replaced it; ``rule`` what decided it (``skew``:
-    rewritten; ``below threshold``, ``no hot key``, ``few values``, ``combinable``,
-    ``broadcast``, ``not measured``, ``not split``, ``needs merge``, ``not read``); ``why``
+    rewritten; ``sampled in its plan``: rewritten, its hot keys found in its own plan;
+    ``below threshold``, ``small``, ``no hot key``, ``few values``, ``combinable``,
+    ``broadcast``, ``not measured``, ``not split``, ``needs merge``, ``not read``, and
+    ``stacked``: its input a split plan the server would not persist); ``why``
     the rule with its figures; ``predicted_skew`` its predicted hottest task as a multiple of
     a mean task's work (null when not measured); ``hot_keys`` how many keys the sample found
     hot, and ``split_keys`` those it split (their key columns); ``report`` the verb's own report
