@@ -300,7 +300,8 @@ def test_holistic_agg_survives_a_kill_in_its_sampling_counting_and_ranking_stage
 def test_an_optimized_query_survives_a_kill_in_its_slowest_stage(cluster, api, directory):
     # A left join of the Zipf facts (key 1 holds 61 %) with a dimension, feeding a median and
     # a count per key: optimize splits the join (its grid a literal table in the plan) and
-    # the median above it, which reads the join's plan persisted. Killed in its slowest stage,
+    # fuses the median above it over the join's two branches: Spark's own median of the keys
+    # not hot, keysplit's of the hot keys' output, persisted. Killed in its slowest stage,
     # then once the persisted output is cached: equal to Spark's (the join and the median
     # alone are killed in every stage above).
     from pyspark.sql import functions as F
@@ -319,7 +320,7 @@ def test_an_optimized_query_survives_a_kill_in_its_slowest_stage(cluster, api, d
     expected = fetched(query)
 
     def uncached() -> None:
-        # The join's output, persisted by optimize, dropped and persisted anew: the next run
+        # The join's hot output, persisted by optimize, dropped and persisted anew: the next run
         # computes it again, as the first did.
         plan.get.release()
         for frame in plan.get.persisted:
@@ -330,7 +331,7 @@ def test_an_optimized_query_survives_a_kill_in_its_slowest_stage(cluster, api, d
     uncached()
     result, kill = run_killing(api, cluster.cluster.pid, action, ordinal=slowest(stages), completed=0)
     assert result.equals(expected), f"a different result after {kill}"
-    # Killed once the join's output is wholly cached: the median's stages find the lost
+    # Killed once the join's hot output is wholly cached: the median's stages find the lost
     # executor's blocks missing and Spark computes them again from their lineage.
     uncached()
     result, kill = run_killing(api, cluster.cluster.pid, action, once_cached=True)

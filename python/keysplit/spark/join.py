@@ -55,7 +55,7 @@ from __future__ import annotations
 
 import re
 import weakref
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import polars as pl
@@ -667,6 +667,53 @@ class SkewJoin:
             unmatched_right = column(_LEFT_MARK).isNull() & column(_RIGHT_MARK)
             joined = joined.filter(~unmatched_left & ~unmatched_right)
         return self._result(grid, joined)
+
+    def branches(self, report: Report[JoinReport] | None, measured: pa.Table) -> tuple[DataFrame, DataFrame]:
+        """:meth:`plan`'s rows in two branches: the keys not in the ``measured`` grid by Spark's
+        own join of each side's other rows (its output partitioned by the keys, as Spark's),
+        and the grid's keys by keysplit's plan of their rows alone. An operator on the keys
+        above reads each apart (:func:`keysplit.spark.optimize` fuses it so). Each side is
+        read twice, once per branch, through a broadcast lookup of the grid's keys (a null
+        key is in no grid: its row goes with the keys not hot). The report's ``left_rows``
+        and ``right_rows`` count both branches' rows with a key."""
+        from pyspark.sql import functions as F
+        from pyspark.sql.connect.observation import Observation
+
+        grid = self.left.sparkSession.createDataFrame(measured).filter(column(GRID_ROWS) > 0)
+        looked_up = [f"{PREFIX}hot{j}" for j in range(len(self.key_types))]
+        hot_keys = F.broadcast(grid.select(*[column(_key(j)).alias(name) for j, name in enumerate(looked_up)]))
+
+        def split(side: DataFrame, names: Sequence[str], how: str) -> DataFrame:
+            equal = [column(name) == column(key) for name, key in zip(names, looked_up, strict=True)]
+            return side.join(hot_keys, equal, how)
+
+        sides = [(self.left, self.keys.left), (self.right, self.keys.right)]
+        cold_sides = [split(side, names, "left_anti") for side, names in sides]
+        inner: Report[JoinReport] | None = Report() if report is not None else None
+        hot_left, hot_right = (split(side, names, "left_semi") for side, names in sides)
+        hot = replace(self, left=hot_left, right=hot_right).plan(inner, measured)
+        if report is not None:
+            assert inner is not None
+            observations: list[Any] = [Observation(), Observation()]
+            cold_sides = [
+                side.observe(observation, F.count(F.when(_keys_present(names), F.lit(1))).alias("rows"))
+                for (side, observation), (_, names) in zip(
+                    zip(cold_sides, observations, strict=True), sides, strict=True
+                )
+            ]
+
+            def read() -> JoinReport | None:
+                if not inner.ready:
+                    return None
+                counted = [int(observed(observation).get("rows", 0)) for observation in observations]
+                within = inner.get
+                return replace(
+                    within, left_rows=within.left_rows + counted[0], right_rows=within.right_rows + counted[1]
+                )
+
+            report.bind(read)
+        cold = cold_sides[0].join(cold_sides[1], self.on, self.how)
+        return cold, hot
 
     def _chained(self, prior: SkewJoin, report: Report[JoinReport] | None) -> DataFrame:
         """This join on the output of ``prior``, a split join on the same keys: the output's

@@ -19,7 +19,10 @@ below the size, the straggler ends sooner than the rewrite's extra stages do. Th
 rebuilt bottom-up: each operator rewritten is replaced by keysplit's plan for it, its hot
 keys, cuts and grids computed on the client from the sample and put in the plan as literal
 tables, so no sampling stage runs with the query; every other node is Spark's own, and
-where nothing is rewritten ``optimize`` returns ``df`` itself, with nothing added.
+where nothing is rewritten ``optimize`` returns ``df`` itself, with nothing added. A rewritten
+operator above a rewritten join or window on keys that hold that one's is fused over its two
+branches (:func:`_fused`); on other keys it reads that one's output persisted
+(:func:`_split_below`).
 
 An operator whose input is another keyed operator's output is measured without running that
 operator where it can be: through windows (which keep their rows), from a join's statistics
@@ -264,37 +267,35 @@ def optimized(
         candidate.samples, samples = samples[: len(candidate.requests)], samples[len(candidate.requests) :]
     rebuilt = _Rebuilt()
     persisted: list[DataFrame] = []
+    decided = {index: _decided(candidate, candidates, handle, options) for index, candidate in candidates.items()}
+    # An operator fused over a split one below it; not over one that is itself fused (its
+    # plan is not two branches by its keys).
+    fused: dict[int, int] = {}
+    for index, candidate in sorted(candidates.items()):
+        lower = _fused_over(candidate, operators, decided)
+        if lower is not None and lower not in fused:
+            fused[index] = lower
+    branches: dict[int, tuple[DataFrame, DataFrame]] = {}
     # Inputs first: an operator's replacement reads its inputs as rebuilt with those below.
     for index, candidate in sorted(candidates.items()):
-        decision, make = _decided(candidate, candidates, handle, options)
-        if make is not None:
+        decision, build = decided[index]
+        if build is not None:
             inputs = [rebuilt.frame(given) for given in candidate.operator.inputs]
-            stacked = [
-                (given, lower)
-                for given, lower in zip(inputs, _split_below(candidate, operators, rebuilt), strict=True)
-                if lower is not None
-            ]
-            below = ", ".join(lower.label for _, lower in stacked)
-            refused = _persisted([given for given, _ in stacked], handle, persisted)
-            if refused is not None:
-                decision = OperatorDecision(
-                    candidate.operator.label,
-                    candidate.operator.kind,
-                    False,
-                    "stacked",
-                    f"its input is keysplit's plan of {below}, which its own plan would read once per branch unless "
-                    f"persisted, and the server refused to persist it ({refused}): Spark's operator reads it once",
-                    decision.predicted_skew,
-                    decision.hot_keys,
+            replacement: DataFrame | None
+            if index in fused:
+                replacement, decision = _fused(
+                    candidate, decision, build, operators[fused[index]], branches[fused[index]], handle, persisted
                 )
+            elif index in fused.values():
+                assert build.branches is not None
+                branches[index] = build.branches(inputs)
+                replacement = branches[index][0].union(branches[index][1])
             else:
-                if stacked:
-                    decision = replace(
-                        decision,
-                        why=f"{decision.why}; it reads keysplit's plan of {below}, persisted (memory and disk) so "
-                        "that its branches read it once",
-                    )
-                rebuilt.replace(candidate.node, make(inputs)._plan)
+                replacement, decision = _stacked(
+                    candidate, decision, build, inputs, operators, rebuilt, handle, persisted
+                )
+            if replacement is not None:
+                rebuilt.replace(candidate.node, replacement._plan)
         decisions[index] = decision
     result = rebuilt.frame(frame)
     planning += time.perf_counter() - started
@@ -312,6 +313,159 @@ def optimized(
             )
         )
     return result, {id(_node(operators[index])): decision for index, decision in decisions.items()}
+
+
+def _stacked(
+    candidate: _Candidate,
+    decision: OperatorDecision,
+    build: _Build,
+    inputs: list[DataFrame],
+    operators: list[KeyedOperator],
+    rebuilt: _Rebuilt,
+    handle: Session,
+    persisted: list[DataFrame],
+) -> tuple[DataFrame | None, OperatorDecision]:
+    """``candidate``'s replacement over its rebuilt ``inputs``, each input that is another
+    split plan persisted (:func:`_split_below`); where the server refuses to persist, none
+    (the operator is left to Spark: rule ``stacked``)."""
+    stacked = [
+        (given, lower)
+        for given, lower in zip(inputs, _split_below(candidate, operators, rebuilt), strict=True)
+        if lower is not None
+    ]
+    below = ", ".join(lower.label for _, lower in stacked)
+    refused = _persisted([given for given, _ in stacked], handle, persisted)
+    if refused is not None:
+        return None, OperatorDecision(
+            candidate.operator.label,
+            candidate.operator.kind,
+            False,
+            "stacked",
+            f"its input is keysplit's plan of {below}, which its own plan would read once per branch unless "
+            f"persisted, and the server refused to persist it ({refused}): Spark's operator reads it once",
+            decision.predicted_skew,
+            decision.hot_keys,
+        )
+    if stacked:
+        decision = replace(
+            decision,
+            why=f"{decision.why}; it reads keysplit's plan of {below}, persisted (memory and disk) so that its "
+            "branches read it once",
+        )
+    return build.whole(inputs), decision
+
+
+def _fused_over(
+    candidate: _Candidate,
+    operators: list[KeyedOperator],
+    decided: Mapping[int, tuple[OperatorDecision, _Build | None]],
+) -> int | None:
+    """The split join or window (its index) that ``candidate``, also split, reads on keys
+    that hold that operator's own (its keys a superset), through nothing but filters and
+    projections that keep those key columns; or None. Its keys' groups then never span
+    the lower's two branches (:meth:`SkewWindow.branches`, :meth:`SkewJoin.branches`),
+    and it is fused over them (:func:`_fused`)."""
+    operator = candidate.operator
+    if operator.kind not in (Kind.AGGREGATE, Kind.WINDOW) or len(operator.inputs) != 1 or not operator.names[0]:
+        return None
+    if decided[operators.index(operator)][1] is None:
+        return None
+    rewritten = {id(_node(operators[index])): index for index, (_, build) in decided.items() if build is not None}
+    node = operator.inputs[0]._plan
+    keys = set(operator.names[0])
+    while id(node) not in rewritten:
+        if not _keeps_rows_and_keys(node, keys):
+            return None
+        node = node._child
+    lower = rewritten[id(node)]
+    build = decided[lower][1]
+    assert build is not None
+    if build.branches is None or not any(split <= keys for split in _split_columns(operators[lower])):
+        return None
+    return lower
+
+
+def _keeps_rows_and_keys(node: Any, keys: set[str]) -> bool:
+    """Whether ``node`` maps its child's rows one by one (or drops some) and passes the
+    columns ``keys`` through unchanged: then it is applied to a union branch by branch."""
+    kind = type(node).__name__
+    if kind in ("Filter", "SubqueryAlias"):
+        return True
+    if kind == "WithColumns":
+        return not keys & set(node._columnNames) and not any(
+            windows_in(c._expr) for c in _connect_columns(node._columns)
+        )
+    if kind == "Drop":
+        return all(isinstance(c, str) and c not in keys for c in node._columns)
+    if kind == "WithColumnsRenamed":
+        return not keys & (set(node._colsMap) | set(node._colsMap.values()))
+    if kind == "Project":
+        from keysplit.spark.expressions import alias_of, reference_name
+
+        kept: set[str] = set()
+        for given in _connect_columns(node._columns):
+            expression = given._expr
+            name = reference_name(unaliased(expression))
+            if _plain_star(expression):
+                kept |= keys
+            elif name is None or alias_of(expression) not in (None, name):
+                return False
+            else:
+                kept.add(name)
+        return keys <= kept
+    return False
+
+
+def _split_columns(lower: KeyedOperator) -> list[set[str]]:
+    """The output columns of ``lower`` (a join or a window) that hold the key it splits by,
+    row for row: sets of names, any of which an operator above may group by."""
+    if lower.kind is Kind.WINDOW:
+        return [set(lower.names[0])]
+    left, right = set(lower.names[0]), set(lower.names[1])
+    if left == right:  # USING: the output's key columns are the key, whichever side it came from
+        return [left]
+    return {"inner": [left, right], "left": [left], "left_semi": [left], "left_anti": [left], "right": [right]}.get(
+        lower.how or "", []
+    )
+
+
+def _fused(
+    candidate: _Candidate,
+    decision: OperatorDecision,
+    build: _Build,
+    lower: KeyedOperator,
+    branches: tuple[DataFrame, DataFrame],
+    handle: Session,
+    persisted: list[DataFrame],
+) -> tuple[DataFrame, OperatorDecision]:
+    """``candidate``'s replacement over the two branches of the split ``lower`` under it
+    (:func:`_fused_over`): Spark's own operator over the keys ``lower`` left to Spark, in the
+    stage of ``lower``'s own (its output is partitioned by those keys: no exchange between),
+    and keysplit's plan of it over ``lower``'s hot keys' output alone, persisted, since each
+    branch of that plan reads it. The lower's plan is not read whole by anything above it,
+    and no branch of the upper re-reads the rows of the keys that are not hot."""
+    hot = _through(candidate.operator.inputs[0], lower, branches[1])
+    by_spark = _through(_frame_of(candidate), lower, branches[0])
+    refused = _persisted([hot], handle, persisted)
+    kept = "persisted (memory and disk)" if refused is None else f"not persisted (the server refused: {refused})"
+    decision = replace(
+        decision,
+        why=f"{decision.why}; fused over {lower.label}'s split: Spark's own operator over the keys it left to "
+        f"Spark, keysplit's over its hot keys' output ({kept})",
+    )
+    return by_spark.union(build.whole([hot])), decision
+
+
+def _through(frame: DataFrame, lower: KeyedOperator, part: DataFrame) -> DataFrame:
+    """``frame`` with ``lower``'s node under it read from ``part`` instead."""
+    view = _Rebuilt()
+    view.replace(_node(lower), copy.copy(part._plan))
+    return view.frame(frame)
+
+
+def _frame_of(candidate: _Candidate) -> DataFrame:
+    assert candidate.operator.frame is not None
+    return candidate.operator.frame
 
 
 def _split_below(
@@ -714,17 +868,26 @@ def _is_expression(value: Any) -> bool:
     return type(value).__module__.endswith("connect.expressions")
 
 
+@dataclass(frozen=True)
+class _Build:
+    """What makes a rewritten operator's replacement from its inputs (as rebuilt below it):
+    ``whole``, its plan; ``branches``, that plan's two branches (the keys not hot by Spark's
+    own operator, the hot keys split), for a join or window an operator above is fused over
+    (:func:`_fused`)."""
+
+    whole: Callable[[list[DataFrame]], DataFrame]
+    branches: Callable[[list[DataFrame]], tuple[DataFrame, DataFrame]] | None = None
+
+
 def _decided(
     candidate: _Candidate, candidates: dict[int, _Candidate], handle: Session, options: SkewOptions
-) -> tuple[OperatorDecision, Callable[[list[DataFrame]], DataFrame] | None]:
+) -> tuple[OperatorDecision, _Build | None]:
     """The cost guard's decision for ``candidate``, and when it is rewritten, what makes its
-    replacement from its inputs (as rebuilt below it)."""
+    replacement."""
     operator, planned = candidate.operator, candidate.planned
     min_skew, min_rows = options.min_skew, options.min_rows
 
-    def left(
-        rule: str, why: str, skew: float | None = None, hot: int = 0
-    ) -> tuple[OperatorDecision, Callable[[list[DataFrame]], DataFrame] | None]:
+    def left(rule: str, why: str, skew: float | None = None, hot: int = 0) -> tuple[OperatorDecision, _Build | None]:
         return OperatorDecision(operator.label, operator.kind, False, rule, why, skew, hot), None
 
     verb_report: Any = candidate.report if candidate.report is not None else Report()
@@ -741,7 +904,7 @@ def _decided(
             None,
             0,
             verb_report,
-        ), _finished(candidate, lambda inputs: _in_plan(planned, inputs, verb_report))
+        ), _finished(candidate, _Build(lambda inputs: _in_plan(planned, inputs, verb_report)))
     source = None if candidate.source is None else candidates[candidate.source]
     if source is not None and isinstance(source.planned, SkewJoin):
         skew, keys, rows = _join_skew(source.planned, source.samples, output_only=True, workers=planned.workers)
@@ -778,22 +941,25 @@ def _decided(
             skew,
             hot,
         )
-    make: Callable[[list[DataFrame]], DataFrame]
+    build: _Build
     if source is not None:
         # Its input is not sampled: the verb finds the hot keys in its own plan.
         assert not isinstance(planned, SkewJoin)
         keyed = planned
-
-        def make(inputs: list[DataFrame]) -> DataFrame:
-            return _over(keyed, inputs[0]).plan(verb_report)
+        build = _Build(
+            lambda inputs: _over(keyed, inputs[0]).plan(verb_report),
+            _branches(keyed, lambda over, inputs: over.branches(verb_report)),
+        )
 
     elif isinstance(planned, SkewJoin):
         grid = planned.measured_grid(candidate.samples)
         if grid is None:
             return left("no hot key", "the sample's counts give no key a cell of its own", skew, hot)
 
-        def make(inputs: list[DataFrame]) -> DataFrame:
-            return replace(planned, left=inputs[0], right=inputs[1]).plan(verb_report, grid)
+        build = _Build(
+            lambda inputs: replace(planned, left=inputs[0], right=inputs[1]).plan(verb_report, grid),
+            lambda inputs: replace(planned, left=inputs[0], right=inputs[1]).branches(verb_report, grid),
+        )
 
     else:
         [sample] = candidate.samples
@@ -807,10 +973,10 @@ def _decided(
                 hot,
             )
 
-        def make(inputs: list[DataFrame]) -> DataFrame:
-            return _over(measured, inputs[0]).plan(verb_report, entries)
-
-    built = _finished(candidate, make)
+        build = _Build(
+            lambda inputs: _over(measured, inputs[0]).plan(verb_report, entries),
+            _branches(measured, lambda over, inputs: over.branches(verb_report, entries)),
+        )
 
     decision = OperatorDecision(
         operator.label,
@@ -824,22 +990,45 @@ def _decided(
         verb_report,
         split_keys,
     )
-    return decision, built
+    return decision, _finished(candidate, build)
 
 
-def _finished(
-    candidate: _Candidate, make: Callable[[list[DataFrame]], DataFrame]
-) -> Callable[[list[DataFrame]], DataFrame]:
-    """``make``, then the node's own output from its result, where the node needs one."""
+def _branches(
+    planned: SkewWindow | SkewAggregate, branched: Callable[[SkewWindow, list[DataFrame]], tuple[DataFrame, DataFrame]]
+) -> Callable[[list[DataFrame]], tuple[DataFrame, DataFrame]] | None:
+    """What makes a window's two branches over its rebuilt inputs (``branched`` of the window
+    over them); None for an aggregate, and a window whose values are one per key (no row of
+    it is split)."""
+    if not isinstance(planned, SkewWindow) or planned.per_key_only:
+        return None
+    window = planned
+
+    def made(inputs: list[DataFrame]) -> tuple[DataFrame, DataFrame]:
+        over = _over(window, inputs[0])
+        assert isinstance(over, SkewWindow)
+        return branched(over, inputs)
+
+    return made
+
+
+def _finished(candidate: _Candidate, build: _Build) -> _Build:
+    """``build``, then the node's own output from its result (each branch's), where the node
+    needs one."""
     finish = candidate.finish
     if finish is None:
-        return make
+        return build
     names = candidate.planned.schema.names if isinstance(candidate.planned, SkewWindow) else []
+    branches = build.branches
 
-    def built(inputs: list[DataFrame]) -> DataFrame:
-        return finish(make(inputs), names)
+    def whole(inputs: list[DataFrame]) -> DataFrame:
+        return finish(build.whole(inputs), names)
 
-    return built
+    def finished(inputs: list[DataFrame]) -> tuple[DataFrame, DataFrame]:
+        assert branches is not None
+        cold, hot = branches(inputs)
+        return finish(cold, names), finish(hot, names)
+
+    return _Build(whole, finished if branches is not None else None)
 
 
 def _in_plan(planned: _Planned, inputs: list[DataFrame], report: Report[Any]) -> DataFrame:

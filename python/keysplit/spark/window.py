@@ -823,17 +823,31 @@ class SkewWindow:
     def plan(self, report: Report[WindowSplitReport] | None, entries: DataFrame | None = None) -> DataFrame:
         """The lazy plan; its hot keys' ``entries`` as :meth:`measured_entries` made them, or
         (None) from :meth:`hot_entries`' sample in the plan."""
-        from pyspark.sql import functions as F
-        from pyspark.sql.connect.observation import Observation
 
         if self.per_key_only:
             return self.per_key(report)
+        cold, hot = self.branches(report, entries)
+        return cold.union(hot)
+
+    def branches(
+        self, report: Report[WindowSplitReport] | None, entries: DataFrame | None = None
+    ) -> tuple[DataFrame, DataFrame]:
+        """:meth:`plan`'s two branches, whose union it is: the keys not hot through Spark's
+        own window (its output hash-partitioned by the partition columns, as Spark's), and
+        the hot keys' rows split. An operator on those keys above reads each apart
+        (:func:`keysplit.spark.optimize` fuses it so). Not for :attr:`per_key_only` windows."""
+        from pyspark.sql import functions as F
+        from pyspark.sql.connect.observation import Observation
+
+        assert not self.per_key_only
         prepared = self.prepared()
         if entries is None:
             entries = self.hot_entries(prepared)
         rows = self.chunked(self.hot_rows(prepared, entries))
         rows = rows.withColumn(_CELL, self.cell()).drop(_KEY_HASH, _CHUNKS, _FIRST_CELL, *self.cut_columns)
-        observations: tuple[Any, Any] | None = (Observation(), Observation()) if report is not None else None
+        observations: tuple[Any, Any, Any] | None = (
+            (Observation(), Observation(), Observation()) if report is not None else None
+        )
 
         def observe_chunks(chunks: DataFrame) -> DataFrame:
             if observations is None:
@@ -849,18 +863,23 @@ class SkewWindow:
         hot = carried.select(
             *[outputs[f.name].alias(f.name) if f.name in outputs else column(f.name) for f in self.target.fields]
         )
-        result = self.cold(entries).union(hot)
+        cold = self.cold(entries)
         if observations is not None:
             assert report is not None
-            # On the union: a branch with no rows is dropped whole, its observations with it.
-            result = result.observe(observations[0], F.count(F.lit(1)).alias("rows"))
+            # Each branch's rows apart (an operator fused above reads them apart); adaptive
+            # execution drops a branch with no rows whole, its observation with it.
+            cold = cold.observe(observations[0], F.count(F.lit(1)).alias("rows"))
+            hot = hot.observe(observations[2], F.count(F.lit(1)).alias("rows"))
             report.bind(lambda: self.report(observations))
-        return result
+        return cold, hot
 
-    def report(self, observations: tuple[Any, Any]) -> WindowSplitReport | None:
-        seen = observed(observations[0])
-        if not seen:
+    def report(self, observations: tuple[Any, ...]) -> WindowSplitReport | None:
+        """From the observations of the rows (of the cold branch; of the hot one, third,
+        where there is one) and the chunks."""
+        branches = [observed(observations[0]), *[observed(given) for given in observations[2:]]]
+        if not any(branches):
             return None
+        seen = {"rows": sum(int(branch.get("rows", 0)) for branch in branches)}
         names = list(self.request.partition_names)
         # Spark drops the chunk totals with their observation when no key is hot.
         chunks = observed_rows(
