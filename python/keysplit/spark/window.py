@@ -87,6 +87,9 @@ _KEY = PREFIX + "key_"
 _OWN = PREFIX + "own_"
 _POSITION = PREFIX + "position"
 _SORT_KEY = PREFIX + "sort_key"
+#: A row's order values, and a hot key's cuts, as structs ordered as the window orders.
+_ROW_KEY = PREFIX + "row_key"
+_CUT_KEYS = PREFIX + "cut_keys"
 _ENTRY = PREFIX + "entry"
 _ENTRIES = PREFIX + "entries"
 _CANDIDATES = PREFIX + "candidates"
@@ -245,11 +248,32 @@ class SkewWindow:
     def sort_key(self) -> Column:
         """One struct whose ascending order is the window's ordering, each column's direction
         and null placement included, then :data:`_POSITION`: what ``min_by``/``max_by`` find a
-        chunk's first and last rows by. A null sorts by a flag before its value; a
-        descending value is turned around: an integer bitwise, a number negated (a NaN,
-        Spark's largest, first by a flag), a date or timestamp by its days or microseconds
-        negated, a string or binary as the complement of its bytes' hex digits, closed by a
-        letter above them all (a prefix then sorts after the longer value)."""
+        chunk's first and last rows by (:meth:`ordered_key`'s fields, then the position)."""
+        from pyspark.sql import functions as F
+
+        fields = self.ordered_fields([column(name) for name in self.orders])
+        if fields is None:
+            descending = ", ".join(
+                kind.simpleString()
+                for key, kind in zip(self.request.order, self.order_types, strict=True)
+                if not key.ascending
+            )
+            raise ConfigError(
+                f"window: lag, lead, first, last and bounded frames over a descending {descending} order are not "
+                "split by keysplit; order by a number, date, timestamp, string or binary column, or use Spark's "
+                "own window"
+            )
+        fields.append(column(_POSITION))
+        return F.struct(*[field.alias(f"f{i}") for i, field in enumerate(fields)])
+
+    def ordered_fields(self, values: Sequence[Column]) -> list[Column] | None:
+        """The fields of a struct whose ascending order is the window's ordering of the order
+        values ``values``, each column's direction and null placement included; None where a
+        descending order column is of a type not turned around here. A null sorts by a flag
+        before its value; a descending value is turned around: an integer bitwise, a number
+        negated (a NaN, Spark's largest, first by a flag), a date or timestamp by its days or
+        microseconds negated, a string or binary as the complement of its bytes' hex digits,
+        closed by a letter above them all (a prefix then sorts after the longer value)."""
         from pyspark.sql import functions as F
         from pyspark.sql.types import (
             BinaryType,
@@ -264,8 +288,9 @@ class SkewWindow:
         )
 
         fields: list[Column] = []
-        for name, key, kind in zip(self.orders, self.request.order, self.order_types, strict=True):
-            value = column(name)
+        # An ascending column's type is not needed (nor read: planned_window).
+        kinds = self.order_types or (None,) * len(self.request.order)
+        for value, key, kind in zip(values, self.request.order, kinds, strict=True):
             fields.append(value.isNotNull() if key.nulls_first else value.isNull())
             if key.ascending:
                 fields.append(value)
@@ -285,13 +310,8 @@ class SkewWindow:
                 complement = F.translate(F.hex(value), "0123456789ABCDEF", "FEDCBA9876543210")
                 fields.append(F.concat(complement, F.lit("Z")))
             else:
-                raise ConfigError(
-                    f"window: lag, lead, first, last and bounded frames over a descending {kind.simpleString()} "
-                    "order are not split by keysplit; order by a number, date, timestamp, string or binary "
-                    "column, or use Spark's own window"
-                )
-        fields.append(column(_POSITION))
-        return F.struct(*[field.alias(f"f{i}") for i, field in enumerate(fields)])
+                return None
+        return fields
 
     def key_hash(self, values: Sequence[Column] | None = None) -> Column:
         """``xxhash64(seed, partition values)``: what a key is found by among the hot keys'
@@ -489,31 +509,59 @@ class SkewWindow:
         row, makes chunk ``⌊j·g/C⌋`` of the key's ``g``: ranges of the ordering, never apart at
         equal order values. Without: a hash of the row.
 
-        The cuts are sorted, so those before the row are a prefix: ``j`` is counted in two
-        flat sums of about ``√C`` comparisons each, first whole blocks of ``S`` cuts, then the
-        cuts of the row's block. Not a binary search of ``⌈log2 C⌉`` steps: each step's
-        column reads the one before several times, and Spark's optimizer substitutes such a
-        chain of aliases into one expression (dynamic partition pruning traces a join key
-        through them), exponential in the steps: a window split above a split join took
-        140 s to plan at 32 tasks."""
+        The row's order values and each cut are compared as one struct each
+        (:meth:`ordered_fields`: its ascending order is the window's), the cuts' made once per
+        hot key (:meth:`hot_rows`), the row's once per row; where a descending column's type
+        is not turned around there, column by column (:meth:`precedes`). The cuts are sorted,
+        so those before the row are a prefix: ``j`` is counted in two flat sums of about
+        ``√C`` comparisons each, first whole blocks of ``S`` cuts, then the cuts of the row's
+        block. Why: comparing column by column with every cut made the stage's generated
+        method too long for the JVM to compile (15 KB of bytecode, interpreted: 11 µs a row
+        against Spark's 1 µs for its whole window), and a binary search's chain of columns,
+        each reading the one before, Spark's partition pruning expands exponentially."""
         from pyspark.sql import functions as F
 
         if not self.request.order:
             return rows.withColumn(_CHUNK, F.pmod(row_hash(self.seed, self.schema), column(_CHUNKS)).cast("int"))
         last = self.candidates - 1
-        size = max(1, math.isqrt(last))
 
         def count(terms: list[Column]) -> Column:
             return sum((F.when(term, 1).otherwise(0) for term in terms), F.lit(0))
 
-        blocks = count([self.precedes(F.lit(m * size)) for m in range(1, last // size + 1)])
+        def chunk_of(j: Column) -> Column:
+            return F.floor(j * column(_CHUNKS) / F.lit(self.candidates)).cast("int")
+
+        before: Callable[[Column], Column] = self.precedes
+        ordered = self.ordered_fields([column(name) for name in self.orders])
+        if ordered is not None:
+            rows = rows.withColumn(_ROW_KEY, F.struct(*[field.alias(f"f{i}") for i, field in enumerate(ordered)]))
+
+            def before(j: Column) -> Column:
+                # try_: Spark may evaluate it before the guard that keeps j in range.
+                return F.coalesce(F.try_element_at(column(_CUT_KEYS), j) < column(_ROW_KEY), F.lit(False))
+
+        size = max(1, math.isqrt(last))
+        blocks = count([before(F.lit(m * size)) for m in range(1, last // size + 1)])
         rows = rows.withColumn(_CHUNK, F.when(column(_CHUNKS).isNotNull(), blocks * F.lit(size)))
         within = [
-            (column(_CHUNK) + F.lit(t) <= F.lit(last)) & self.precedes(column(_CHUNK) + F.lit(t))
-            for t in range(1, size)
+            (column(_CHUNK) + F.lit(t) <= F.lit(last)) & before(column(_CHUNK) + F.lit(t)) for t in range(1, size)
         ]
-        chunk = F.floor((column(_CHUNK) + count(within)) * column(_CHUNKS) / F.lit(self.candidates)).cast("int")
-        return rows.withColumn(_CHUNK, chunk)
+        rows = rows.withColumn(_CHUNK, chunk_of(column(_CHUNK) + count(within)))
+        return rows.drop(_ROW_KEY) if ordered is not None else rows
+
+    def cut_keys(self, entry: Column) -> Column:
+        """A hot key's ``entry`` (a struct of the entries) with its cuts as structs ordered as
+        the window orders (:meth:`ordered_fields`), under :data:`_CUT_KEYS`."""
+        from pyspark.sql import functions as F
+
+        cuts = [entry.getField(name) for name in self.cut_columns]
+
+        def keyed(_: Column, i: Column) -> Column:
+            fields = self.ordered_fields([F.get(values, i) for values in cuts])
+            assert fields is not None
+            return F.struct(*[field.alias(f"f{k}") for k, field in enumerate(fields)])
+
+        return entry.withField(_CUT_KEYS, F.transform(cuts[0], keyed))
 
     def cell(self) -> Column:
         """A hot row's partition: its chunk's own."""
@@ -526,10 +574,14 @@ class SkewWindow:
         the key found among them by :meth:`key_hash`)."""
         from pyspark.sql import functions as F
 
+        fields = [_CHUNKS, _FIRST_CELL, *(self.cut_columns if self.request.order else [])]
+        if self.request.order and self.ordered_fields([column(name) for name in self.orders]) is not None:
+            # Once per hot key, on the one row of entries (chunked compares a row with them).
+            entries = entries.select(F.transform(column(_ENTRIES), self.cut_keys).alias(_ENTRIES))
+            fields.append(_CUT_KEYS)
         rows = prepared.withColumn(_KEY_HASH, self.key_hash()).join(F.broadcast(entries))
         rows = rows.withColumn(_ENTRY, F.get(column(_ENTRIES), (_entry_position() - 1).cast("int")))
         rows = rows.drop(_ENTRIES).filter(column(_ENTRY).isNotNull())
-        fields = [_CHUNKS, _FIRST_CELL, *(self.cut_columns if self.request.order else [])]
         return rows.withColumns({name: column(_ENTRY).getField(name) for name in fields}).drop(_ENTRY)
 
     def cold(self, entries: DataFrame) -> DataFrame:
@@ -844,7 +896,7 @@ class SkewWindow:
         if entries is None:
             entries = self.hot_entries(prepared)
         rows = self.chunked(self.hot_rows(prepared, entries))
-        rows = rows.withColumn(_CELL, self.cell()).drop(_KEY_HASH, _CHUNKS, _FIRST_CELL, *self.cut_columns)
+        rows = rows.withColumn(_CELL, self.cell()).drop(_KEY_HASH, _CHUNKS, _FIRST_CELL, *self.cut_columns, _CUT_KEYS)
         observations: tuple[Any, Any, Any] | None = (
             (Observation(), Observation(), Observation()) if report is not None else None
         )
@@ -1031,7 +1083,8 @@ def planned_window(
         raise ConfigError(f"columns starting with {PREFIX!r} are keysplit's own; rename {clashes}")
     target = handle.call("reading the window's schema", lambda: frame.withColumns(dict(columns)).schema)
     planned = SkewWindow(frame, request, workers, seed, schema, target, tuple(columns.items()))
-    if planned.needs_sort_key and request.order:
+    # The types turn a descending order around (ordered_fields), for the chunks' cuts too.
+    if request.order and (planned.needs_sort_key or not all(key.ascending for key in request.order)):
         orders = [key.expression for key in request.order]
         kinds = handle.call("reading the order's types", lambda: frame.select(*orders).schema)
         planned = replace(planned, order_types=tuple(f.dataType for f in kinds.fields))
