@@ -248,7 +248,7 @@ class SkewWindow:
     def sort_key(self) -> Column:
         """One struct whose ascending order is the window's ordering, each column's direction
         and null placement included, then :data:`_POSITION`: what ``min_by``/``max_by`` find a
-        chunk's first and last rows by (:meth:`ordered_key`'s fields, then the position)."""
+        chunk's first and last rows by (:meth:`ordered_fields`, then the position)."""
         from pyspark.sql import functions as F
 
         fields = self.ordered_fields([column(name) for name in self.orders])
@@ -875,7 +875,6 @@ class SkewWindow:
     def plan(self, report: Report[WindowSplitReport] | None, entries: DataFrame | None = None) -> DataFrame:
         """The lazy plan; its hot keys' ``entries`` as :meth:`measured_entries` made them, or
         (None) from :meth:`hot_entries`' sample in the plan."""
-
         if self.per_key_only:
             return self.per_key(report)
         cold, hot = self.branches(report, entries)
