@@ -46,7 +46,7 @@ import polars as pl
 
 from keysplit._errors import ConfigError, ConfigTypeError, KeysplitError
 from keysplit.spark.columns import column
-from keysplit.spark.expressions import unaliased
+from keysplit.spark.expressions import alias_of, reference_name, unaliased
 from keysplit.spark.holistic import SPLIT_FUNCTIONS, HolisticReport, SkewAggregate, planned_aggregate
 from keysplit.spark.intake import is_spark_frame, session_for, shuffle_partitions
 from keysplit.spark.join import JoinReport, SkewJoin, planned_join
@@ -400,8 +400,6 @@ def _keeps_rows_and_keys(node: Any, keys: set[str]) -> bool:
     if kind == "WithColumnsRenamed":
         return not keys & (set(node._colsMap) | set(node._colsMap.values()))
     if kind == "Project":
-        from keysplit.spark.expressions import alias_of, reference_name
-
         kept: set[str] = set()
         for given in _connect_columns(node._columns):
             expression = given._expr
@@ -444,8 +442,9 @@ def _fused(
     and keysplit's plan of it over ``lower``'s hot keys' output alone, persisted, since each
     branch of that plan reads it. The lower's plan is not read whole by anything above it,
     and no branch of the upper re-reads the rows of the keys that are not hot."""
+    assert candidate.operator.frame is not None
     hot = _through(candidate.operator.inputs[0], lower, branches[1])
-    by_spark = _through(_frame_of(candidate), lower, branches[0])
+    by_spark = _through(candidate.operator.frame, lower, branches[0])
     refused = _persisted([hot], handle, persisted)
     kept = "persisted (memory and disk)" if refused is None else f"not persisted (the server refused: {refused})"
     decision = replace(
@@ -461,11 +460,6 @@ def _through(frame: DataFrame, lower: KeyedOperator, part: DataFrame) -> DataFra
     view = _Rebuilt()
     view.replace(_node(lower), copy.copy(part._plan))
     return view.frame(frame)
-
-
-def _frame_of(candidate: _Candidate) -> DataFrame:
-    assert candidate.operator.frame is not None
-    return candidate.operator.frame
 
 
 def _split_below(
@@ -948,7 +942,7 @@ def _decided(
         keyed = planned
         build = _Build(
             lambda inputs: _over(keyed, inputs[0]).plan(verb_report),
-            _branches(keyed, lambda over, inputs: over.branches(verb_report)),
+            _branches(keyed, lambda over: over.branches(verb_report)),
         )
 
     elif isinstance(planned, SkewJoin):
@@ -975,7 +969,7 @@ def _decided(
 
         build = _Build(
             lambda inputs: _over(measured, inputs[0]).plan(verb_report, entries),
-            _branches(measured, lambda over, inputs: over.branches(verb_report, entries)),
+            _branches(measured, lambda over: over.branches(verb_report, entries)),
         )
 
     decision = OperatorDecision(
@@ -994,7 +988,7 @@ def _decided(
 
 
 def _branches(
-    planned: SkewWindow | SkewAggregate, branched: Callable[[SkewWindow, list[DataFrame]], tuple[DataFrame, DataFrame]]
+    planned: SkewWindow | SkewAggregate, branched: Callable[[SkewWindow], tuple[DataFrame, DataFrame]]
 ) -> Callable[[list[DataFrame]], tuple[DataFrame, DataFrame]] | None:
     """What makes a window's two branches over its rebuilt inputs (``branched`` of the window
     over them); None for an aggregate, and a window whose values are one per key (no row of
@@ -1006,7 +1000,7 @@ def _branches(
     def made(inputs: list[DataFrame]) -> tuple[DataFrame, DataFrame]:
         over = _over(window, inputs[0])
         assert isinstance(over, SkewWindow)
-        return branched(over, inputs)
+        return branched(over)
 
     return made
 
