@@ -16,17 +16,18 @@ returns a lazy DataFrame equal to ``frame.groupBy(*keys).agg(*columns)``, whose 
    ``BUCKETS - 1`` cuts of its values: ranges of about equal rows. One broadcast row holds
    them all (every branch reads it whole, so Spark computes it once).
 2. **Keys not hot: Spark's own aggregate**, the user's columns, unchanged.
-3. **Hot keys: counts per value, which combine.** Per value column, a hot row's
-   (key, range, value) is counted by Spark's ``groupBy``: map-side combined, then spread
-   over the tasks by a hash of the value. From those counts:
+3. **Hot keys: counts that combine.**
 
-   - ``mode``: each key's most frequent value, the smallest among ties (the least
-     (-count, value) per range, then per key, which combines too);
-   - ``count_distinct``, ``collect_set``: the key's distinct values, counted or gathered;
-   - ``percentile``, ``median``: the counts per range locate the ranges that hold the
-     ranks Spark's interpolation reads (``floor`` and ``ceil`` of ``(n - 1)·p``); only those
-     ranges' distinct values are sorted (a Spark window over (key, range)), and the values
-     at the two ranks interpolated as Spark does.
+   - ``mode``, ``count_distinct``, ``collect_set``: a hot row's (key, value) is counted by
+     Spark's ``groupBy``, map-side combined, then spread over the tasks by a hash of the
+     value; from those counts each key's most frequent value (the smallest among ties: the
+     least (-count, value), which combines too), its distinct values counted or gathered;
+   - ``percentile``, ``median``: a hot key's rows are counted per range of values (a few
+     rows per key and task cross the exchange); those counts locate the ranges that hold
+     the ranks Spark's interpolation reads (``floor`` and ``ceil`` of ``(n - 1)·p``), and
+     only those ranges' rows are read again (a broadcast join with them), counted per value
+     and sorted (a Spark window over (key, range)); the values at the two ranks are
+     interpolated as Spark does. A few ``1/BUCKETS`` of a hot key's rows cross an exchange.
 
    Any other column (``sum``, ``collect_list``, an expression over aggregates) is Spark's
    own aggregate over the hot keys' rows: exact, but not split.
@@ -75,9 +76,12 @@ _NEEDS = PREFIX + "needs"
 _NEED = PREFIX + "need"
 _END = PREFIX + "end"
 _DISTINCT = PREFIX + "distinct"
+_LOWER = PREFIX + "lower"
+_UPPER = PREFIX + "upper"
 
 #: The ranges a hot key's values are cut into for a percentile: the rows sorted to find a
-#: rank are about ``1/BUCKETS`` of the key's (two ranges' at most per level). A power of
+#: rank are about ``1/BUCKETS`` of the key's (two ranges' at most per level), and each task
+#: sends at most ``BUCKETS`` counts per hot key. A power of
 #: two (:meth:`SkewAggregate.bucketed`).
 BUCKETS = 128
 assert BUCKETS & (BUCKETS - 1) == 0
@@ -168,7 +172,8 @@ class SkewAggregate:
 
     @property
     def counted(self) -> list[tuple[str, ...]]:
-        """The column tuples whose values are counted per hot key (one per distinct tuple)."""
+        """The column tuples a split function is taken of (one per distinct tuple): a key's
+        values are found varied enough to split over them."""
         seen: dict[tuple[str, ...], None] = {}
         for output in self.outputs:
             if output.function != "spark":
@@ -328,24 +333,26 @@ class SkewAggregate:
         return rows
 
     def value_counts(self, hot: DataFrame, values: tuple[str, ...]) -> DataFrame:
-        """Each hot key's rows per distinct ``values`` (and range, for a ranked column):
-        Spark's ``groupBy``, combined map-side and spread by the values' hash."""
+        """Each hot key's rows per distinct ``values``: Spark's ``groupBy``, combined map-side
+        and spread over the tasks by the values' hash."""
         from pyspark.sql import functions as F
 
-        ranked = self.is_ranked(values)
-        rows = self.bucketed(hot, values[0]) if ranked else hot
-        by = [*self.keys, _bucket(values[0])] if ranked else list(self.keys)
-        return rows.groupBy(*by, *values).agg(F.count(F.lit(1)).alias(_COUNT))
+        return hot.groupBy(*self.keys, *values).agg(F.count(F.lit(1)).alias(_COUNT))
 
-    def ranges(self, counts: DataFrame, values: tuple[str, ...]) -> DataFrame:
-        """Per hot key and value range (per key, for a column not ranked), what the outputs
-        over ``values`` combine from: the rows, the rows with values, and per output the
-        range's most frequent value (``mode``: the least (-count, value)), its distinct
-        values counted (``count_distinct``) or gathered (``collect_set``). Ranges partition
-        the values, so these combine exactly across them. A ranked column's counts are
-        read here and in :meth:`percentiles`, from one exchange (:meth:`plan`): no filter
-        on them (Spark would push it below the exchange, and compute them again for each
-        reader)."""
+    @property
+    def tallied(self) -> list[tuple[str, ...]]:
+        """The column tuples a ``mode``, ``count_distinct`` or ``collect_set`` is taken of
+        (their hot keys' values counted one by one, :meth:`per_key`)."""
+        seen: dict[tuple[str, ...], None] = {}
+        for output in self.outputs:
+            if output.function not in ("spark", "percentile"):
+                seen[output.values] = None
+        return list(seen)
+
+    def per_key(self, counts: DataFrame, values: tuple[str, ...]) -> DataFrame:
+        """Per hot key, its rows, its rows with ``values`` and each ``mode`` (the least
+        (-count, value)), ``count_distinct`` or ``collect_set`` over them, from
+        :meth:`value_counts`. These combine: each task of the counts sends a row per key."""
         from pyspark.sql import functions as F
 
         present = F.lit(True)
@@ -356,75 +363,83 @@ class SkewAggregate:
             if output.values != values:
                 continue
             if output.function == "mode":
-                value = column(values[0])
-                ordering = F.struct((-column(_COUNT)).alias("c"), value.alias("v"))
-                aggregates.append(F.min(F.when(present, ordering)).alias(_output(i)))
+                # Spark's mode: the most frequent value (nulls ignored); among ties, the
+                # smallest (its rule with deterministic=True; without, Spark takes any).
+                ordering = F.struct((-column(_COUNT)).alias("c"), column(values[0]).alias("v"))
+                aggregates.append(F.min(F.when(present, ordering)).getField("v").alias(_output(i)))
             elif output.function == "count_distinct":
                 aggregates.append(F.count(F.when(present, F.lit(1))).alias(_output(i)))
             elif output.function == "collect_set":
                 aggregates.append(F.collect_set(values[0]).alias(_output(i)))
-        by = [*self.keys, _bucket(values[0])] if self.is_ranked(values) else list(self.keys)
-        return counts.groupBy(*by).agg(*aggregates)
+        return counts.groupBy(*self.keys).agg(*aggregates)
 
-    def per_key(self, ranges: DataFrame, values: tuple[str, ...]) -> DataFrame:
-        """Per hot key, its rows and each output over ``values``, from :meth:`ranges`."""
-        from pyspark.sql import functions as F
-
-        aggregates = [F.sum(_ROWS).alias(_ROWS), F.sum(_present(values[0])).alias(_present(values[0]))]
-        for i, output in enumerate(self.outputs):
-            if output.values != values:
-                continue
-            if output.function == "mode":
-                # Spark's mode: the most frequent value (nulls ignored); among ties, the
-                # smallest (its rule with deterministic=True; without, Spark takes any).
-                aggregates.append(F.min(_output(i)).getField("v").alias(_output(i)))
-            elif output.function == "count_distinct":
-                aggregates.append(F.sum(_output(i)).alias(_output(i)))
-            elif output.function == "collect_set":
-                aggregates.append(F.flatten(F.collect_list(_output(i))).alias(_output(i)))
-        return ranges.groupBy(*self.keys).agg(*aggregates)
-
-    def is_ranked(self, values: tuple[str, ...]) -> bool:
-        """Whether ``values`` is one column a percentile is taken of (counted per range)."""
-        return len(values) == 1 and values[0] in self.levels
-
-    def percentiles(self, counts: DataFrame, ranges: DataFrame, name: str) -> DataFrame:
-        """Per hot key with a value in column ``name``, its value at each level
-        (:func:`_level` columns), as Spark's ``percentile`` computes it: from the rows with
-        values per range (:meth:`ranges`), then the needed ranges' counts per value."""
+    def percentiles(self, hot: DataFrame, entries: DataFrame, name: str) -> tuple[DataFrame, DataFrame]:
+        """Per hot key, its rows and its rows with a value in column ``name``; and per hot
+        key with a value, its value at each level (:func:`_level` columns), as Spark's
+        ``percentile`` computes it. The key's rows are counted per range of values
+        (:meth:`bucketed`; each task sends a few rows per key); those counts locate the
+        ranges that hold the ranks Spark's interpolation reads (``floor`` and ``ceil`` of
+        ``(n - 1)·p``), and only those ranges' rows are read again, counted per value and
+        sorted: a few ``1/BUCKETS`` of the key's rows cross an exchange."""
         from pyspark.sql import Window
         from pyspark.sql import functions as F
 
         bucket, levels, present = _bucket(name), self.levels[name], _present(name)
-        # The ranges with values (not a filter on the range itself: see bucketed).
-        buckets = ranges.filter(column(present) > 0).select(*self.keys, bucket, column(present).alias(_COUNT))
+        bucketed = self.bucketed(hot, name).select(*self.keys, bucket, name)
+        # Null values are the null range's, counted in the key's rows alone. One count: the
+        # two readers below then need the same aggregate, and Spark computes it once (with
+        # another count, each would prune it differently, and compute its own).
+        per_range = bucketed.groupBy(*self.keys, bucket).agg(F.count(F.lit(1)).alias(_ROWS))
+        per_range = per_range.withColumn(_COUNT, F.when(column(bucket).isNotNull(), column(_ROWS)).otherwise(0))
         by_key = Window.partitionBy(*self.keys).orderBy(bucket)
-        n = F.sum(_COUNT).over(by_key.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing))
+        whole = by_key.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)
         before = F.coalesce(F.sum(_COUNT).over(by_key.rowsBetween(Window.unboundedPreceding, -1)), F.lit(0))
-        buckets = buckets.withColumns({present: n, _BEFORE: before})
+        per_range = per_range.withColumns(
+            {_ROWS: F.sum(_ROWS).over(whole), present: F.sum(_COUNT).over(whole), _BEFORE: before}
+        )
         # The ranks Spark's interpolation reads (0-based, among the key's sorted values),
-        # and which of the key's ranges holds each: those ranges' values alone are sorted.
+        # and which of the key's ranges holds each.
         needs = []
         for j, level in enumerate(levels):
-            position = (column(_present(name)) - 1).cast("double") * F.lit(float(level))
+            position = (column(present) - 1).cast("double") * F.lit(float(level))
             for higher, rank in ((False, F.floor(position)), (True, F.ceil(position))):
                 local = rank - column(_BEFORE)
                 need = F.struct(F.lit(_rank(name, j, higher)).alias("rank"), local.alias("local"))
                 needs.append(F.when((local >= 0) & (local < column(_COUNT)), need))
-        buckets = buckets.withColumn(_NEEDS, F.array_compact(F.array(*needs))).filter(F.size(_NEEDS) > 0)
-        needed = buckets.select(*self.keys, bucket, present, _NEEDS)
-        # The needed ranges' distinct values in order, with the ranks each covers. (One
-        # join, so that the ranges are computed once, and no condition on the counts alone:
-        # Spark would push it below their exchange, and compute them again for this reader.)
-        selected = joined_on(counts, needed, "inner", null_safe=[*self.keys, bucket], broadcast=True)
+        per_range = per_range.withColumn(_NEEDS, F.array_compact(F.array(*needs)))
+        # Every hot key's rows, also where it has no value (then its ranks are null).
+        totals = per_range.groupBy(*self.keys).agg(F.max(_ROWS).alias(_ROWS), F.max(present).alias(present))
+        needed = per_range.filter(F.size(_NEEDS) > 0).select(*self.keys, bucket, present, _NEEDS)
+        # A needed range's values lie above its lower cut and up to its upper one (its
+        # range is how many cuts are below a value): the hot rows are read again, each
+        # compared with its key's needed ranges (broadcast), not cut into ranges again.
+        cuts = column(_ENTRY).getField(_cuts(name))
+        needed = self.looked_up(needed, entries, "inner").select(
+            *self.keys,
+            bucket,
+            present,
+            _NEEDS,
+            F.when(column(bucket) > 0, F.try_element_at(cuts, column(bucket))).alias(_LOWER),
+            F.try_element_at(cuts, column(bucket) + 1).alias(_UPPER),
+        )
+        value = column(name)
+        within = (column(_LOWER).isNull() | (column(_LOWER) < value)) & (
+            column(_UPPER).isNull() | (value <= column(_UPPER))
+        )
+        selected = joined_on(
+            hot.select(*self.keys, name), needed, "inner", null_safe=self.keys, also=within, broadcast=True
+        )
+        counts = selected.groupBy(*self.keys, bucket, name).agg(
+            F.count(F.lit(1)).alias(_COUNT), F.max(present).alias(present), F.first(_NEEDS).alias(_NEEDS)
+        )
         in_order = Window.partitionBy(*self.keys, bucket).orderBy(name)
         running = in_order.rowsBetween(Window.unboundedPreceding, Window.currentRow)
-        selected = selected.withColumn(_END, F.sum(_COUNT).over(running))
+        counts = counts.withColumn(_END, F.sum(_COUNT).over(running))
         start_rank, end_rank = column(_END) - column(_COUNT), column(_END)
         covered = F.filter(
             _NEEDS, lambda need: (start_rank <= need.getField("local")) & (need.getField("local") < end_rank)
         )
-        found = selected.select(*self.keys, name, present, F.explode(covered).alias(_NEED))
+        found = counts.select(*self.keys, name, present, F.explode(covered).alias(_NEED))
         picks = [
             F.max(F.when(column(_NEED).getField("rank") == F.lit(_rank(name, j, higher)), column(name))).alias(
                 _rank(name, j, higher)
@@ -432,8 +447,8 @@ class SkewAggregate:
             for j in range(len(levels))
             for higher in (False, True)
         ]
-        values = found.groupBy(*self.keys).agg(F.max(_present(name)).alias(_present(name)), *picks)
-        n = column(_present(name))
+        values = found.groupBy(*self.keys).agg(F.max(present).alias(present), *picks)
+        n = column(present)
         results = {}
         for j, level in enumerate(levels):
             # Spark's percentile, operation for operation (doubles throughout): Spark 4's
@@ -445,7 +460,7 @@ class SkewAggregate:
             interpolated = low + (position - lower_rank) * (high - low)
             same = (lower_rank == higher_rank) | (column(_rank(name, j, False)) == column(_rank(name, j, True)))
             results[_level(name, j)] = F.when(same, low).otherwise(interpolated)
-        return values.select(*self.keys, *[value.alias(level) for level, value in results.items()])
+        return totals, values.select(*self.keys, *[value.alias(level) for level, value in results.items()])
 
     def final(self, i: int, output: Output) -> Column:
         """Output ``i``'s value for a hot key, from the gathered pieces."""
@@ -492,20 +507,10 @@ class SkewAggregate:
                     F.count(F.lit(1)).alias(_ROWS), *[output.expression.alias(_output(i)) for i, output in by_spark]
                 )
             )
-        for values in self.counted:
-            counts = self.value_counts(hot, values)
-            ranked = self.is_ranked(values)
-            if ranked:
-                # Both readers of a ranked column's counts (ranges, percentiles) read this
-                # exchange, which Spark computes once and reuses; without it each would run
-                # the counts' final aggregate, a hot key's every distinct value, again (a
-                # median and two percentiles of 8·10^6 rows, 90 % in one key: 33 -> 24 s on
-                # local[2]). Both need this partitioning.
-                counts = counts.repartition(*self.keys, _bucket(values[0]))
-            ranges = self.ranges(counts, values)
-            pieces.append(self.per_key(ranges, values))
-            if ranked:
-                pieces.append(self.percentiles(counts, ranges, values[0]))
+        for values in self.tallied:
+            pieces.append(self.per_key(self.value_counts(hot, values), values))
+        for name in self.ranked:
+            pieces.extend(self.percentiles(hot, entries, name))
         gathered = pieces[0]
         for piece in pieces[1:]:
             gathered = gathered.unionByName(piece, allowMissingColumns=True)
@@ -699,7 +704,8 @@ def holistic_agg(
     :class:`keysplit.spark.Report`) is filled with a :class:`HolisticReport` when an action
     runs the result. No Spark job runs here (Spark reads the schemas). The input is read
     three times or more (the sample, the keys not hot, the hot keys' rows once per distinct
-    argument): cache an input that is costly to compute.
+    argument, twice per column a percentile is taken of): cache an input that is costly to
+    compute.
     """
     from pyspark.sql import Column as SparkColumn
 
