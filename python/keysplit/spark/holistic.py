@@ -421,9 +421,8 @@ class SkewAggregate:
             F.when(column(bucket) > 0, F.try_element_at(cuts, column(bucket))).alias(_LOWER),
             F.try_element_at(cuts, column(bucket) + 1).alias(_UPPER),
         )
-        value = column(name)
-        within = (column(_LOWER).isNull() | (column(_LOWER) < value)) & (
-            column(_UPPER).isNull() | (value <= column(_UPPER))
+        within = (column(_LOWER).isNull() | (column(_LOWER) < column(name))) & (
+            column(_UPPER).isNull() | (column(name) <= column(_UPPER))
         )
         selected = joined_on(
             hot.select(*self.keys, name), needed, "inner", null_safe=self.keys, also=within, broadcast=True
