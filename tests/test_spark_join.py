@@ -185,6 +185,48 @@ def test_a_self_join_and_the_skewed_front(spark, tables):
         skewed(facts, nulls="raise").join(dimension, "key")
 
 
+@pytest.mark.parametrize("kind", ["string", "date", "boolean"])
+def test_grids_measured_before_the_plan_are_literals_in_it_for_each_literal_key_type(spark, tables, kind):
+    # From statistics gathered when called (skewed(df)), the grid is known before the plan is
+    # built: a few hot keys of one key column are held as literals (a set and a map) instead of a
+    # broadcast join, and a left row of a one-wide grid reads its one cell with no explode.
+    # Without a report nothing is observed. Every join type whose marks differ: equal to Spark's.
+    facts, dimension = tables
+    facts = facts.filter("id % 4 = 0")
+    casts = {
+        "string": "CAST(key AS STRING)",
+        "date": "DATE_ADD(DATE'2020-01-01', CAST(key AS INT))",
+        "boolean": "key % 3 = 0",
+    }
+    left = facts.selectExpr("id", f"{casts[kind]} AS k", "v")
+    right = dimension.selectExpr(f"{casts[kind]} AS k", "name")
+    if kind == "boolean":
+        # Two keys (both hot) and null: one dimension row each, or the output is L·R (and not
+        # an aggregate's output, which optimize would not sample).
+        right = spark.spark.createDataFrame([(True, "t"), (False, "f"), (None, "n")], "k boolean, name string")
+    for how in ("inner", "full", "left_semi"):
+        ours = skewed(left, min_skew=2, min_rows=0, workers=16).join(right, "k", how)
+        plan = spark.explained(ours)
+        assert "__keysplit_join_grid" in plan and "__keysplit_join_cell" in plan, plan
+        assert "BroadcastHashJoin" not in plan and "Generate explode" in plan and "CollectMetrics" not in plan, plan
+        assert_same_join(ours, left.join(right, "k", how))
+
+
+def test_grids_of_many_hot_keys_or_of_several_key_columns_are_looked_up_in_a_broadcast_table(spark):
+    # 20 keys, each 5 % of the rows: each gets a cell of its own, too many for literals; and the
+    # same keys as two columns. Each found by a broadcast join of the grid table, as a plan
+    # sampling in itself finds them.
+    left = spark.spark.range(40_000).selectExpr("id % 20 AS k", "id % 20 % 3 AS part", "id AS v")
+    right = spark.spark.range(25).selectExpr("id AS k", "id % 3 AS part", "id * 10 AS w")
+    for on in ("k", ["k", "part"]):
+        report: Report[JoinReport] = Report()
+        ours = skewed(left, min_skew=1, min_rows=0, workers=32).join(right, on, "full", report=report)
+        plan = spark.explained(ours)
+        assert "BroadcastHashJoin" in plan and "__keysplit_join_grid " not in plan, plan
+        assert_same_join(ours, left.join(right, on, "full"))
+        assert report.get.hot.height > 16
+
+
 @pytest.mark.parametrize(
     ("first", "second"),
     [

@@ -115,8 +115,14 @@ JOIN_TYPES = {
 _INTEGRAL = ("tinyint", "smallint", "int", "bigint")
 
 _CELL = PREFIX + "cell"
-#: A hot key's row's cells: along its grid row (left) or down its grid column (right).
-_ROW_CELLS = PREFIX + "row_cells"
+#: A hot key's grid, as :meth:`SkewJoin.looked_up` finds it.
+_GRID = PREFIX + "grid"
+#: The most grids :meth:`SkewJoin.looked_up` holds as literals: a hot key's row finds its
+#: grid among them by a linear search (Spark's map lookup), so many are looked up in a
+#: broadcast table instead.
+INLINED_GRIDS = 16
+#: Key types whose literals compare as Spark's join compares them.
+_LITERAL_KEYS = frozenset({"tinyint", "smallint", "int", "bigint", "string", "date", "boolean"})
 #: An outer join's row's mark: whether it is a hot key's row whose partners (the other
 #: side's rows of its key) exist; null on the null-extended side of an output row.
 _LEFT_MARK = PREFIX + "left_mark"
@@ -403,6 +409,54 @@ class SkewJoin:
         """Whether a row's key has no null: only such keys match."""
         return _keys_present([_key(j) for j in range(len(self.key_types))])
 
+    def looked_up_in(self, side: DataFrame, table: DataFrame) -> DataFrame:
+        """``side`` with its key's :data:`GRID_ROWS`, :data:`GRID_COLUMNS`, :data:`CELLS` and
+        :data:`SEEN` from the grid ``table``, broadcast (null for a key not in it: joined on
+        the keys, a null key matches nothing, and the totals' row has null keys)."""
+        from pyspark.sql import functions as F
+
+        keys = [_key(j) for j in range(len(self.key_types))]
+        return side.join(F.broadcast(table.select(*keys, GRID_ROWS, GRID_COLUMNS, CELLS, SEEN)), keys, "left")
+
+    def inlines(self, hot_grids: list[dict[str, Any]]) -> bool:
+        """Whether :meth:`looked_up` can hold these grids as literals: a few of them, on one
+        key column of a type whose literal compares as the join compares (integers, plain
+        strings, dates, booleans; not floats, whose joins normalise ``-0.0`` and ``NaN``, nor
+        a collated string)."""
+        kinds = [kind.simpleString() for kind in self.key_types]
+        return 0 < len(hot_grids) <= INLINED_GRIDS and len(kinds) == 1 and kinds[0] in _LITERAL_KEYS
+
+    def looked_up(self, side: DataFrame, hot_grids: list[dict[str, Any]]) -> DataFrame:
+        """:meth:`looked_up_in` for grids held as literals in the plan: a set membership per
+        row, and for a hot key's row its grid from a literal map. Spark's broadcast join costs
+        a hash probe and a row copy per row, which measured about a quarter of the map stage
+        of a join of 10^7 rows (its scan and exchange) where this costs a twentieth."""
+        from pyspark.sql import functions as F
+
+        [kind] = self.key_types
+        key = column(_key(0))
+        values = [F.lit(row[_key(0)]).cast(kind) for row in hot_grids]
+        grids = F.create_map(
+            *[
+                part
+                for value, row in zip(values, hot_grids, strict=True)
+                for part in (
+                    value,
+                    F.struct(
+                        F.lit(row[GRID_ROWS]).cast("int").alias(GRID_ROWS),
+                        F.lit(row[GRID_COLUMNS]).cast("int").alias(GRID_COLUMNS),
+                        F.array(*[F.lit(cell).cast("int") for cell in row[CELLS]]).alias(CELLS),
+                        F.lit(row[SEEN]).cast("int").alias(SEEN),
+                    ),
+                )
+            ]
+        )
+        found = F.when(key.isin(*values), F.element_at(grids, key))
+        side = side.withColumn(_GRID, found)
+        return side.withColumns(
+            {name: column(_GRID).getField(name) for name in (GRID_ROWS, GRID_COLUMNS, CELLS, SEEN)}
+        ).drop(_GRID)
+
     def grid(self, left: DataFrame, right: DataFrame) -> DataFrame:
         """The hot keys' grids (:mod:`.join_grid`), computed in the plan from a sample of
         both sides, and a row of the sample's totals."""
@@ -596,9 +650,8 @@ class SkewJoin:
         else:
             literal = self.left.sparkSession.createDataFrame(measured)
             grid = literal.withColumns({_key(j): column(_key(j)).cast(kind) for j, kind in enumerate(self.key_types)})
-        # A row's key is hot when the grid table holds it (joined on the keys: a null key
-        # matches nothing, and the totals' row has null keys).
-        is_hot = column(GRID_ROWS).isNotNull()
+        hot_grids = [] if measured is None else [row for row in measured.to_pylist() if row[GRID_ROWS] > 0]
+        inline = measured is not None and self.inlines(hot_grids)
         # Each observation under a name of its own: one name observed in two places of a plan
         # reports nothing. The grid is observed in both sides' copies (Spark computes it
         # once); each side's rows and copies exactly, as it passes.
@@ -606,14 +659,21 @@ class SkewJoin:
         tables = [grid, grid]
         if report is not None and measured is None:
             tables = [self.observed_grid(grid, observations[i]) for i in (0, 1)]
+        # A side whose every hot key has one cell per row (a left side's grids one column
+        # wide, as a semi or anti join's, or a right side's one row high) reads one cell, not
+        # an array of them exploded.
+        one_cell = {
+            "left": bool(hot_grids) and all(row[GRID_COLUMNS] == 1 for row in hot_grids),
+            "right": bool(hot_grids) and all(row[GRID_ROWS] == 1 for row in hot_grids),
+        }
 
         def tagged(side: DataFrame, table: DataFrame, i: int) -> DataFrame:
-            """``side``'s rows with their key's grid, if hot, and their cells: a left row's
-            along its grid row, a right row's down its grid column, each picked by the row's
-            hash. One table for both sides, so that Spark broadcasts it once."""
+            """``side``'s rows with their key's grid, if hot (:meth:`looked_up`), and their
+            cells: a left row's along its grid row, a right row's down its grid column, each
+            picked by the row's hash (computed for a hot key's row only)."""
             name = "left" if i == 2 else "right"
-            lookup = table.select(*keys, GRID_ROWS, GRID_COLUMNS, CELLS, SEEN)
-            side = side.join(F.broadcast(lookup), keys, "left")
+            side = self.looked_up(side, hot_grids) if inline else self.looked_up_in(side, table)
+            is_hot = column(GRID_ROWS).isNotNull()
             if report is not None:
                 copies = GRID_COLUMNS if name == "left" else GRID_ROWS
                 side = side.observe(
@@ -621,41 +681,36 @@ class SkewJoin:
                     F.count(F.when(self.present(), F.lit(1))).alias("rows"),
                     F.coalesce(F.sum(F.when(is_hot, column(copies) - 1)), F.lit(0)).alias("copied"),
                 )
-            # Hashed only for a hot key's row (a cold one's cells are null).
             rows_, columns = column(GRID_ROWS), column(GRID_COLUMNS)
             if name == "left":
-                grid_row = F.pmod(self.row_hash(name), rows_).cast("int")
-                cells = F.slice(column(CELLS), grid_row * columns + 1, columns)
+                first = F.pmod(self.row_hash(name), rows_).cast("int") * columns + 1
+                count = columns
             else:
-                grid_column = F.pmod(self.row_hash(name), columns).cast("int")
-                cells = F.slice(column(CELLS), rows_ * columns + grid_column * rows_ + 1, rows_)
-            return side.withColumn(_ROW_CELLS, F.when(is_hot, cells))
-
-        left, right = tagged(left, tables[0], 2), tagged(right, tables[1], 3)
-        if report is not None:
-            known = None if measured is None else measured.to_pylist()
-            report.bind(lambda: self._report(observations, known))
+                first = rows_ * columns + F.pmod(self.row_hash(name), columns).cast("int") * rows_ + 1
+                count = rows_
+            if one_cell[name]:
+                cell = F.element_at(column(CELLS), first)
+                return side.withColumn(_CELL, F.coalesce(F.when(is_hot, cell), cold_cell(name)))
+            cells = F.coalesce(F.when(is_hot, F.slice(column(CELLS), first, count)), F.array(cold_cell(name)))
+            return side.withColumn(_CELL, F.explode(cells))
 
         def cold_cell(side: str) -> Column:
             """A cold key's row's one cell, 0; a null key's, which never matches, a cell by its
             hash, so that nulls are spread over the partitions."""
             spread = F.pmod(self.row_hash(side), F.lit(self.partitions)).cast("int")
-            return F.array(F.when(~self.present(), spread).otherwise(F.lit(0)))
+            return F.when(~self.present(), spread).otherwise(F.lit(0))
 
+        left, right = tagged(left, tables[0], 2), tagged(right, tables[1], 3)
+        if report is not None:
+            known = None if measured is None else measured.to_pylist()
+            report.bind(lambda: self._report(observations, known))
+        is_hot = column(GRID_ROWS).isNotNull()
         # An outer join's rows are marked (see _LEFT_MARK): a hot key's row copied to a cell
         # without its partners comes out unmatched there, and is dropped after the join.
         left_marks = [(is_hot & (F.shiftright(column(SEEN), 1) == 1)).alias(_LEFT_MARK)] if self.outer else []
         right_marks = [(is_hot & (column(SEEN) % 2 == 1)).alias(_RIGHT_MARK)] if self.outer else []
-        # A hot key's row has its cells (a semi or anti join's left row one: its grids have one
-        # column), a cold key's row its one cell.
-        left_cells = F.coalesce(column(_ROW_CELLS), cold_cell("left"))
-        right_cells = F.coalesce(column(_ROW_CELLS), cold_cell("right"))
-        left = left.select(
-            *keys, F.explode(left_cells).alias(_CELL), *[column(name) for name in self.own("left")], *left_marks
-        )
-        right = right.select(
-            *keys, F.explode(right_cells).alias(_CELL), *[column(name) for name in self.own("right")], *right_marks
-        )
+        left = left.select(*keys, _CELL, *[column(name) for name in self.own("left")], *left_marks)
+        right = right.select(*keys, _CELL, *[column(name) for name in self.own("right")], *right_marks)
         # A hash join, not Spark's default sort-merge: with the hot keys split, every
         # partition's build side is a mean task's, and a sort on (key, cell) would compare
         # whole rows where the hot key's rows tie on the key.
