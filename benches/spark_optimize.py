@@ -59,7 +59,10 @@ which must equal Spark's. The warm-up's ``optimize`` is given a report (what it 
 its ``statistics_seconds`` and ``planning_seconds``, and each rewritten operator's own
 report, which observes every row it counts); the timed runs are not, as a user who wants
 the query, not its figures, calls it. Per run: the wall seconds (for ``optimize``, its call,
-which runs its statistics pass, plus the query's), and from Spark's REST status API the makespan on 32 slots
+which runs its statistics pass, plus the query's; each run's statistics gathered anew), and
+``recurring``: the query's seconds plus a second ``optimize`` call's, made right after it,
+whose statistics are those the first call kept (as a job run again over the same files
+finds them); and from Spark's REST status API the makespan on 32 slots
 **computed** by LPT from the measured task times of every stage (the statistics pass's
 stages included; this machine has 2 cores), and per keyed stage (one reading more than 5 %
 of the run's shuffle bytes) its hottest task's shuffle bytes and records over the stage's
@@ -390,6 +393,8 @@ def run_plan(handle: Any, status: SparkStatus, query: Any, plan: str, seed: int,
     frame, decided = query, None
     if plan == "optimize":
         report: ks.Report[ks.OptimizeReport] | None = ks.Report() if reported else None
+        # Each run as a first run: its statistics gathered anew (see "recurring" below).
+        ks.forget_statistics()
         started = time.perf_counter()
         frame = ks.optimize(query, seed=seed, report=report)
         figures["optimize_s"] = time.perf_counter() - started
@@ -407,6 +412,14 @@ def run_plan(handle: Any, status: SparkStatus, query: Any, plan: str, seed: int,
         decided.release()
     figures["wall_s"] = figures["query_s"] + figures.get("optimize_s", 0.0)
     stages = status.stages_since(first, native=True)
+    if plan == "optimize":
+        # A recurring job's call: the same query over the same files again, its statistics
+        # kept from the call above (the query itself would run as above). After the stages
+        # are read: a job it ran would not count.
+        started = time.perf_counter()
+        ks.optimize(query, seed=seed)
+        figures["recurring_optimize_s"] = time.perf_counter() - started
+        figures["recurring_wall_s"] = figures["query_s"] + figures["recurring_optimize_s"]
     keyed = keyed_stages(stages)
     straggler = max(keyed, key=lambda s: s["max_task_s"], default=None)
     figures |= {
@@ -427,6 +440,10 @@ def run_plan(handle: Any, status: SparkStatus, query: Any, plan: str, seed: int,
         statistics_stages = [s for s in stages if s["execution"] < query_first]
         figures["statistics_makespan_32_slots_computed_s"] = sum(
             lpt_makespan(s["task_seconds"], SLOTS) for s in statistics_stages
+        )
+        # A recurring run's: its statistics kept, their stages not run.
+        figures["recurring_makespan_32_slots_computed_s"] = (
+            figures["makespan_32_slots_computed_s"] - figures["statistics_makespan_32_slots_computed_s"]
         )
         figures["returned_the_query"] = frame is query
         same = frame.schema == query.schema
@@ -503,8 +520,12 @@ def summarise(figures: dict[str, Any]) -> dict[str, Any]:
         if isinstance(value, float) and name not in ours:
             ours[name] = statistics.median(run[name] for run in runs["optimize"])
     summary["wall optimize / spark"] = ours["wall_s"] / theirs["wall_s"]
+    summary["wall recurring / spark"] = ours["recurring_wall_s"] / theirs["wall_s"]
     summary["makespan spark / optimize"] = theirs["makespan_32_slots_computed_s"] / max(
         ours["makespan_32_slots_computed_s"], 1e-9
+    )
+    summary["makespan spark / recurring"] = theirs["makespan_32_slots_computed_s"] / max(
+        ours["recurring_makespan_32_slots_computed_s"], 1e-9
     )
     summary["returned_the_query"] = all(run["returned_the_query"] for run in runs["optimize"])
     return summary
@@ -529,9 +550,9 @@ def markdown_table(results: dict[str, dict[str, Any]]) -> str:
         "keyed operators (✔ rewritten by optimize)",
         "Spark s",
         "optimize s (its call; statistics)",
-        "wall optimize / Spark",
+        "wall optimize / Spark (recurring)",
         "32-slot makespan, computed: Spark / optimize s",
-        "makespan Spark / optimize",
+        "makespan Spark / optimize (recurring)",
         "hottest task / mean bytes, slowest keyed stage (any keyed stage): Spark / optimize",
         "equal",
     ]
@@ -552,9 +573,9 @@ def markdown_table(results: dict[str, dict[str, Any]]) -> str:
             operators_cell(figures),
             f"{spark['wall_s']:.2f}",
             f"{ours['wall_s']:.2f} ({ours['optimize_s']:.2f}; {figures['statistics_s']:.2f})",
-            f"{figures['wall optimize / spark']:.2f}",
+            f"{figures['wall optimize / spark']:.2f} ({figures['wall recurring / spark']:.2f})",
             f"{spark['makespan_32_slots_computed_s']:.2f} / {ours['makespan_32_slots_computed_s']:.2f}",
-            f"{figures['makespan spark / optimize']:.2f}",
+            f"{figures['makespan spark / optimize']:.2f} ({figures['makespan spark / recurring']:.2f})",
             f"{spark['straggler_stage_hottest_over_mean_bytes']:.2f} ({spark['hottest_over_mean_bytes']:.2f}) / "
             f"{ours['straggler_stage_hottest_over_mean_bytes']:.2f} ({ours['hottest_over_mean_bytes']:.2f})",
             "yes" if equal else "**NO**",

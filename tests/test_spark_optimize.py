@@ -20,7 +20,7 @@ from pyspark.sql import Window
 from pyspark.sql import functions as F
 
 from keysplit import ConfigError, ConfigTypeError
-from keysplit.spark import OptimizeReport, Report, optimize
+from keysplit.spark import OptimizeReport, Report, forget_statistics, optimize
 
 ROWS = 40_000
 WORKERS = 16
@@ -224,6 +224,34 @@ def test_where_nothing_is_hot_the_query_is_returned_unchanged(spark, dims):
     rules = {d.operator: d.rule for d in report.operators}
     assert sorted(rules.values()) == ["combinable", "no hot key", "no hot key", "not measured"], str(report)
     assert report.sampled_inputs == 3 and report.statistics_seconds > 0
+
+
+def test_statistics_are_kept_for_the_same_plan_over_the_same_files(spark, tmp_path):
+    # A recurring job: the same query, built anew over the same files, reuses the first call's
+    # sample (no scan); a file added to its input, or forget_statistics(), makes it sample
+    # again; an input that could change under the same plan is never kept.
+    directory = tmp_path / "recurring"
+    directory.mkdir()
+    _facts(8_000, seed=1).write_parquet(directory / "a.parquet")
+
+    def query():
+        return spark.spark.read.parquet(str(directory)).groupBy("k").agg(F.median("v"))
+
+    def reused(frame) -> int:
+        report = _optimized(frame)[1]
+        assert report.operators[0].rule == "skew", str(report)
+        return report.reused_inputs
+
+    assert reused(query()) == 0
+    assert reused(query()) == 1
+    _facts(8_000, seed=2).write_parquet(directory / "b.parquet")
+    assert reused(query()) == 0
+    assert reused(query()) == 1
+    forget_statistics()
+    assert reused(query()) == 0
+    # A view's rows are read by name, and it lists no file: it is sampled every time.
+    spark.spark.range(20_000).selectExpr("IF(id % 10 < 6, 7, id) AS k", "id AS v").createOrReplaceTempView("ranged")
+    assert [reused(spark.spark.table("ranged").groupBy("k").agg(F.median("v"))) for _ in range(2)] == [0, 0]
 
 
 def test_below_the_cost_guard_nothing_is_rewritten(facts):

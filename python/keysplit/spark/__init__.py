@@ -45,6 +45,7 @@ from keysplit.spark.options import SkewOptions
 from keysplit.spark.report import ObservationMismatch, Report, ReportPendingError, RunReport, WindowReport
 from keysplit.spark.routing import ExecutorSetupError, check_executors, package_archive, route, ship_keysplit
 from keysplit.spark.session import EmbeddedServer, Session, SparkConnectError, redact, session
+from keysplit.spark.statistics import forget_statistics
 from keysplit.spark.streaming import stream_aggregate, stream_metrics
 from keysplit.spark.window import WindowSplitReport, window
 
@@ -77,6 +78,7 @@ __all__ = [
     "aggregate",
     "aggregate_with_report",
     "explain_skew",
+    "forget_statistics",
     "apply_grouped",
     "apply_grouped_with_report",
     "apply_operator",

@@ -348,16 +348,17 @@ class SkewAggregate:
                 seen[output.values] = None
         return list(seen)
 
-    def per_key(self, counts: DataFrame, values: tuple[str, ...]) -> DataFrame:
+    def per_key(self, counts: DataFrame, values: tuple[str, ...]) -> tuple[DataFrame, list[str]]:
         """Per hot key, its rows, its rows with ``values`` and each ``mode`` (the least
         (-count, value)), ``count_distinct`` or ``collect_set`` over them, from
-        :meth:`value_counts`. These combine: each task of the counts sends a row per key."""
+        :meth:`value_counts`, and those columns' names. These combine: each task of the
+        counts sends a row per key."""
         from pyspark.sql import functions as F
 
         present = F.lit(True)
         for name in values:
             present = present & column(name).isNotNull()
-        aggregates = [F.sum(_COUNT).alias(_ROWS), F.sum(F.when(present, column(_COUNT))).alias(_present(values[0]))]
+        aggregates = {_ROWS: F.sum(_COUNT), _present(values[0]): F.sum(F.when(present, column(_COUNT)))}
         for i, output in enumerate(self.outputs):
             if output.values != values:
                 continue
@@ -365,17 +366,18 @@ class SkewAggregate:
                 # Spark's mode: the most frequent value (nulls ignored); among ties, the
                 # smallest (its rule with deterministic=True; without, Spark takes any).
                 ordering = F.struct((-column(_COUNT)).alias("c"), column(values[0]).alias("v"))
-                aggregates.append(F.min(F.when(present, ordering)).getField("v").alias(_output(i)))
+                aggregates[_output(i)] = F.min(F.when(present, ordering)).getField("v")
             elif output.function == "count_distinct":
-                aggregates.append(F.count(F.when(present, F.lit(1))).alias(_output(i)))
+                aggregates[_output(i)] = F.count(F.when(present, F.lit(1)))
             elif output.function == "collect_set":
-                aggregates.append(F.collect_set(values[0]).alias(_output(i)))
-        return counts.groupBy(*self.keys).agg(*aggregates)
+                aggregates[_output(i)] = F.collect_set(values[0])
+        frame = counts.groupBy(*self.keys).agg(*[value.alias(name) for name, value in aggregates.items()])
+        return frame, list(aggregates)
 
-    def percentiles(self, hot: DataFrame, entries: DataFrame, name: str) -> tuple[DataFrame, DataFrame]:
+    def percentiles(self, hot: DataFrame, entries: DataFrame, name: str) -> list[tuple[DataFrame, list[str]]]:
         """Per hot key, its rows and its rows with a value in column ``name``; and per hot
         key with a value, its value at each level (:func:`_level` columns), as Spark's
-        ``percentile`` computes it. The key's rows are counted per range of values
+        ``percentile`` computes it; each with its columns' names. The key's rows are counted per range of values
         (:meth:`bucketed`; each task sends a few rows per key); those counts locate the
         ranges that hold the ranks Spark's interpolation reads (``floor`` and ``ceil`` of
         ``(n - 1)·p``), and only those ranges' rows are read again, counted per value and
@@ -458,7 +460,8 @@ class SkewAggregate:
             interpolated = low + (position - lower_rank) * (high - low)
             same = (lower_rank == higher_rank) | (column(_rank(name, j, False)) == column(_rank(name, j, True)))
             results[_level(name, j)] = F.when(same, low).otherwise(interpolated)
-        return totals, values.select(*self.keys, *[value.alias(level) for level, value in results.items()])
+        levelled = values.select(*self.keys, *[value.alias(level) for level, value in results.items()])
+        return [(totals, [_ROWS, present]), (levelled, list(results))]
 
     def final(self, i: int, output: Output) -> Column:
         """Output ``i``'s value for a hot key, from the gathered pieces."""
@@ -497,22 +500,22 @@ class SkewAggregate:
         if entries is None:
             entries = self.hot_entries(prepared)
         hot = self.looked_up(prepared, entries, "inner")
-        pieces: list[DataFrame] = []
+        # Each piece with its columns' names (asking Spark for them would analyse the whole
+        # plan, seconds where the input is a split join's output).
+        pieces: list[tuple[DataFrame, list[str]]] = []
         by_spark = [(i, output) for i, output in enumerate(self.outputs) if output.function == "spark"]
         if by_spark or not self.counted:
-            pieces.append(
-                hot.groupBy(*self.keys).agg(
-                    F.count(F.lit(1)).alias(_ROWS), *[output.expression.alias(_output(i)) for i, output in by_spark]
-                )
-            )
+            aggregates = {_ROWS: F.count(F.lit(1)), **{_output(i): output.expression for i, output in by_spark}}
+            frame = hot.groupBy(*self.keys).agg(*[value.alias(name) for name, value in aggregates.items()])
+            pieces.append((frame, list(aggregates)))
         for values in self.tallied:
             pieces.append(self.per_key(self.value_counts(hot, values), values))
         for name in self.ranked:
             pieces.extend(self.percentiles(hot, entries, name))
-        gathered = pieces[0]
-        for piece in pieces[1:]:
+        gathered = pieces[0][0]
+        for piece, _ in pieces[1:]:
             gathered = gathered.unionByName(piece, allowMissingColumns=True)
-        pieced = [name for name in gathered.columns if name not in self.keys]
+        pieced = list(dict.fromkeys(name for _, names in pieces for name in names))
         gathered = gathered.groupBy(*self.keys).agg(*[F.first(name, ignorenulls=True).alias(name) for name in pieced])
         if observations is not None:
             gathered = gathered.observe(

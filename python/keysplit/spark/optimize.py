@@ -112,6 +112,9 @@ class OptimizeReport:
     sampled_inputs: int
     statistics_seconds: float
     planning_seconds: float
+    #: Of the inputs sampled, those whose sample was kept from an earlier call over the same
+    #: plan and files (:mod:`keysplit.spark.statistics`), and not scanned again.
+    reused_inputs: int = 0
     #: The split operators' outputs that a split operator above reads, persisted (memory and
     #: disk) so that its plan reads them once; :meth:`release` unpersists them.
     persisted: tuple[DataFrame, ...] = ()
@@ -159,6 +162,7 @@ class OptimizeReport:
             f"(hottest task >= {self.min_skew:g}x a mean task's of {self.workers}, >= {self.min_rows:,} rows); "
             "statistics: "
             f"{self.sampled_inputs} inputs sampled in {self.statistics_seconds:.2f} s"
+            + (f" ({self.reused_inputs} kept from an earlier call)" if self.reused_inputs else "")
             + (
                 f"; {len(self.persisted)} split outputs persisted for the splits above them (release() frees them)"
                 if self.persisted
@@ -260,7 +264,7 @@ def optimized(
     planning = time.perf_counter() - started
     requests = [request for candidate in candidates.values() for request in candidate.requests]
     started = time.perf_counter()
-    samples = sample_inputs(handle, requests, seed)
+    samples = gathered = sample_inputs(handle, requests, seed)
     statistics = time.perf_counter() - started
     started = time.perf_counter()
     for candidate in candidates.values():
@@ -313,6 +317,7 @@ def optimized(
                 min_rows=options.min_rows,
                 workers=tasks,
                 sampled_inputs=len(requests),
+                reused_inputs=sum(sample.reused for sample in gathered),
                 statistics_seconds=statistics,
                 planning_seconds=planning,
                 persisted=tuple(persisted),

@@ -13,14 +13,31 @@ hot it is Spark's own, with nothing added.
 A key is hot by the front's rule (:func:`keysplit.spark.sampled.hot_in_sample`): its sampled
 rows, at the count's 95 % upper bound (``n + 2√n + 3``), are more than a mean task's share of
 the sampled rows.
+
+**Reuse.** A recurring job (a loop, a scheduler in one driver, a notebook run again) would
+pay the scan again for the same answer, so each sample is kept, in this process, for a later
+call that samples the same plan over the same files: keyed by the plan's protobuf (its ids
+and call sites aside) with the sample's fraction and seed, and by its input files' names and,
+where the client can see the file, its size and modification time (Spark writes new files
+under new names, so an overwrite or an append changes the key). An input with no files that
+could change under the same plan (a table read by name, SQL text, a JDBC or Python source,
+and no file listed) is sampled anew every time. A sample kept past a change the key does not
+see (a file rewritten in place under its name, on storage the client cannot read) costs
+balance, never exactness: every plan is exact whatever hot keys it splits.
+:func:`forget_statistics` drops them all; at most :data:`KEPT_BYTES` are kept.
 """
 
 from __future__ import annotations
 
+import hashlib
+import os
 import re
+import threading
+from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote, urlparse
 
 import polars as pl
 
@@ -41,6 +58,22 @@ SAMPLE_ROWS = 200_000
 MIN_FRACTION = 0.002
 #: The sampled key hash's column: ``xxhash64(seed, keys)``, as each verb's plan finds keys by.
 KEY_HASH = "__keysplit_st_key_hash"
+#: The most bytes of samples kept for reuse (least recently used dropped first).
+KEPT_BYTES = 256 << 20
+#: Plan nodes that read something which may change under the same plan: with no input file
+#: listed, such an input's sample is not kept.
+_CHANGING_SOURCES = frozenset(
+    {
+        "read",
+        "sql",
+        "catalog",
+        "cached_remote_relation",
+        "common_inline_user_defined_table_function",
+        "common_inline_user_defined_data_source",
+        "unresolved_table_valued_function",
+        "extension",
+    }
+)
 _UNITS = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40, "PiB": 1 << 50, "EiB": 1 << 60}
 
 
@@ -89,6 +122,8 @@ class InputSample:
     table: pa.Table
     #: The sampled columns that are the key's.
     keys: tuple[str, ...] = ()
+    #: Whether it was kept from an earlier call over the same plan and files.
+    reused: bool = False
 
     @property
     def rows(self) -> pl.DataFrame:
@@ -119,30 +154,126 @@ class InputSample:
 
 def sample_inputs(handle: Session, requests: Sequence[SampleRequest], seed: int) -> list[InputSample]:
     """Each request's sample, in one scan of its input, every input at once (one Spark job
-    each, side by side): the statistics a query's plan is decided from."""
-    fractions = [
-        request.fraction if request.fraction is not None else sample_fraction(estimated_rows(handle, request.frame))
-        for request in requests
-    ]
+    each, side by side): the statistics a query's plan is decided from. A sample kept from an
+    earlier call over the same plan and files is reused (the module's notes)."""
 
-    def sampled(request: SampleRequest, fraction: float) -> pa.Table:
+    def sampled(request: SampleRequest) -> InputSample:
         frame = request.frame if request.where is None else request.frame.filter(request.where)
         frame = frame.select(request.key_hash.alias(KEY_HASH), *request.columns)
+        key = _kept_key(frame, (request.fraction, request.presampled, seed, SAMPLE_ROWS, MIN_FRACTION))
+        kept = _KEPT.get(key) if key is not None else None
+        if kept is not None:
+            return InputSample(kept[0], kept[1], request.keys, reused=True)
+        fraction = (
+            request.fraction if request.fraction is not None else sample_fraction(estimated_rows(handle, request.frame))
+        )
         if fraction < 1 and not request.presampled:
             frame = frame.sample(fraction=fraction, seed=seed)
-        return frame.toArrow()
+        table = frame.toArrow()
+        if key is not None:
+            _KEPT.put(key, fraction, table)
+        return InputSample(fraction, table, request.keys)
 
-    def gather() -> list[pa.Table]:
+    def gather() -> list[InputSample]:
         if len(requests) == 1:
-            return [sampled(requests[0], fractions[0])]
+            return [sampled(requests[0])]
         with ThreadPoolExecutor(max_workers=min(8, len(requests))) as pool:
-            return list(pool.map(sampled, requests, fractions))
+            return list(pool.map(sampled, requests))
 
-    tables = handle.call("sampling the keyed inputs", gather) if requests else []
-    return [
-        InputSample(fraction, table, request.keys)
-        for fraction, table, request in zip(fractions, tables, requests, strict=True)
-    ]
+    return handle.call("sampling the keyed inputs", gather) if requests else []
+
+
+def forget_statistics() -> None:
+    """Drops every sample kept for reuse (the module's notes): the next call samples anew."""
+    _KEPT.clear()
+
+
+class _Kept:
+    """Samples by key, least recently used dropped first past :data:`KEPT_BYTES`; shared by
+    the threads that sample a query's inputs side by side."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.samples: OrderedDict[str, tuple[float, pa.Table]] = OrderedDict()
+
+    def get(self, key: str) -> tuple[float, pa.Table] | None:
+        with self.lock:
+            found = self.samples.get(key)
+            if found is not None:
+                self.samples.move_to_end(key)
+            return found
+
+    def put(self, key: str, fraction: float, table: pa.Table) -> None:
+        with self.lock:
+            self.samples[key] = (fraction, table)
+            while sum(kept.nbytes for _, kept in self.samples.values()) > KEPT_BYTES and len(self.samples) > 1:
+                self.samples.popitem(last=False)
+
+    def clear(self) -> None:
+        with self.lock:
+            self.samples.clear()
+
+
+_KEPT = _Kept()
+
+
+def _kept_key(frame: DataFrame, settings: tuple[Any, ...]) -> str | None:
+    """What a sample of ``frame`` is kept under: a digest of its plan (ids and call sites
+    cleared), ``settings`` and its input files; None when an input could change unseen."""
+    node: Any = frame._plan
+    plan = node.to_proto(frame.sparkSession.client)
+    sources = _cleared(plan)
+    files = sorted(frame.inputFiles())
+    if not files and sources & _CHANGING_SOURCES:
+        return None
+    digest = hashlib.sha256(plan.SerializeToString(deterministic=True))
+    digest.update(repr(settings).encode())
+    for name in files:
+        digest.update(name.encode() + b"\0" + repr(_file_version(name)).encode() + b"\0")
+    return digest.hexdigest()
+
+
+def _cleared(message: Any) -> set[str]:
+    """Clears every ``common`` field (a plan node's id, an expression's call site) of the
+    protobuf ``message`` in place; returns the kinds of plan node it holds."""
+    kinds: set[str] = set()
+    if message.DESCRIPTOR.name == "Relation":
+        kind = message.WhichOneof("rel_type")
+        if kind is not None:
+            kinds.add(kind)
+    for descriptor, value in message.ListFields():
+        if descriptor.name == "common":
+            message.ClearField("common")
+        elif descriptor.message_type is None:
+            continue
+        elif _repeated(descriptor):
+            if descriptor.message_type.GetOptions().map_entry:
+                values = list(value.values()) if descriptor.message_type.fields_by_name["value"].message_type else []
+            else:
+                values = list(value)
+            for item in values:
+                kinds |= _cleared(item)
+        else:
+            kinds |= _cleared(value)
+    return kinds
+
+
+def _repeated(descriptor: Any) -> bool:
+    # ``is_repeated`` is protobuf 6's; ``label``, which it replaces, older releases'.
+    found = getattr(descriptor, "is_repeated", None)
+    return bool(found) if found is not None else descriptor.label == descriptor.LABEL_REPEATED
+
+
+def _file_version(name: str) -> tuple[int, int] | None:
+    """A file's size and modification time, where the client can read them (a local path)."""
+    parsed = urlparse(name)
+    if parsed.scheme not in ("", "file"):
+        return None
+    try:
+        found = os.stat(unquote(parsed.path))
+    except OSError:
+        return None
+    return found.st_size, found.st_mtime_ns
 
 
 def cut_rows(count: int, candidates: int) -> list[int]:
