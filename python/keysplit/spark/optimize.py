@@ -113,7 +113,7 @@ class OptimizeReport:
     statistics_seconds: float
     planning_seconds: float
     #: Of the inputs sampled, those whose sample was kept from an earlier call over the same
-    #: plan and files (:mod:`keysplit.spark.statistics`), and not scanned again.
+    #: plan and files, and not scanned again (:func:`keysplit.spark.forget_statistics`).
     reused_inputs: int = 0
     #: The split operators' outputs that a split operator above reads, persisted (memory and
     #: disk) so that its plan reads them once; :meth:`release` unpersists them.
