@@ -377,11 +377,12 @@ class SkewAggregate:
     def percentiles(self, hot: DataFrame, entries: DataFrame, name: str) -> list[tuple[DataFrame, list[str]]]:
         """Per hot key, its rows and its rows with a value in column ``name``; and per hot
         key with a value, its value at each level (:func:`_level` columns), as Spark's
-        ``percentile`` computes it; each with its columns' names. The key's rows are counted per range of values
-        (:meth:`bucketed`; each task sends a few rows per key); those counts locate the
-        ranges that hold the ranks Spark's interpolation reads (``floor`` and ``ceil`` of
-        ``(n - 1)·p``), and only those ranges' rows are read again, counted per value and
-        sorted: a few ``1/BUCKETS`` of the key's rows cross an exchange."""
+        ``percentile`` computes it; each with its columns' names. The key's rows are
+        counted per range of values (:meth:`bucketed`; each task sends a few rows per key);
+        those counts locate the ranges that hold the ranks Spark's interpolation reads
+        (``floor`` and ``ceil`` of ``(n - 1)·p``), and only those ranges' rows are read
+        again, counted per value and sorted: a few ``1/BUCKETS`` of the key's rows cross an
+        exchange."""
         from pyspark.sql import Window
         from pyspark.sql import functions as F
 

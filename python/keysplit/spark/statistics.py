@@ -220,10 +220,15 @@ _KEPT = _Kept()
 def _kept_key(frame: DataFrame, settings: tuple[Any, ...]) -> str | None:
     """What a sample of ``frame`` is kept under: a digest of its plan (ids and call sites
     cleared), ``settings`` and its input files; None when an input could change unseen."""
+    from pyspark.errors import PySparkException
+
     node: Any = frame._plan
     plan = node.to_proto(frame.sparkSession.client)
     sources = _cleared(plan)
-    files = sorted(frame.inputFiles())
+    try:
+        files = sorted(frame.inputFiles())
+    except PySparkException:
+        return None  # an input Spark cannot list is sampled anew
     if not files and sources & _CHANGING_SOURCES:
         return None
     digest = hashlib.sha256(plan.SerializeToString(deterministic=True))
