@@ -57,12 +57,13 @@ sides stand for tables too big to broadcast), and ``optimize``, ``optimize(query
 anew in each run. Both end in the same fingerprint (rows, and a sum of a hash of each row),
 which must equal Spark's. The warm-up's first ``optimize`` is given a report (what it
 decided, its ``statistics_seconds`` and ``planning_seconds``, and each rewritten operator's
-own report, which observes every row it counts), its second is not; nor are the timed runs,
-as a user who wants the query, not its figures, calls it. Per run: the wall seconds (for ``optimize``, its call,
-which runs its statistics pass, plus the query's; each run's statistics gathered anew), and
-``recurring``: the query's seconds plus a second ``optimize`` call's, made right after it,
-whose statistics are those the first call kept (as a job run again over the same files
-finds them); and from Spark's REST status API the makespan on 32 slots
+own report, which observes every row it counts), its second is not; nor are the timed
+runs, as a user who wants the query, not its figures, calls it. Per run: the wall seconds
+(for ``optimize``, its call, which runs its statistics pass, plus the query's; each run's
+statistics gathered anew), and ``recurring``: the query's seconds plus a second
+``optimize`` call's, made right after it, whose statistics are those the first call kept
+(as a job run again over the same files finds them); and from Spark's REST status API the
+makespan on 32 slots
 **computed** by LPT from the measured task times of every stage (the statistics pass's
 stages included; this machine has 2 cores), and per keyed stage (one reading more than 5 %
 of the run's shuffle bytes) its hottest task's shuffle bytes and records over the stage's

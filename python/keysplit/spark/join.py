@@ -650,7 +650,10 @@ class SkewJoin:
         else:
             literal = self.left.sparkSession.createDataFrame(measured)
             grid = literal.withColumns({_key(j): column(_key(j)).cast(kind) for j, kind in enumerate(self.key_types)})
-        hot_grids = [] if measured is None else [row for row in measured.to_pylist() if row[GRID_ROWS] > 0]
+        known = None if measured is None else measured.to_pylist()
+        hot_grids = [] if known is None else [row for row in known if row[GRID_ROWS] > 0]
+        # A row's key is hot when its grid was found (:meth:`looked_up`, :meth:`looked_up_in`).
+        is_hot = column(GRID_ROWS).isNotNull()
         inline = measured is not None and self.inlines(hot_grids)
         # Each observation under a name of its own: one name observed in two places of a plan
         # reports nothing. The grid is observed in both sides' copies (Spark computes it
@@ -673,7 +676,6 @@ class SkewJoin:
             picked by the row's hash (computed for a hot key's row only)."""
             name = "left" if i == 2 else "right"
             side = self.looked_up(side, hot_grids) if inline else self.looked_up_in(side, table)
-            is_hot = column(GRID_ROWS).isNotNull()
             if report is not None:
                 copies = GRID_COLUMNS if name == "left" else GRID_ROWS
                 side = side.observe(
@@ -702,9 +704,7 @@ class SkewJoin:
 
         left, right = tagged(left, tables[0], 2), tagged(right, tables[1], 3)
         if report is not None:
-            known = None if measured is None else measured.to_pylist()
             report.bind(lambda: self._report(observations, known))
-        is_hot = column(GRID_ROWS).isNotNull()
         # An outer join's rows are marked (see _LEFT_MARK): a hot key's row copied to a cell
         # without its partners comes out unmatched there, and is dropped after the join.
         left_marks = [(is_hot & (F.shiftright(column(SEEN), 1) == 1)).alias(_LEFT_MARK)] if self.outer else []

@@ -264,8 +264,9 @@ def optimized(
     planning = time.perf_counter() - started
     requests = [request for candidate in candidates.values() for request in candidate.requests]
     started = time.perf_counter()
-    samples = gathered = sample_inputs(handle, requests, seed)
+    samples = sample_inputs(handle, requests, seed)
     statistics = time.perf_counter() - started
+    reused = sum(sample.reused for sample in samples)
     started = time.perf_counter()
     for candidate in candidates.values():
         candidate.samples, samples = samples[: len(candidate.requests)], samples[len(candidate.requests) :]
@@ -317,7 +318,7 @@ def optimized(
                 min_rows=options.min_rows,
                 workers=tasks,
                 sampled_inputs=len(requests),
-                reused_inputs=sum(sample.reused for sample in gathered),
+                reused_inputs=reused,
                 statistics_seconds=statistics,
                 planning_seconds=planning,
                 persisted=tuple(persisted),
