@@ -115,6 +115,22 @@ def test_collect_set_equals_spark_as_sets(frame):
     _assert_equal(ours, frame.groupBy("k").agg(*columns), unordered=frozenset({1, 2}))
 
 
+def test_a_distinct_count_beside_a_mode_and_a_set_counts_every_key(spark, frame):
+    # Spark's own plan computes the mode and the set per (key, value) group of its distinct
+    # aggregate; keysplit counts every key's values instead, and needs no hot key.
+    columns = [F.mode("t", True), F.count_distinct("t"), F.collect_set("t")]
+    report: Report[HolisticReport] = Report()
+    ours = holistic_agg(frame, "k", *columns, workers=WORKERS, report=report)
+    _assert_equal(ours, frame.groupBy("k").agg(*columns), unordered=frozenset({3}))
+    figures = report.get
+    assert figures.rows == ROWS and figures.hot.height == 0 and figures.sample_fraction == 0
+    assert sorted(figures.split.values()) == [
+        f"{function} of every key's value counts" for function in ("collect_set", "count_distinct", "mode")
+    ]
+    plan = spark.explained(ours)
+    assert "mode(" not in plan and "sample" not in plan.lower(), plan
+
+
 def test_mode_is_a_most_frequent_value_and_spark_s_where_there_is_no_tie(frame):
     """Without ``deterministic`` Spark returns any of the tied values; keysplit's is one of
     them, and Spark's wherever one value is ahead."""

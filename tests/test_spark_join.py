@@ -11,6 +11,7 @@ key 0 three times, keys the facts lack, and null keys.
 from __future__ import annotations
 
 import datetime
+import importlib
 import re
 import time
 from collections.abc import Callable
@@ -205,11 +206,49 @@ def test_grids_measured_before_the_plan_are_literals_in_it_for_each_literal_key_
         # an aggregate's output, which optimize would not sample).
         right = spark.spark.createDataFrame([(True, "t"), (False, "f"), (None, "n")], "k boolean, name string")
     for how in ("inner", "full", "left_semi"):
+        report: Report[JoinReport] = Report()
         ours = skewed(left, min_skew=2, min_rows=0, workers=16).join(right, "k", how)
         plan = spark.explained(ours)
-        assert "__keysplit_join_grid" in plan and "__keysplit_join_cell" in plan, plan
-        assert "BroadcastHashJoin" not in plan and "Generate explode" in plan and "CollectMetrics" not in plan, plan
+        assert "CollectMetrics" not in plan, plan
+        if how == "full":
+            assert "__keysplit_join_grid" in plan and "__keysplit_join_cell" in plan, plan
+            assert "BroadcastHashJoin" not in plan and "Generate explode" in plan, plan
+        else:
+            # The hot keys' few right rows are broadcast to where their left rows are read (one
+            # grid column: test_hot_keys_of_few_partners_are_joined_map_side).
+            assert "__keysplit_join_cell" not in plan and "BroadcastHashJoin" in plan, plan
         assert_same_join(ours, left.join(right, "k", how))
+        if kind != "boolean":
+            # (Of booleans, every key is hot: adaptive execution drops the other keys' join,
+            # whose right side has none, with what it observes, and the report stays pending.)
+            reported = skewed(left, min_skew=2, min_rows=0, workers=16).join(right, "k", how, report=report)
+            assert_same_join(reported, left.join(right, "k", how))
+            assert report.get.hot["map_side"].to_list() == [how != "full"] * report.get.hot.height, report.get.hot
+
+
+@pytest.mark.parametrize("how", ["inner", "left", "left_semi", "left_anti"])
+def test_hot_keys_of_few_partners_are_joined_map_side(spark, tables, how, monkeypatch):
+    # Key 0 holds half the facts and 3 dimension rows (a semi or anti join's one distinct key):
+    # measured before the plan (skewed(df)), its facts are joined where they are read, against
+    # those rows broadcast; no exchange moves them, and nothing is copied. Every other key goes
+    # through Spark's own join. Its report counts every row once, in either branch.
+    facts, dimension = tables
+    report: Report[JoinReport] = Report()
+    ours = skewed(facts, min_skew=2, min_rows=0).join(dimension, "key", how, report=report)
+    assert_same_join(ours, facts.join(dimension, "key", how))
+    hot = report.get.hot.filter(pl.col("key") == 0).row(0, named=True)
+    assert hot["map_side"] and hot["grid_columns"] == 1, report.get.hot
+    assert report.get.left_rows == FACT_ROWS - FACT_ROWS // 100 + 100
+    # (The right side of a semi or anti join: its 5,050 distinct keys.)
+    assert report.get.right_rows == (5_052 if how in ("inner", "left") else 5_050)
+    assert report.get.rows_copied == 0
+    if how in ("inner", "left"):
+        # Over the budget of right rows broadcast, the grid copies them instead.
+        monkeypatch.setattr(importlib.import_module("keysplit.spark.join"), "MAP_SIDE_ROWS", 2)
+        report = Report()
+        ours = skewed(facts, min_skew=2, min_rows=0).join(dimension, "key", how, report=report)
+        assert_same_join(ours, facts.join(dimension, "key", how))
+        assert not report.get.hot["map_side"].any() and report.get.rows_copied > 0, report.get.hot
 
 
 def test_grids_of_many_hot_keys_or_of_several_key_columns_are_looked_up_in_a_broadcast_table(spark):

@@ -226,6 +226,36 @@ def test_where_nothing_is_hot_the_query_is_returned_unchanged(spark, dims):
     assert report.sampled_inputs == 3 and report.statistics_seconds > 0
 
 
+def test_a_distinct_count_beside_a_mode_is_counted_for_every_key_without_statistics(spark, facts, dims):
+    # Spark computes the mode per (key, value) group of its distinct plan: optimize counts
+    # every key's values instead, hot or not, and samples nothing for it.
+    uniform = spark.spark.range(20_000).select((F.col("id") % 400).alias("k"), (F.col("id") % 37).alias("u"))
+    columns = [F.mode("u", True).alias("mode"), F.count_distinct("u").alias("users")]
+    query = uniform.groupBy("k").agg(*columns)
+    optimized, report = _optimized(query)
+    [decision] = report.operators
+    assert (decision.rule, decision.rewritten) == ("tallied", True), str(report)
+    assert report.sampled_inputs == 0
+    assert optimized.schema == query.schema
+    assert _rows(optimized) == _rows(query)
+    counted = decision.report.get
+    assert counted.split == {
+        "mode": "mode of every key's value counts",
+        "users": "count_distinct of every key's value counts",
+    }
+    assert counted.rows == 20_000 and counted.hot.height == 0
+    # Spark's mode buffer is not in the plan (it is in Spark's own).
+    assert "mode(" in spark.explained(query) and "mode(" not in spark.explained(optimized)
+    # Above a split join on its keys: the counts read the join's output once (not fused over
+    # its branches, nothing persisted).
+    chained = facts.join(dims, "k").groupBy("k").agg(F.mode("t", True), F.count_distinct("t"))
+    optimized, report = _optimized(chained)
+    assert [d.rule for d in report.operators] == ["skew", "tallied"], str(report)
+    assert report.persisted == () and "fused" not in report.operators[1].why
+    assert _rows(optimized) == _rows(chained)
+    assert HOT in _split_keys(report.operators[0])
+
+
 def test_statistics_are_kept_for_the_same_plan_over_the_same_files(spark, tmp_path):
     # A recurring job: the same query, built anew over the same files, reuses the first call's
     # sample (no scan); a file added to its input, or forget_statistics(), makes it sample

@@ -32,7 +32,12 @@ returns a lazy DataFrame equal to Spark's join as a multiset of rows, whose plan
    key's partners, which then exist and met it in another cell. A semi or anti join reads
    the right side's distinct keys, and copies no left row.
 
-4. **A chain on one key** (``join(join(facts, dim, "k"), dim2, "k")``): a join whose left
+4. **Hot keys of few partners, joined map-side** (:meth:`SkewJoin.map_side`): where the
+   grid is measured before the plan, a hot key of an inner, left, semi or anti join whose
+   grid is one column wide has its left rows joined where they are read, against its right
+   rows broadcast, and no exchange moves them.
+
+5. **A chain on one key** (``join(join(facts, dim, "k"), dim2, "k")``): a join whose left
    side is the output of a split inner, left, semi or anti join on the same key columns,
    and which is itself one of those, keeps the first join's cells. The first output's rows
    stay where its exchange put them (Spark moves none of them, as it would not between two
@@ -121,6 +126,10 @@ _GRID = PREFIX + "grid"
 #: grid among them by a linear search (Spark's map lookup), so many are looked up in a
 #: broadcast table instead.
 INLINED_GRIDS = 16
+#: The most right rows (estimated, over every such key) a join broadcasts for its hot keys
+#: joined map-side (:meth:`SkewJoin.map_side`): those rows are sent to every task that reads
+#: the left side.
+MAP_SIDE_ROWS = 100_000
 #: Key types whose literals compare as Spark's join compares them.
 _LITERAL_KEYS = frozenset({"tinyint", "smallint", "int", "bigint", "string", "date", "boolean"})
 #: An outer join's row's mark: whether it is a hot key's row whose partners (the other
@@ -283,7 +292,9 @@ class JoinReport:
     of more than one cell) or placed whole (a warm key, a 1 × 1 grid): its key columns
     (named as the left side's), ``left_rows`` and ``right_rows`` estimated from the sample
     (``sample_fraction`` of each side's rows) with ``left_error`` and ``right_error`` (their
-    95 % bounds), ``share`` (of the sample), and the grid ``grid_rows × grid_columns``.
+    95 % bounds), ``share`` (of the sample), the grid ``grid_rows × grid_columns``, and
+    ``map_side``: joined where its left rows are read, against its right rows broadcast
+    (:meth:`SkewJoin.map_side`; such a key copies nothing).
     ``partitions`` is the join's shuffle partitions, ``workers`` the tasks the sizing aimed at.
     ``broadcast`` is the side Spark's own plan broadcasts, when it does: the join is then
     Spark's, which moves no row of the other side, so nothing is sampled, split or copied
@@ -551,13 +562,10 @@ class SkewJoin:
             sides = [observed(observation) for observation in observations]
             if not all(sides):
                 return None
-            return JoinReport(
-                how=self.how,
-                partitions=self.partitions,
-                workers=self.workers,
-                left_rows=int(sides[0]["rows"]),
-                right_rows=int(sides[1]["rows"]),
-                rows_copied=0,
+            return self._counted(
+                int(sides[0]["rows"]),
+                int(sides[1]["rows"]),
+                0,
                 sample_fraction=0.0 if self.broadcast else self.sample_fraction,
                 broadcast=self.broadcast,
                 left_to_spark=why,
@@ -634,16 +642,134 @@ class SkewJoin:
         grid = pa.Table.from_batches(list(task(top(iter(counts.to_batches())))))
         return grid if grid.num_rows > 1 else None
 
-    def plan(self, report: Report[JoinReport] | None, measured: pa.Table | None = None) -> DataFrame:
+    def plan(
+        self, report: Report[JoinReport] | None, measured: pa.Table | None = None, *, hot_only: bool = False
+    ) -> DataFrame:
         """The lazy plan; its hot keys' grid as :meth:`measured_grid` made it (a literal table
         in the plan, and in the report as it is), or (None) from :meth:`grid`'s sample in the
-        plan."""
-        from pyspark.sql import functions as F
-        from pyspark.sql.connect.observation import Observation
+        plan. ``hot_only``: both sides hold the grid's hot keys' rows alone (:meth:`branches`)."""
 
         if self.prior is not None:
             return self._chained(self.prior, report)
         left, right = self._side("left"), self._side("right")
+        if measured is not None:
+            rows = measured.to_pylist()
+            broadcast = self.map_side([row for row in rows if row[GRID_ROWS] > 0])
+            if broadcast:
+                return self._map_side_plan(report, measured, rows, broadcast, left, right, hot_only=hot_only)
+        grid, joined = self._grid_joined(left, right, report, measured)
+        return self._result(grid, joined)
+
+    def map_side(self, hot_grids: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The hot keys (their grids) joined map-side (:meth:`_map_side_plan`): of an inner,
+        left, semi or anti join, those one grid column wide, whose right rows the grid would
+        copy to every grid row, while their estimated right rows are at most
+        :data:`MAP_SIDE_ROWS` in all (a semi or anti join reads one right row per key)."""
+        if self.how not in ("inner", "left", "left_semi", "left_anti"):
+            return []
+        found = [row for row in hot_grids if row[GRID_COLUMNS] == 1]
+        return found if sum(row[RIGHT_ROWS] for row in found) <= MAP_SIDE_ROWS else []
+
+    def _map_side_plan(
+        self,
+        report: Report[JoinReport] | None,
+        measured: pa.Table,
+        rows: list[dict[str, Any]],
+        broadcast: list[dict[str, Any]],
+        left: DataFrame,
+        right: DataFrame,
+        *,
+        hot_only: bool,
+    ) -> DataFrame:
+        """The plan where some hot keys are joined map-side (:meth:`map_side`): their left rows
+        joined where they are read, against their right rows broadcast (Spark's broadcast hash
+        join: no exchange moves them, and the tasks that read them share their output), and
+        every other row by :meth:`_grid_joined` with the other grids, or by Spark's own join
+        when none is left (none at all where ``hot_only`` and every hot key is joined
+        map-side: adaptive execution would drop that empty join with what it observes). Which
+        rows are those keys' is a literal set where :meth:`inlines` allows, else a broadcast
+        join with their keys."""
+        import pyarrow as pa
+        from pyspark.sql import functions as F
+        from pyspark.sql.connect.observation import Observation
+
+        keys = [_key(j) for j in range(len(self.key_types))]
+        chosen = {id(row) for row in broadcast}
+        mask = pa.array([id(row) in chosen for row in rows])
+        if self.inlines(broadcast):
+            [kind] = self.key_types
+            among = F.coalesce(
+                column(_key(0)).isin(*[F.lit(row[_key(0)]).cast(kind) for row in broadcast]), F.lit(False)
+            )
+
+            def of(side: DataFrame, hot: bool) -> DataFrame:
+                return side.filter(among if hot else ~among)
+
+        else:
+            table = self.left.sparkSession.createDataFrame(measured.filter(mask).select(keys))
+            table = F.broadcast(
+                table.select(*[column(k).cast(t).alias(k) for k, t in zip(keys, self.key_types, strict=True)])
+            )
+
+            def of(side: DataFrame, hot: bool) -> DataFrame:
+                # A null key is in no table: an anti join keeps its row, as it should.
+                return side.join(table, keys, "left_semi" if hot else "left_anti")
+
+        hot_left, hot_right = of(left, True), of(right, True)
+        rest_left, rest_right = of(left, False), of(right, False)
+        rest_measured = measured.filter(pa.array([id(row) not in chosen for row in rows]))
+        rest_split = any(row[GRID_ROWS] > 0 and id(row) not in chosen for row in rows)
+        rest_read = rest_split or not hot_only
+        within: Report[JoinReport] | None = Report() if report is not None and rest_split else None
+        observations: list[Any] = [Observation() for _ in range(4)] if report is not None else []
+        if report is not None:
+            hot_left, hot_right = (
+                side.observe(observations[i], F.count(F.lit(1)).alias("rows"))
+                for i, side in enumerate((hot_left, hot_right))
+            )
+            if not rest_split and rest_read:
+                rest_left, rest_right = (
+                    side.observe(observations[2 + i], F.count(F.when(self.present(), F.lit(1))).alias("rows"))
+                    for i, side in enumerate((rest_left, rest_right))
+                )
+        if rest_split:
+            _, rest = self._grid_joined(rest_left, rest_right, within, rest_measured)
+        else:
+            rest = rest_left.join(rest_right, keys, self.how)
+        hot = hot_left.join(F.broadcast(hot_right), keys, self.how)
+        if report is not None:
+
+            def read() -> JoinReport | None:
+                # Each side's rows: (left, right) of the hot keys joined map-side, then of the rest
+                # where it is Spark's own join (the grid's report counts its own).
+                read_apart = 4 if rest_read and not rest_split else 2
+                seen = [observed(observation) for observation in observations[:read_apart]]
+                if not all(seen) or (within is not None and not within.ready):
+                    return None
+                counted = [int(figures["rows"]) for figures in seen]
+                sides = [sum(counted[0::2]), sum(counted[1::2])]
+                copied = 0
+                if within is not None:
+                    sides = [sides[0] + within.get.left_rows, sides[1] + within.get.right_rows]
+                    copied = within.get.rows_copied
+                return self._counted(sides[0], sides[1], copied, hot=self._hot_table(rows, chosen))
+
+            report.bind(read)
+        output = [expression.alias(f.name) for expression, f in zip(self._output(), self.target.fields, strict=True)]
+        return hot.select(*output).union(rest.select(*output)) if rest_read else hot.select(*output)
+
+    def _grid_joined(
+        self,
+        left: DataFrame,
+        right: DataFrame,
+        report: Report[JoinReport] | None,
+        measured: pa.Table | None,
+    ) -> tuple[DataFrame, DataFrame]:
+        """The grid table and the rows of ``left`` and ``right`` (:meth:`_side`'s) joined on
+        the keys and the cell: :meth:`plan`'s, before its output columns."""
+        from pyspark.sql import functions as F
+        from pyspark.sql.connect.observation import Observation
+
         keys = [_key(j) for j in range(len(self.key_types))]
         if measured is None:
             grid = self.grid(left, right)
@@ -721,7 +847,7 @@ class SkewJoin:
             unmatched_left = column(_RIGHT_MARK).isNull() & column(_LEFT_MARK)
             unmatched_right = column(_LEFT_MARK).isNull() & column(_RIGHT_MARK)
             joined = joined.filter(~unmatched_left & ~unmatched_right)
-        return self._result(grid, joined)
+        return grid, joined
 
     def branches(self, report: Report[JoinReport] | None, measured: pa.Table) -> tuple[DataFrame, DataFrame]:
         """:meth:`plan`'s rows in two branches: the keys not in the ``measured`` grid by Spark's
@@ -746,7 +872,7 @@ class SkewJoin:
         cold_sides = [split(side, names, "left_anti") for side, names in sides]
         inner: Report[JoinReport] | None = Report() if report is not None else None
         hot_left, hot_right = (split(side, names, "left_semi") for side, names in sides)
-        hot = replace(self, left=hot_left, right=hot_right).plan(inner, measured)
+        hot = replace(self, left=hot_left, right=hot_right).plan(inner, measured, hot_only=True)
         if report is not None:
             assert inner is not None
             observations: list[Any] = [Observation(), Observation()]
@@ -859,13 +985,33 @@ class SkewJoin:
         # A grid of no hot key leaves no row to broadcast once its totals' row (of null keys)
         # is filtered out, and Spark then drops the lookup, with its observation.
         grid = {"grid": known} if known is not None else observed(observations[0]) or observed(observations[1])
+        copied = int(sides[0].get("copied", 0)) + int(sides[1]["copied"])
+        hot = self._hot_table(grid.get("grid", []))
+        return self._counted(int(sides[0]["rows"]), int(sides[1]["rows"]), copied, hot=hot)
+
+    def _counted(self, left_rows: int, right_rows: int, rows_copied: int, **fields: Any) -> JoinReport:
+        """This join's report of the rows counted as they passed (``fields``: the others)."""
+        fields.setdefault("sample_fraction", self.sample_fraction)
+        return JoinReport(
+            how=self.how,
+            partitions=self.partitions,
+            workers=self.workers,
+            left_rows=left_rows,
+            right_rows=right_rows,
+            rows_copied=rows_copied,
+            **fields,
+        )
+
+    def _hot_table(self, grid: list[dict[str, Any]], map_side: set[int] | None = None) -> pl.DataFrame:
+        """:attr:`JoinReport.hot` from the grid table's rows (those of ``map_side``, by
+        ``id``, joined map-side)."""
         keys = [_key(j) for j in range(len(self.key_types))]
         names = list(self.keys.left)
         rows = observed_rows(
-            grid.get("grid", []),
+            grid,
             (*keys, LEFT_ROWS, RIGHT_ROWS, GRID_ROWS, GRID_COLUMNS),
             (*names, "left_rows", "right_rows", "grid_rows", "grid_columns"),
-        )
+        ).with_columns(pl.Series("map_side", [id(row) in (map_side or set()) for row in grid], dtype=pl.Boolean))
         totals = rows.filter(pl.col("grid_rows") == 0)
         sampled = (int(totals["left_rows"][0]) + int(totals["right_rows"][0])) if totals.height else 0
         hot = rows.filter(pl.col("grid_rows") > 0)
@@ -882,16 +1028,7 @@ class SkewJoin:
                 )
                 .sort("share", descending=True)
             )
-        return JoinReport(
-            how=self.how,
-            partitions=self.partitions,
-            workers=self.workers,
-            left_rows=int(sides[0]["rows"]),
-            right_rows=int(sides[1]["rows"]),
-            rows_copied=int(sides[0].get("copied", 0)) + int(sides[1]["copied"]),
-            sample_fraction=self.sample_fraction,
-            hot=hot,
-        )
+        return hot
 
 
 def join(

@@ -13,6 +13,10 @@ input, every input at once), and decides each operator by one rule, the **cost g
     ``L + R + L·R``; times the tasks), and that key's work is at least ``min_rows``
     (1,000,000) rows.
 
+One shape is rewritten whatever its keys, with no statistics (rule ``tallied``): a distinct
+count beside a ``mode`` or ``collect_set`` of the same column, which Spark computes per
+(key, value) group (:attr:`.SkewAggregate.tallies_every_key`).
+
 Below the factor, Spark's plan loses less to its straggler than keysplit's plan adds (it
 reads its input two to four times: the keys not hot, the hot keys' rows, their totals);
 below the size, the straggler ends sooner than the rewrite's extra stages do. The plan is
@@ -76,6 +80,7 @@ class OperatorDecision:
     ``operator`` is its description (as :func:`keysplit.spark.explain_skew` names it);
     ``rewritten`` whether keysplit's plan replaced it; ``rule`` what decided it (``skew``:
     rewritten; ``sampled in its plan``: rewritten, its hot keys found in its own plan;
+    ``tallied``: rewritten, every key's values counted, no statistics needed;
     ``below threshold``, ``small``, ``no hot key``, ``few values``, ``combinable``,
     ``broadcast``, ``not measured``, ``not split``, ``needs merge``, ``not read``, and
     ``stacked``: its input a split plan the server would not persist); ``why``
@@ -340,6 +345,8 @@ def _stacked(
     """``candidate``'s replacement over its rebuilt ``inputs``, each input that is another
     split plan persisted (:func:`_split_below`); where the server refuses to persist, none
     (the operator is left to Spark: rule ``stacked``)."""
+    if build.reads_once:
+        return build.whole(inputs), decision
     stacked = [
         (given, lower)
         for given, lower in zip(inputs, _split_below(candidate, operators, rebuilt), strict=True)
@@ -380,7 +387,8 @@ def _fused_over(
     operator = candidate.operator
     if operator.kind not in (Kind.AGGREGATE, Kind.WINDOW) or len(operator.inputs) != 1 or not operator.names[0]:
         return None
-    if decided[operators.index(operator)][1] is None:
+    upper = decided[operators.index(operator)][1]
+    if upper is None or upper.reads_once:
         return None
     rewritten = {id(_node(operators[index])): index for index, (_, build) in decided.items() if build is not None}
     node = operator.inputs[0]._plan
@@ -575,7 +583,7 @@ def _planned(
     if not measured:
         source = _join_on_the_same_keys(operator, operators, candidates)
         driving = None if source is not None else _driving_join(operator, operators, candidates)
-        if source is None and driving is None and not in_plan:
+        if source is None and driving is None and not in_plan and not _tallied(operator):
             lower = next(lower for found in below for lower in found if not lower.kind.keeps_rows)
             return left(
                 "not measured",
@@ -594,6 +602,11 @@ def _planned(
             # A verb's own operator: its refusal is the verb's error, as it was raised.
             raise
         return left("not split", str(error))
+    if isinstance(candidate.planned, SkewAggregate) and candidate.planned.tallies_every_key:
+        # Counted for every key: nothing to measure.
+        candidate.requests = []
+        candidates[index] = candidate
+        return None
     candidate.source = source
     candidate.in_plan = not measured and source is None and driving is None
     if driving is not None:
@@ -603,6 +616,14 @@ def _planned(
         _measured_under_windows(candidate, windows, operators, candidates, handle)
     candidates[index] = candidate
     return None
+
+
+def _tallied(operator: KeyedOperator) -> bool:
+    """Whether ``operator`` may be an aggregate whose every key is counted
+    (:attr:`SkewAggregate.tallies_every_key`, decided once its plan is built): a distinct
+    count beside another holistic function."""
+    names = {name for name, _ in operator.functions}
+    return operator.kind is Kind.AGGREGATE and "count_distinct" in names and bool(names & {"mode", "collect_set"})
 
 
 def _measured_under_windows(
@@ -883,6 +904,9 @@ class _Build:
 
     whole: Callable[[list[DataFrame]], DataFrame]
     branches: Callable[[list[DataFrame]], tuple[DataFrame, DataFrame]] | None = None
+    #: Whether ``whole`` reads each input once (one branch): then an input that is another
+    #: split plan is read as it is, neither persisted nor fused over.
+    reads_once: bool = False
 
 
 def _decided(
@@ -905,6 +929,19 @@ def _decided(
         return OperatorDecision(operator.label, operator.kind, False, rule, why, skew, hot), None
 
     verb_report: Any = candidate.report if candidate.report is not None else Report() if observed else None
+    if isinstance(planned, SkewAggregate) and planned.tallies_every_key:
+        counted = planned
+        return OperatorDecision(
+            operator.label,
+            operator.kind,
+            True,
+            "tallied",
+            "a distinct count beside a mode or collect_set: Spark computes those per (key, value) group; every "
+            "key's values are counted instead, hot or not (no statistics needed)",
+            None,
+            0,
+            verb_report,
+        ), _finished(candidate, _Build(lambda inputs: _over(counted, inputs[0]).plan(verb_report), reads_once=True))
     if candidate.in_plan:
         lower = operator.behind_shuffle[0] or operator.fed_by[0]
         what = lower.label if lower is not None else "another operator"
@@ -1042,7 +1079,7 @@ def _finished(candidate: _Candidate, build: _Build) -> _Build:
         cold, hot = branches(inputs)
         return finish(cold, names), finish(hot, names)
 
-    return _Build(whole, finished if branches is not None else None)
+    return _Build(whole, finished if branches is not None else None, build.reads_once)
 
 
 def _in_plan(planned: _Planned, inputs: list[DataFrame], report: Report[Any] | None) -> DataFrame:
