@@ -20,7 +20,7 @@ from pyspark.sql import Window
 from pyspark.sql import functions as F
 
 from keysplit import ConfigError, ConfigTypeError
-from keysplit.spark import OptimizeReport, Report, forget_statistics, optimize
+from keysplit.spark import OptimizeReport, Report, explain_skew, forget_statistics, optimize
 
 ROWS = 40_000
 WORKERS = 16
@@ -254,6 +254,23 @@ def test_a_distinct_count_beside_a_mode_is_counted_for_every_key_without_statist
     assert report.persisted == () and "fused" not in report.operators[1].why
     assert _rows(optimized) == _rows(chained)
     assert HOT in _split_keys(report.operators[0])
+
+
+def test_a_window_without_partition_by_is_explained_and_split(spark, facts):
+    # Spark's plan moves every row to one task: explain_skew names the window verb, and
+    # optimize cuts the whole frame's ordering into ranges (its one "key", hot on any number
+    # of tasks), row for row equal to Spark's.
+    w = Window.orderBy("t", "u")
+    query = facts.withColumns({"n": F.row_number().over(w), "run": F.sum("t").over(w), "prev": F.lag("s").over(w)})
+    [explained] = explain_skew(query).to_dicts()
+    assert explained["rule"] == "no partitionBy" and explained["hottest_task_share"] == 1.0, explained
+    assert explained["fix"] == "skewed(df).withColumns({...})"
+    optimized, report = _optimized(query)
+    [decision] = report.operators
+    assert decision.rewritten and decision.rule == "skew" and decision.predicted_skew > WORKERS / 2, str(report)
+    ours = pl.from_arrow(optimized.toArrow()).sort("u")
+    assert ours.equals(pl.from_arrow(query.toArrow()).sort("u"))
+    assert decision.report.get.hot["rows"].to_list() == [ROWS] and decision.report.get.hot["chunks"][0] > 1
 
 
 def test_statistics_are_kept_for_the_same_plan_over_the_same_files(spark, tmp_path):

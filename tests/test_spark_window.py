@@ -280,6 +280,42 @@ def test_partition_by_expressions_and_several_keys(frame):
     assert_same_window(window(frame, columns, workers=WORKERS), frame.withColumns(columns))
 
 
+def test_a_window_without_partition_by_is_cut_into_ranges_of_the_whole_frame(frame):
+    # No partitionBy: Spark sorts and scans every row in one task. The whole frame is one
+    # partition, a key hot on any number of tasks, its ordering cut into ranges with exact
+    # carries: every family of functions, ties and nulls in t, two order columns in both
+    # directions, a whole-frame aggregate beside them; the same through skewed(df).
+    w = Window.orderBy(F.col("t").desc_nulls_first(), "u")
+    columns = {
+        "n": F.row_number().over(w),
+        "rank": F.rank().over(w),
+        "dense": F.dense_rank().over(w),
+        "percent": F.percent_rank().over(w),
+        "cume": F.cume_dist().over(w),
+        "tile": F.ntile(9).over(w),
+        "running": F.sum("x").over(w),
+        "low": F.min("day").over(w),
+        "prev": F.lag("x").over(w),
+        "next": F.lead("s", 2).over(w),
+        "first_seen": F.first("x", ignorenulls=True).over(w),
+        "last_seen": F.last("x", ignorenulls=True).over(w),
+        "moving": F.sum("x").over(w.rowsBetween(-3, 0)),
+        "largest": F.max("x").over(Window.partitionBy()),
+    }
+    report: Report[WindowSplitReport] = Report()
+    assert_same_window(window(frame, columns, workers=WORKERS, report=report), frame.withColumns(columns))
+    [whole] = report.get.hot.iter_rows(named=True)
+    assert whole["rows"] == ROWS and whole["chunks"] >= WORKERS, report.get.hot
+    assert whole["largest_chunk"] <= 2 * ROWS / whole["chunks"], report.get.hot
+    # Ordered by t alone (300 values: heavy ties): peers share a range, and their values.
+    by_t = Window.orderBy("t")
+    tied = {"rank": F.rank().over(by_t), "cume": F.cume_dist().over(by_t), "running": F.sum("x").over(by_t)}
+    report = Report()
+    front = skewed(frame, workers=WORKERS, min_rows=0).withColumns(tied, report=report)
+    assert_same_window(front, frame.withColumns(tied))
+    assert report.get.hot["rows"].to_list() == [ROWS] and report.get.hot["chunks"][0] > 1, report.get.hot
+
+
 def test_no_hot_key_is_sparks_window(frame):
     uniform = frame.filter(F.col("k") > 0)
     w = Window.partitionBy("k").orderBy("t")
@@ -304,8 +340,6 @@ def test_what_is_not_split_is_refused_by_name(frame):
         window(frame, {"a": F.sum("x").over(w), "b": F.sum("x").over(Window.partitionBy("s").orderBy("t"))})
     with pytest.raises(ConfigError, match="different windows"):
         window(frame, {"a": F.sum("x").over(w), "b": F.sum("x").over(Window.partitionBy("k").orderBy("u"))})
-    with pytest.raises(ConfigError, match="no partitionBy"):
-        window(frame, {"a": F.sum("x").over(Window.orderBy("t"))})
     with pytest.raises(ConfigError, match="not a window function"):
         window(frame, {"a": F.col("x") + 1})
     with pytest.raises(ConfigError, match="needs an ordered window"):

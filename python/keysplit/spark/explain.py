@@ -586,9 +586,10 @@ def _judge(
         return _Verdict(
             False,
             "no partitionBy",
-            "a window without partitionBy moves every row to one task; give it a partitionBy key",
+            "a window without partitionBy moves every row to one task, which sorts and scans them all; "
+            "keysplit's window verb cuts the ordering into ranges over every task",
             1.0,
-            None,
+            operator.call or None,
         )
     for lower in operator.fed_by:
         if lower is None:

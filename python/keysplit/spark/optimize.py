@@ -2,8 +2,8 @@
 the plan left as Spark's own.
 
 It reads the query's Spark Connect plan on the client (:mod:`.keyed_plan`), and for each
-keyed operator it can split (a join, an aggregate with a holistic function, a window over a
-``partitionBy``) builds keysplit's plan for it without running anything. Then, once per
+keyed operator it can split (a join, an aggregate with a holistic function, a window, with a
+``partitionBy`` or none) builds keysplit's plan for it without running anything. Then, once per
 query, it measures the inputs of those operators (:mod:`.statistics`: one sample of each
 input, every input at once), and decides each operator by one rule, the **cost guard**:
 
@@ -762,8 +762,6 @@ def _left_alone(operator: KeyedOperator, streaming: bool) -> OperatorDecision | 
         )
     if operator.kind is Kind.STATEFUL:
         return left("not split", "a stateful streaming operator's state partitions are fixed by its checkpoint")
-    if operator.kind is Kind.WINDOW and not operator.names[0]:
-        return left("not split", "a window without partitionBy: keysplit's window verb splits partitions by key")
     if operator.kind is Kind.AGGREGATE and not any(name in SPLIT_FUNCTIONS for name, _ in operator.functions):
         return left(
             "combinable",

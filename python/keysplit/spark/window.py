@@ -32,6 +32,10 @@ never touches a window). :func:`window` returns a lazy DataFrame equal to
    chunk's last and first few values (``max_by``/``min_by`` over :meth:`SkewWindow.sort_key`)
    travel with the carries; ``first`` and ``last`` carry each chunk's first and last value.
 
+A window with no ``partitionBy`` is one partition of every row, a key of one value
+(:func:`.window_spec.window_request`), hot wherever there is more than one task: its ordering
+is cut into ranges as a hot key's is.
+
 When nothing is hot the hot keys' row is not there, and adaptive execution drops the hot
 keys' branches and the lookup of the others: the plan is Spark's window, plus the sample's
 stages. A row's chunk depends on its values only, so a re-run task sends it where the first
@@ -1040,7 +1044,8 @@ def window(
     Spark's, row for row. Also ``keysplit.spark.skewed(frame).withColumns(columns)``.
 
     Every column is over one ``Window.partitionBy(...).orderBy(...)`` (the frames may
-    differ), and one of: ``count``, ``sum``, ``min``, ``max``, ``avg`` over a running frame
+    differ; with no ``partitionBy``, the whole frame is one partition, cut into ranges of the
+    ordering), and one of: ``count``, ``sum``, ``min``, ``max``, ``avg`` over a running frame
     (Spark's default with an ordering, or ``rowsBetween(Window.unboundedPreceding,
     Window.currentRow)``), a bounded ROWS frame (``rowsBetween(-a, b)``) or the whole
     partition; ``row_number``, ``rank``, ``dense_rank``, ``percent_rank``, ``cume_dist``,

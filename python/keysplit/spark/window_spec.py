@@ -161,6 +161,7 @@ def window_request(columns: Mapping[str, Column]) -> WindowRequest:
 def _one_window(specs: list[tuple[str, Any]]) -> tuple[tuple[Column, ...], tuple[SortKey, ...]]:
     """The partitioning all ``specs`` share, and the ordering all ordered ones share (a
     column over the partition without an ordering takes it whole, whatever the order)."""
+    from pyspark.sql import functions as F
     from pyspark.sql.connect.column import Column as ConnectColumn
 
     first_name, first = specs[0]
@@ -179,12 +180,10 @@ def _one_window(specs: list[tuple[str, Any]]) -> tuple[tuple[Column, ...], tuple
                 f"(orderBy {ordered[0][1]._orderSpec} and orderBy {spec._orderSpec}): one window call "
                 "splits one ordering; call it once per ordering (frames may differ)"
             )
-    if not first._partitionSpec:
-        raise ConfigError(
-            "the window has no partitionBy: Spark runs it in one task whatever keysplit does; "
-            "give it Window.partitionBy(key)"
-        )
-    partition = tuple(ConnectColumn(p) for p in first._partitionSpec)
+    # No partitionBy: the whole DataFrame is one partition, which Spark sorts and scans in one
+    # task. It is a key of one value, hot wherever there is more than one task, and its rows
+    # are cut into ranges of the ordering as a hot key's are.
+    partition = tuple(ConnectColumn(p) for p in first._partitionSpec) or (F.lit(0),)
     order_spec = ordered[0][1]._orderSpec if ordered else []
     order = tuple(SortKey(ConnectColumn(s._child), s._ascending, s._nullsFirst) for s in order_spec)
     return partition, order
