@@ -254,6 +254,17 @@ def test_a_distinct_count_beside_a_mode_is_counted_for_every_key_without_statist
     assert report.persisted == () and "fused" not in report.operators[1].why
     assert _rows(optimized) == _rows(chained)
     assert HOT in _split_keys(report.operators[0])
+    # Above an output it cannot sample (a full join's, on other keys) it is still counted; a
+    # mode and a distinct count of two columns (not this shape) is left there, as any other.
+    full = facts.join(dims, "k", "full")
+    for columns, rule in (
+        ([F.mode("t", True), F.count_distinct("t")], "tallied"),
+        ([F.mode("t", True), F.count_distinct("s")], "not measured"),
+    ):
+        query = full.groupBy("d").agg(*columns)
+        optimized, report = _optimized(query)
+        assert [d.rule for d in report.operators] == ["skew", rule], str(report)
+        assert _rows(optimized) == _rows(query)
 
 
 def test_a_window_without_partition_by_is_explained_and_split(spark, facts):

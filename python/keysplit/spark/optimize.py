@@ -580,16 +580,19 @@ def _planned(
     # prunes the window when the sample reads none of its columns).
     measured = all(lower.kind.keeps_rows for found in below for lower in found)
     source = driving = None
+    unmeasured: OperatorDecision | None = None
     if not measured:
         source = _join_on_the_same_keys(operator, operators, candidates)
         driving = None if source is not None else _driving_join(operator, operators, candidates)
-        if source is None and driving is None and not in_plan and not _tallied(operator):
+        if source is None and driving is None and not in_plan:
             lower = next(lower for found in below for lower in found if not lower.kind.keeps_rows)
-            return left(
+            unmeasured = left(
                 "not measured",
                 f"its input is {lower.label}'s output: measuring it would run that operator; split it by hand "
                 f"with {operator.call or 'the keysplit verb'}, which samples in its plan",
             )
+            if not _tallied(operator):
+                return unmeasured
     try:
         candidate = _candidate(operator, handle, workers, seed, measured=measured)
     except _Broadcast as broadcast:
@@ -607,6 +610,8 @@ def _planned(
         candidate.requests = []
         candidates[index] = candidate
         return None
+    if unmeasured is not None:
+        return unmeasured
     candidate.source = source
     candidate.in_plan = not measured and source is None and driving is None
     if driving is not None:
