@@ -695,7 +695,6 @@ class SkewJoin:
 
         keys = [_key(j) for j in range(len(self.key_types))]
         chosen = {id(row) for row in broadcast}
-        mask = pa.array([id(row) in chosen for row in rows])
         if self.inlines(broadcast):
             [kind] = self.key_types
             among = F.coalesce(
@@ -706,7 +705,8 @@ class SkewJoin:
                 return side.filter(among if hot else ~among)
 
         else:
-            table = self.left.sparkSession.createDataFrame(measured.filter(mask).select(keys))
+            picked = measured.filter(pa.array([id(row) in chosen for row in rows])).select(keys)
+            table = self.left.sparkSession.createDataFrame(picked)
             table = F.broadcast(
                 table.select(*[column(k).cast(t).alias(k) for k, t in zip(keys, self.key_types, strict=True)])
             )
@@ -717,7 +717,6 @@ class SkewJoin:
 
         hot_left, hot_right = of(left, True), of(right, True)
         rest_left, rest_right = of(left, False), of(right, False)
-        rest_measured = measured.filter(pa.array([id(row) not in chosen for row in rows]))
         rest_split = any(row[GRID_ROWS] > 0 and id(row) not in chosen for row in rows)
         rest_read = rest_split or not hot_only
         within: Report[JoinReport] | None = Report() if report is not None and rest_split else None
@@ -733,6 +732,7 @@ class SkewJoin:
                     for i, side in enumerate((rest_left, rest_right))
                 )
         if rest_split:
+            rest_measured = measured.filter(pa.array([id(row) not in chosen for row in rows]))
             _, rest = self._grid_joined(rest_left, rest_right, within, rest_measured)
         else:
             rest = rest_left.join(rest_right, keys, self.how)
