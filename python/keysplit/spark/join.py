@@ -294,7 +294,7 @@ class JoinReport:
     (``sample_fraction`` of each side's rows) with ``left_error`` and ``right_error`` (their
     95 % bounds), ``share`` (of the sample), the grid ``grid_rows × grid_columns``, and
     ``map_side``: joined where its left rows are read, against its right rows broadcast
-    (:meth:`SkewJoin.map_side`; such a key copies nothing).
+    (a key of few right rows whose grid was measured before the plan; it copies nothing).
     ``partitions`` is the join's shuffle partitions, ``workers`` the tasks the sizing aimed at.
     ``broadcast`` is the side Spark's own plan broadcasts, when it does: the join is then
     Spark's, which moves no row of the other side, so nothing is sampled, split or copied
