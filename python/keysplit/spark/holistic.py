@@ -236,7 +236,7 @@ class SkewAggregate:
         from pyspark.sql.connect.observation import Observation
 
         observation: Any = Observation()
-        hot = pl.DataFrame(schema={**dict.fromkeys(self.keys, pl.Null), "rows": pl.Int64})
+        hot = self.no_hot_keys()
 
         def read() -> HolisticReport | None:
             seen = observed(observation)
@@ -254,6 +254,10 @@ class SkewAggregate:
         report.bind(read)
         counted = self.frame.observe(observation, F.count(F.lit(1)).alias("rows"))
         return counted.groupBy(*self.keys).agg(*spark_own)
+
+    def no_hot_keys(self) -> pl.DataFrame:
+        """:attr:`HolisticReport.hot` of a plan that split no key."""
+        return pl.DataFrame(schema={**dict.fromkeys(self.keys, pl.Null), "rows": pl.Int64})
 
     def sample_request(self) -> SampleRequest:
         """What :mod:`.statistics` samples for this aggregate: its key hash and counted columns."""
@@ -364,15 +368,12 @@ class SkewAggregate:
         79-82 task-seconds where the value counts take 21-24, with no key hot; alone, each
         of these functions is faster as Spark plans it (``mode`` 15-16 against 20-23)."""
         functions = {output.function for output in self.outputs}
+        beside = functions - {"count_distinct"}
         return (
             len(self.tallied) == 1
             and "count_distinct" in functions
-            and functions - {"count_distinct"}
-            <= {
-                "mode",
-                "collect_set",
-            }
-            and len(functions) > 1
+            and bool(beside)
+            and beside <= {"mode", "collect_set"}
         )
 
     def counted_plan(self, report: Report[HolisticReport] | None) -> DataFrame:
@@ -400,7 +401,7 @@ class SkewAggregate:
             ],
         )
         if report is not None:
-            hot = pl.DataFrame(schema={**dict.fromkeys(self.keys, pl.Null), "rows": pl.Int64})
+            hot = self.no_hot_keys()
 
             def read() -> HolisticReport | None:
                 seen = observed(observation)
