@@ -24,7 +24,6 @@ from keysplit.spark import (
     ship_keysplit,
     windowed_count,
 )
-from keysplit.spark.session import Session
 from reports import aggregated, operated
 
 TIMEOUT = 180.0
@@ -219,13 +218,16 @@ def _python_without_keysplit(directory: Path) -> Path:
     return python
 
 
-def test_an_executor_without_keysplit_says_how_to_ship_it(spark, frame, expected, tmp_path):
+def test_an_executor_without_keysplit_says_how_to_ship_it(spark, parquet_dir, expected, tmp_path):
     python = _python_without_keysplit(tmp_path)
-    conf = spark.spark.conf
-    conf.set("spark.sql.execution.pyspark.python", str(python))
-    try:
-        # The same Spark session, as a user's SparkSession: checked afresh for this Python.
-        bare = Session(spark.spark, url=spark.url, server=None, query_timeout=TIMEOUT)
+    temporary = spark.server.log_path.parent / "tmp"
+    # A Spark session of its own on this server, as a user's, checked afresh for this
+    # Python: the archive goes to its artifacts alone (Spark's cache copies a session's
+    # artifacts, 200 MB here, into every session it clones, which no later test should pay).
+    with keysplit.spark.session(
+        url=spark.url, query_timeout=TIMEOUT, **{"spark.sql.execution.pyspark.python": str(python)}
+    ) as bare:
+        frame = bare.spark.read.parquet(str(parquet_dir))
         with pytest.raises(ExecutorSetupError, match=r"No module named 'keysplit'.*ship_keysplit\(session\)"):
             aggregate(frame, key="key", aggs=["count"], session=bare, timeout=TIMEOUT)
         ship_keysplit(bare)
@@ -234,8 +236,9 @@ def test_an_executor_without_keysplit_says_how_to_ship_it(spark, frame, expected
             frame, key="key", aggs=AGGS, distinct="exact", session=bare, output="polars", timeout=TIMEOUT
         )
         assert result.equals(expected)
-    finally:
-        conf.unset("spark.sql.execution.pyspark.python")
+        shipped = list(temporary.glob("**/keysplit-*-packages.tar"))
+        # On the server, in the server's own directory (removed when it stops), not in /tmp.
+        assert shipped, sorted(str(path) for path in temporary.rglob("*"))[:20]
 
 
 def test_null_keys_and_an_empty_frame(spark, frame):

@@ -99,6 +99,7 @@ class StandaloneCluster:
         self.master_ui_port = free_port()
         self.master_url = f"spark://127.0.0.1:{self.port}"
         self.directory = Path(tempfile.mkdtemp(prefix="keysplit-cluster-"))
+        (self.directory / "tmp").mkdir()
         self._env = spark_environment(home, java, self.directory)
         # Ports are chosen here, then bound by the JVM: if another process takes one in
         # between, the master must fail rather than silently move to the next port. The
@@ -286,6 +287,8 @@ class StandaloneCluster:
             # right after session() already runs on all of them.
             "spark.scheduler.minRegisteredResourcesRatio": "1.0",
             "spark.scheduler.maxRegisteredResourcesWaitingTime": "120s",
+            # Executors' temporary files stay in the cluster's directory, which stop() removes.
+            "spark.executor.extraJavaOptions": f"-Djava.io.tmpdir={self.directory / 'tmp'}",
         }
 
     @property

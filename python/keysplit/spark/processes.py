@@ -194,6 +194,12 @@ def spark_environment(home: Path, java: str, log_dir: Path) -> dict[str, str]:
     return env
 
 
+def java_options(ours: str, theirs: str | None) -> str:
+    """A JVM options setting with ``ours`` first, so that the caller's own ``theirs``
+    (a later ``-D`` of the same property wins) still decide."""
+    return f"{ours} {theirs}" if theirs else ours
+
+
 def stop_group(pgid: int, processes: Iterable[subprocess.Popen[bytes]]) -> None:
     """Stops process group ``pgid``: SIGTERM, a bounded wait for ``processes`` (our
     children in it), then SIGKILL for whatever is left of the group."""

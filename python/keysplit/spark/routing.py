@@ -299,8 +299,10 @@ def ship_keysplit(session: Session) -> None:
     The archive (:func:`package_archive`, about 200 MB, most of it Polars) goes to the
     server with ``addArtifacts(..., archive=True)``; Spark unpacks it in each executor's
     working directory as ``keysplit_packages``, which the routing puts on ``sys.path``.
-    Raises :class:`ExecutorSetupError` if the executors still cannot import keysplit (a
-    different platform, or a Python older than 3.11).
+    Each ``persist()`` in the session then copies the archive on the server (Spark's cache
+    clones the session with its artifacts): where the executors can install keysplit, that
+    is the better fix. Raises :class:`ExecutorSetupError` if the executors still cannot
+    import keysplit (a different platform, or a Python older than 3.11).
     """
     with tempfile.TemporaryDirectory(prefix="keysplit-archive-") as directory:
         archive = package_archive(directory)

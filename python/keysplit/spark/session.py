@@ -43,6 +43,7 @@ from keysplit.spark.processes import (
     describe_exit,
     find_java,
     free_port,
+    java_options,
     log_tail,
     port_open,
     redact,
@@ -100,6 +101,14 @@ class EmbeddedServer:
         if ui:
             settings["spark.ui.port"] = str(self.ui_port)
         settings.update(conf or {})
+        # The JVM's temporary files (session artifacts, each fetched copy of an added file or
+        # archive: hundreds of MB once keysplit is shipped) go in the server's directory, which
+        # stop() removes, even after a kill that left Spark's shutdown hooks no time.
+        temporary = self._dir / "tmp"
+        temporary.mkdir()
+        settings["spark.driver.extraJavaOptions"] = java_options(
+            f"-Djava.io.tmpdir={temporary}", settings.get("spark.driver.extraJavaOptions")
+        )
         command = [
             str(home / "bin" / "spark-submit"),
             "--class",
