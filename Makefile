@@ -23,7 +23,7 @@ WHEEL_STAMP := $(VENV)/.keysplit-wheel.stamp
 RELEASE_VENV := .venv-release
 RELEASE_STAMP := $(RELEASE_VENV)/.ready
 SDIST_VENV := .venv-sdist
-.PHONY: run test check test-module module-seconds setup build-tools wheel dist release-venv release-venv-deps sdist-venv-deps sdist-test crates docs data java lint stubtest rust-test python-test fuzz-check fuzz-smoke bench spark-vs-native spark-ingest spark-grouped-map spark-skew-join spark-window spark-holistic spark-explain-skew spark-optimize spark-streaming clean
+.PHONY: run test check test-module module-seconds setup build-tools wheel dist release-venv release-venv-deps sdist-venv-deps sdist-test crates docs data java lint stubtest rust-test python-test fuzz-check fuzz-smoke bench spark-vs-native spark-ingest spark-grouped-map spark-skew-join spark-window spark-global-window spark-holistic spark-explain-skew spark-optimize spark-streaming clean
 
 # Debian packages of the real datasets (keysplit.datasets.kjv); the PyPI ones are in
 # requirements-dev.txt.
@@ -269,6 +269,13 @@ spark-skew-join: wheel java
 # rows, hot key 30 % and 60 % and none; writes benches/results/spark_window.json.
 spark-window: wheel java
 	cd benches && ../$(BIN)/python spark_window.py
+
+# Window functions with no partitionBy against Spark's one-task window, 10^7 rows, then
+# 5 x 10^7 for the row numbers; writes benches/results/spark_global_window.json.
+spark-global-window: wheel java
+	cd benches && ../$(BIN)/python spark_window.py --whole-frame --rows 1e7
+	cd benches && ../$(BIN)/python spark_window.py --whole-frame --rows 5e7 --families "row numbers" \
+		--output results/spark_global_window_5e7.json
 
 # Holistic aggregates (median, percentile, mode) over a hot key against Spark's own
 # groupBy().agg(), 10^7 rows, hot key 30 % and 60 % and none; writes

@@ -164,7 +164,7 @@ def families(
 
 def windows(handle: Any, status: SparkStatus, args: Any, share: float) -> list[dict[str, Any]]:
     frame = spark_window.inputs(handle.spark, args.rows, args.keys, share)
-    queries = {name: frame.withColumns(columns()) for name, columns in spark_window.families().items()}
+    queries = {name: frame.withColumns(columns()) for name, columns in spark_window.families(["k"]).items()}
     return families(
         status,
         f"{share:.0%} window",

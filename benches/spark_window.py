@@ -31,6 +31,17 @@ every stage (this machine has 2 cores).
     python benches/spark_window.py --rows 1e7 --share 0.3 0.6 0 --setup local
 
 Writes ``benches/results/spark_window[_cluster].json``.
+
+``--whole-frame``: the same families with no ``partitionBy`` (``Window.orderBy("t")``, the
+whole DataFrame one partition, which Spark sorts and scans in one task; pandas-on-Spark's
+``cumsum``, ``diff`` and ``shift`` are such windows), on one input (``--share`` unused), no
+salting; writes ``benches/results/spark_global_window[_cluster].json``. Its targets (issue
+47): the hottest window task at most 2x the mean, the wall on ``local[2]`` at most 0.7x
+Spark's (Spark's plan uses one core of two), the computed 32-slot makespan at least 8x
+better, and at 10^6 rows no worse than 1.5x Spark's wall::
+
+    python benches/spark_window.py --whole-frame --rows 1e7 --setup local
+    python benches/spark_window.py --whole-frame --rows 5e7 --families "row numbers"
 """
 
 from __future__ import annotations
@@ -65,13 +76,14 @@ CONF = {
 }
 
 
-def families() -> dict[str, Callable[[], dict[str, Any]]]:
+def families(partition: list[str]) -> dict[str, Callable[[], dict[str, Any]]]:
+    """The window families over ``Window.partitionBy(*partition)`` (none: the whole frame)."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    by_t = Window.partitionBy("k").orderBy("t")
-    total = Window.partitionBy("k").orderBy("t", "id")
-    whole = Window.partitionBy("k")
+    whole = Window.partitionBy(*partition)
+    by_t = whole.orderBy("t")
+    total = whole.orderBy("t", "id")
     return {
         "running aggregates": lambda: {
             "run_sum": F.sum("v").over(by_t),
@@ -179,12 +191,14 @@ def run_family(
     columns: Callable[[], dict[str, Any]],
     repeats: int,
     rows: int,
+    *,
+    salting: bool,
 ) -> dict[str, list[dict[str, Any]]]:
     plans: dict[str, Callable[[], Any]] = {
         "spark": lambda: frame.withColumns(columns()),
         "keysplit": lambda: ks.window(frame, columns()),
     }
-    if name == "running aggregates":
+    if name == "running aggregates" and salting:
         plans["salted"] = lambda: salted(frame)
     runs: dict[str, list[dict[str, Any]]] = {plan: [] for plan in plans}
     for build in plans.values():  # warm-up
@@ -234,31 +248,38 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--setup", choices=sorted(SETUPS), default="local")
     parser.add_argument("--families", nargs="*", help="run only the families whose names start so")
+    parser.add_argument("--whole-frame", action="store_true", help="windows with no partitionBy")
     parser.add_argument("--output", type=Path)
     args = parser.parse_args()
-    output = args.output or RESULTS / ("spark_window.json" if args.setup == "local" else "spark_window_cluster.json")
+    stem = "spark_global_window" if args.whole_frame else "spark_window"
+    output = args.output or RESULTS / (f"{stem}.json" if args.setup == "local" else f"{stem}_cluster.json")
+    # The whole frame is one partition whatever the keys: one input.
+    shares = [0.0] if args.whole_frame else args.share
     results: dict[str, Any] = {}
     with ks.session(master=SETUPS[args.setup], ui=True, driver_memory="4g", **CONF) as handle:
         assert handle.server is not None and handle.server.ui_port is not None
         status = SparkStatus(handle.server.ui_port)
-        for share in args.share:
+        for share in shares:
             frame = inputs(handle.spark, args.rows, args.keys, share)
-            for name, columns in families().items():
+            for name, columns in families([] if args.whole_frame else ["k"]).items():
                 if args.families and not any(name.startswith(prefix) for prefix in args.families):
                     continue
-                print(f"share {share:.0%}, {name}", flush=True)
-                runs = run_family(handle, status, frame, name, columns, args.repeats, args.rows)
+                label = f"whole frame, {name}" if args.whole_frame else f"{share:.0%} {name}"
+                print(label, flush=True)
+                runs = run_family(
+                    handle, status, frame, name, columns, args.repeats, args.rows, salting=not args.whole_frame
+                )
                 figures = {"runs": runs, **summarise(runs)}
                 if "salted" in runs:
                     figures["salted_wrong_rows"] = wrong_rows(handle, frame)
-                results[f"{share:.0%} {name}"] = figures
+                results[label] = figures
             frame.unpersist()
-    write_results(
-        output,
-        "window functions over a hot key: keysplit.spark.window against Spark and salting",
-        {**vars(args), "output": str(output), "conf": CONF, "salts": SALTS},
-        families=results,
+    what = (
+        "window functions with no partitionBy: keysplit.spark.window against Spark's one-task window"
+        if args.whole_frame
+        else "window functions over a hot key: keysplit.spark.window against Spark and salting"
     )
+    write_results(output, what, {**vars(args), "output": str(output), "conf": CONF, "salts": SALTS}, families=results)
     for name, figures in results.items():
         print(
             f"{name}: exact {figures['exact']}; makespan spark/keysplit {figures['makespan spark / keysplit']:.2f}, "

@@ -34,7 +34,9 @@ never touches a window). :func:`window` returns a lazy DataFrame equal to
 
 A window with no ``partitionBy`` is one partition of every row, a key of one value
 (:func:`.window_spec.window_request`), hot wherever there is more than one task: its ordering
-is cut into ranges as a hot key's is.
+is cut into ranges as a hot key's is, into ``C`` chunks. Its entry is an aggregate of the
+whole sample, one row even where the sample is empty (one chunk then), so every row is
+always the hot branch's: there is no branch of Spark's own, and no lookup of keys not hot.
 
 When nothing is hot the hot keys' row is not there, and adaptive execution drops the hot
 keys' branches and the lookup of the others: the plan is Spark's window, plus the sample's
@@ -45,6 +47,7 @@ run did.
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -74,6 +77,7 @@ if TYPE_CHECKING:
 
     from pyspark.sql import Column, DataFrame, SparkSession
     from pyspark.sql.types import DataType, StructType
+    from pyspark.sql.window import WindowSpec
 
     from keysplit.spark.session import Session
 
@@ -351,6 +355,8 @@ class SkewWindow:
             fraction=SAMPLE_FRACTION, seed=self.seed
         )
         by_key = Window.partitionBy(_KEY_HASH)
+        if self.request.whole_frame:
+            return self.whole_frame_entry(sample, by_key)
         rows = sample.repartition(LOCAL_TOP_TASKS, _KEY_HASH)
         n, c = self.workers, self.candidates
         if self.request.order:
@@ -380,6 +386,29 @@ class SkewWindow:
         # the hot keys' branches when it is empty.
         entries = hot.select(entry.alias(_ENTRY)).agg(F.array_sort(F.collect_list(_ENTRY)).alias(_ENTRIES))
         return entries.filter(F.size(_ENTRIES) > 0)
+
+    def whole_frame_entry(self, sample: DataFrame, by_key: WindowSpec) -> DataFrame:
+        """A window with no ``partitionBy``: its one key's entry, ``C`` chunks from the
+        first cell, made by an aggregate of the whole sample, which is one row even where the
+        sample is empty (its key then has no cut: one chunk). The key has every row, so no row
+        is left to a branch of Spark's own (:meth:`branches` has none)."""
+        from pyspark.sql import functions as F
+
+        c = self.candidates
+        cuts: list[Column] = []
+        if self.request.order:
+            rows, found = candidate_cuts(sample, by_key, self.sort_orders(), F.count(F.lit(1)), self.orders, c, "w")
+            sample = rows.agg(found.alias(_CANDIDATES))
+            cuts = [cuts_of(column(_CANDIDATES), name, c).alias(_cuts(i)) for i, name in enumerate(self.orders)]
+        else:
+            sample = sample.agg(F.count(F.lit(1)).alias(SAMPLED))
+        entry = F.struct(
+            self.key_hash(self.request.partition).alias(_KEY_HASH),
+            F.lit(c).alias(_CHUNKS),
+            F.lit(0).alias(_FIRST_CELL),
+            *cuts,
+        )
+        return sample.select(F.array(entry).alias(_ENTRIES))
 
     def unsplit(self, report: Report[WindowSplitReport] | None, why: str) -> DataFrame:
         """Spark's own window (the cost guard keeps it: ``why``), the input's rows counted as
@@ -488,17 +517,15 @@ class SkewWindow:
         the row (the binary lifting reads them at every step)."""
         return [_cuts(i) for i in range(len(self.orders))]
 
-    def precedes(self, j: Column) -> Column:
-        """Whether candidate cut ``j`` (1-based) comes strictly before the row, in the
-        window's ordering (each column's direction and null placement)."""
+    def precedes(self, cut: Sequence[Column]) -> Column:
+        """Whether a cut (its value of each order column) comes strictly before the row, in
+        the window's ordering (each column's direction and null placement)."""
         from pyspark.sql import functions as F
 
         before: Column | None = None
         equal = F.lit(True)
-        for i, (name, key) in enumerate(zip(self.orders, self.request.order, strict=True)):
-            # try_: Spark may evaluate it before the guard that keeps j in range (a common
-            # subexpression hoisted out of the AND), and element_at past the end raises.
-            a, b = F.try_element_at(column(_cuts(i)), j), column(name)
+        for name, key, a in zip(self.orders, self.request.order, cut, strict=True):
+            b = column(name)
             nulls = (a.isNull() & b.isNotNull()) if key.nulls_first else (a.isNotNull() & b.isNull())
             less = F.coalesce(a < b if key.ascending else a > b, F.lit(False))
             term = equal & (nulls | less)
@@ -533,16 +560,24 @@ class SkewWindow:
             return sum((F.when(term, 1).otherwise(0) for term in terms), F.lit(0))
 
         def chunk_of(j: Column) -> Column:
-            return F.floor(j * column(_CHUNKS) / F.lit(self.candidates)).cast("int")
+            # Never null (a hot row's key has chunks), and said so: a nullable chunk, the key
+            # of the carries' join, made Spark add a filter that it is not null, pushed into the
+            # entries' join below the totals, which then computed every row's chunk twice.
+            return F.coalesce(F.floor(j * column(_CHUNKS) / F.lit(self.candidates)).cast("int"), F.lit(0))
 
-        before: Callable[[Column], Column] = self.precedes
         ordered = self.ordered_fields([column(name) for name in self.orders])
         if ordered is not None:
             rows = rows.withColumn(_ROW_KEY, F.struct(*[field.alias(f"f{i}") for i, field in enumerate(ordered)]))
 
             def before(j: Column) -> Column:
-                # try_: Spark may evaluate it before the guard that keeps j in range.
+                # try_: Spark may evaluate it before the guard that keeps j in range (a common
+                # subexpression hoisted out of the AND), and element_at past the end raises.
                 return F.coalesce(F.try_element_at(column(_CUT_KEYS), j) < column(_ROW_KEY), F.lit(False))
+
+        else:
+
+            def before(j: Column) -> Column:
+                return self.precedes([F.try_element_at(column(_cuts(i)), j) for i in range(len(self.orders))])
 
         size = max(1, math.isqrt(last))
         blocks = count([before(F.lit(m * size)) for m in range(1, last // size + 1)])
@@ -599,15 +634,15 @@ class SkewWindow:
         rows = rows.filter(F.coalesce(_entry_position(), F.lit(0)) == 0).drop(_KEY_HASH, _ENTRIES)
         return rows.withColumns(dict(self.columns))
 
-    def summaries(
-        self, prepared: DataFrame, entries: DataFrame, observe: Callable[[DataFrame], DataFrame]
-    ) -> DataFrame:
+    def summaries(self, rows: DataFrame, observe: Callable[[DataFrame], DataFrame]) -> DataFrame:
         """Each hot chunk's totals and what the chunks before it hold (the carry), and the
-        key's totals: from the input's hot rows, aggregated in Spark, passed through ``observe``."""
+        key's totals: from the hot ``rows`` (chunked, as the window's exchange reads them),
+        aggregated map-side in Spark, passed through ``observe``. Why not from the exchange
+        itself: each reader prunes it to its own columns, so Spark would not reuse it, and
+        would write a second one."""
         from pyspark.sql import Window
         from pyspark.sql import functions as F
 
-        rows = self.chunked(self.hot_rows(prepared, entries))
         if self.needs_sort_key:
             rows = rows.withColumn(_SORT_KEY, self.sort_key())
         key = column(_SORT_KEY)
@@ -882,7 +917,7 @@ class SkewWindow:
         if self.per_key_only:
             return self.per_key(report)
         cold, hot = self.branches(report, entries)
-        return cold.union(hot)
+        return hot if self.request.whole_frame else cold.union(hot)
 
     def branches(
         self, report: Report[WindowSplitReport] | None, entries: DataFrame | None = None
@@ -913,12 +948,13 @@ class SkewWindow:
         windowed = rows.repartitionById(self.workers, _CELL)
         for layer in self.locals():
             windowed = windowed.withColumns(layer)
-        carried = self.with_carries(windowed, self.summaries(prepared, entries, observe_chunks))
+        carried = self.with_carries(windowed, self.summaries(rows, observe_chunks))
         outputs = {spec.name: self.final(k, spec) for k, spec in enumerate(self.request.columns)}
         hot = carried.select(
             *[outputs[f.name].alias(f.name) if f.name in outputs else column(f.name) for f in self.target.fields]
         )
-        cold = self.cold(entries)
+        # Every row of a window with no partitionBy is its one key's, always an entry.
+        cold = self.frame.withColumns(dict(self.columns)).limit(0) if self.request.whole_frame else self.cold(entries)
         if observations is not None:
             assert report is not None
             # Each branch's rows apart (an operator fused above reads them apart); adaptive
@@ -1065,8 +1101,9 @@ def window(
     (a :class:`keysplit.spark.Report`) is filled with a :class:`WindowSplitReport` when an
     action runs the result. The plan is in the module's notes; no Spark job runs here (Spark
     reads the schemas). The input is read four times (the sample, the keys not hot, the hot
-    keys' rows and their chunk totals; twice when every column is one value per key): cache
-    an input that is costly to compute.
+    keys' rows and their chunk totals; three times with no ``partitionBy``, which leaves no
+    key not hot; twice when every column is one value per key): cache an input that is
+    costly to compute.
     """
     if not is_spark_frame(frame):
         raise ConfigTypeError(f"window works on a Spark DataFrame, got {type(frame).__name__}")
@@ -1085,7 +1122,10 @@ def planned_window(
     clashes = [name for name in [*schema.names, *columns] if name.startswith(PREFIX)]
     if clashes:
         raise ConfigError(f"columns starting with {PREFIX!r} are keysplit's own; rename {clashes}")
-    target = handle.call("reading the window's schema", lambda: frame.withColumns(dict(columns)).schema)
+    with warnings.catch_warnings():
+        # PySpark's warning that a window with no partitionBy runs in one task: this one is split.
+        warnings.filterwarnings("ignore", message="WARN WindowExpression: No Partition Defined")
+        target = handle.call("reading the window's schema", lambda: frame.withColumns(dict(columns)).schema)
     planned = SkewWindow(frame, request, workers, seed, schema, target, tuple(columns.items()))
     # The types turn a descending order around (ordered_fields), for the chunks' cuts too.
     if request.order and (planned.needs_sort_key or not all(key.ascending for key in request.order)):

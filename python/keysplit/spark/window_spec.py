@@ -122,6 +122,8 @@ class WindowRequest:
     columns: tuple[WindowColumn, ...]
     #: The partition expressions' names: a column's own, or ``partition_<i>``.
     partition_names: tuple[str, ...] = ()
+    #: No ``partitionBy``: every row is of one partition (:attr:`partition` is a literal).
+    whole_frame: bool = False
 
 
 def window_request(columns: Mapping[str, Column]) -> WindowRequest:
@@ -155,7 +157,13 @@ def window_request(columns: Mapping[str, Column]) -> WindowRequest:
     names = tuple(
         getattr(unaliased(p._expr), "_unparsed_identifier", None) or f"partition_{i}" for i, p in enumerate(partition)
     )
-    return WindowRequest(partition=partition, order=order, columns=tuple(parsed), partition_names=names)
+    return WindowRequest(
+        partition=partition,
+        order=order,
+        columns=tuple(parsed),
+        partition_names=names,
+        whole_frame=not specs[0][1]._partitionSpec,
+    )
 
 
 def _one_window(specs: list[tuple[str, Any]]) -> tuple[tuple[Column, ...], tuple[SortKey, ...]]:
