@@ -284,6 +284,31 @@ def test_a_window_without_partition_by_is_explained_and_split(spark, facts):
     assert decision.report.get.hot["rows"].to_list() == [ROWS] and decision.report.get.hot["chunks"][0] > 1
 
 
+@pytest.mark.parametrize(
+    "order",
+    [
+        pytest.param(lambda: [F.col("s").desc_nulls_last(), "u"], id="string descending, nulls last"),
+        pytest.param(lambda: [F.col("day").desc(), "price", "u"], id="date descending, decimal"),
+        pytest.param(
+            lambda: [F.when(F.col("u") % 23 == 1, F.lit(float("nan"))).otherwise(F.col("v")).desc_nulls_first(), "u"],
+            id="double with NaN, descending",
+        ),
+        pytest.param(lambda: [F.timestamp_seconds(F.col("t") * 3600), "u"], id="timestamp with nulls"),
+    ],
+)
+def test_a_window_without_partition_by_is_cut_at_literal_values_of_any_order(facts, order):
+    # Measured before the plan, the whole frame's cuts are compared with each row as literals
+    # of the order columns' types: ties, nulls, NaN and both directions as Spark sorts them.
+    w = Window.orderBy(*order())
+    query = facts.withColumns({"n": F.row_number().over(w), "run": F.sum("u").over(w), "rank": F.dense_rank().over(w)})
+    optimized, report = _optimized(query)
+    [decision] = report.operators
+    assert decision.rewritten and decision.rule == "skew", str(report)
+    ours = pl.from_arrow(optimized.toArrow()).sort("u")
+    assert ours.equals(pl.from_arrow(query.toArrow()).sort("u"))
+    assert decision.report.get.hot["rows"].to_list() == [ROWS] and decision.report.get.hot["chunks"][0] > 1
+
+
 def test_statistics_are_kept_for_the_same_plan_over_the_same_files(spark, tmp_path):
     # A recurring job: the same query, built anew over the same files, reuses the first call's
     # sample (no scan); a file added to its input, or forget_statistics(), makes it sample

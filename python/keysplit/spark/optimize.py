@@ -1019,6 +1019,8 @@ def _decided(
         [sample] = candidate.samples
         measured = _over(planned, planned.frame, sample.fraction)
         entries = measured.measured_entries(handle, sample)
+        if isinstance(measured, SkewWindow):
+            measured = measured.with_cut_values(sample)
         if entries is None:
             return left(
                 "few values",

@@ -127,6 +127,11 @@ def _local(k: int) -> str:
 #: The most chunks a hot key is cut into: with more workers, a key holding more than
 #: ``MAX_CHUNKS`` mean tasks' rows has chunks of more than one mean task.
 MAX_CHUNKS = 128
+#: The most literal comparisons (cuts times order columns) a row's chunk is found by
+#: (:meth:`SkewWindow.with_cut_values`): 62 compiled and ran at 0.2 task-s over 10^7 rows, where
+#: a struct compared with cuts from an array cost 2.6; comparisons of columns, not literals,
+#: grew the stage's generated method past what the JVM compiles (interpreted: 72 task-s).
+LITERAL_COMPARISONS = 64
 
 
 @dataclass(frozen=True)
@@ -145,6 +150,9 @@ class SkewWindow:
     order_types: tuple[DataType, ...] = ()
     #: The fraction of the rows the hot keys are found from.
     sample_fraction: float = SAMPLE_FRACTION
+    #: With no ``partitionBy``, measured before the plan (:meth:`with_cut_values`): the one
+    #: key's cuts, each its values of the order columns, compared with a row as literals.
+    cut_values: tuple[tuple[Any, ...], ...] = ()
 
     @property
     def parts(self) -> list[str]:
@@ -451,20 +459,10 @@ class SkewWindow:
         names = dict.fromkeys([*self.parts, *self.orders])
         return SampleRequest(self.prepared(), self.key_hash(), tuple(column(name) for name in names), tuple(self.parts))
 
-    def measured_entries(self, handle: Session, sample: InputSample) -> DataFrame | None:
-        """:meth:`hot_entries` computed here from ``sample`` (:mod:`.statistics`) by the same
-        rules, as a literal table: the plan then has no sampling stage. None when no key is hot."""
-        import pyarrow as pa
-
-        hot = sample.hot(self.workers)
-        if hot.height == 0:
-            return None
-        n, c = self.workers, self.candidates
-        # Chunks go round the partitions, hottest key first, as in the plan's own.
-        hot = hot.with_columns(
-            (pl.col("upper") * n / pl.col("upper").sum()).ceil().clip(2, c).cast(pl.Int32).alias(_CHUNKS)
-        ).with_columns(((pl.col(_CHUNKS).cum_sum() - pl.col(_CHUNKS)) % n).cast(pl.Int32).alias(_FIRST_CELL))
-        types = [sample.table.schema.field(name).type for name in self.orders]
+    def sampled_cuts(self, sample: InputSample, hot: pl.DataFrame) -> dict[int, list[list[Any]]]:
+        """Each ``hot`` key's ``C - 1`` candidate cuts from ``sample``: a list of values per
+        order column, by key hash (none without an ordering)."""
+        c = self.candidates
         cuts: dict[int, list[list[Any]]] = {}
         if self.request.order:
             # Sorted here, by the window's ordering; the values taken from Spark's own Arrow.
@@ -481,6 +479,41 @@ class SkewWindow:
             for (key_hash,), group in ordered.group_by(KEY_HASH, maintain_order=True):
                 positions = group[_POSITION].gather(cut_rows(group.height, c)).to_arrow()
                 cuts[int(key_hash)] = [sample.table.column(name).take(positions).to_pylist() for name in self.orders]
+        return cuts
+
+    def with_cut_values(self, sample: InputSample) -> SkewWindow:
+        """This window with its one key's cuts as values (:attr:`cut_values`) where it has no
+        ``partitionBy``, an ordering of atomic types, and ``sample`` (:mod:`.statistics`) rows;
+        itself otherwise, or where the comparisons would make the stage's code too long
+        (:data:`LITERAL_COMPARISONS`)."""
+        from pyspark.sql.types import AtomicType
+
+        whole_frame = self.request.whole_frame and self.request.order
+        if not whole_frame or not all(isinstance(kind, AtomicType) for kind in self.order_types):
+            return self
+        if (self.candidates - 1) * len(self.orders) > LITERAL_COMPARISONS:
+            return self
+        cuts = self.sampled_cuts(sample, sample.hot(self.workers))
+        if len(cuts) != 1:
+            return self
+        [values] = cuts.values()
+        return replace(self, cut_values=tuple(zip(*values, strict=True)))
+
+    def measured_entries(self, handle: Session, sample: InputSample) -> DataFrame | None:
+        """:meth:`hot_entries` computed here from ``sample`` (:mod:`.statistics`) by the same
+        rules, as a literal table: the plan then has no sampling stage. None when no key is hot."""
+        import pyarrow as pa
+
+        hot = sample.hot(self.workers)
+        if hot.height == 0:
+            return None
+        n, c = self.workers, self.candidates
+        # Chunks go round the partitions, hottest key first, as in the plan's own.
+        hot = hot.with_columns(
+            (pl.col("upper") * n / pl.col("upper").sum()).ceil().clip(2, c).cast(pl.Int32).alias(_CHUNKS)
+        ).with_columns(((pl.col(_CHUNKS).cum_sum() - pl.col(_CHUNKS)) % n).cast(pl.Int32).alias(_FIRST_CELL))
+        types = [sample.table.schema.field(name).type for name in self.orders]
+        cuts = self.sampled_cuts(sample, hot)
         entries = [
             {
                 _KEY_HASH: key_hash,
@@ -549,7 +582,10 @@ class SkewWindow:
         block. Why: comparing column by column with every cut made the stage's generated
         method too long for the JVM to compile (15 KB of bytecode, interpreted: 11 µs a row
         against Spark's 1 µs for its whole window), and a binary search's chain of columns,
-        each reading the one before, Spark's partition pruning expands exponentially."""
+        each reading the one before, Spark's partition pruning expands exponentially. With
+        :attr:`cut_values` (no ``partitionBy``, measured before the plan), ``j`` counts the
+        cuts before the row as literals of the order columns' types, compared column by
+        column: constants fold, and the code stays small (:data:`LITERAL_COMPARISONS`)."""
         from pyspark.sql import functions as F
 
         if not self.request.order:
@@ -564,6 +600,13 @@ class SkewWindow:
             # of the carries' join, made Spark add a filter that it is not null, pushed into the
             # entries' join below the totals, which then computed every row's chunk twice.
             return F.coalesce(F.floor(j * column(_CHUNKS) / F.lit(self.candidates)).cast("int"), F.lit(0))
+
+        if self.cut_values:
+            literals = [
+                [F.lit(value).cast(kind) for value, kind in zip(cut, self.order_types, strict=True)]
+                for cut in self.cut_values
+            ]
+            return rows.withColumn(_CHUNK, chunk_of(count([self.precedes(cut) for cut in literals])))
 
         ordered = self.ordered_fields([column(name) for name in self.orders])
         if ordered is not None:
@@ -1128,7 +1171,9 @@ def planned_window(
         target = handle.call("reading the window's schema", lambda: frame.withColumns(dict(columns)).schema)
     planned = SkewWindow(frame, request, workers, seed, schema, target, tuple(columns.items()))
     # The types turn a descending order around (ordered_fields), for the chunks' cuts too.
-    if request.order and (planned.needs_sort_key or not all(key.ascending for key in request.order)):
+    # With no partitionBy, for its cuts as literals (SkewWindow.with_cut_values) too.
+    typed = planned.needs_sort_key or request.whole_frame or not all(key.ascending for key in request.order)
+    if request.order and typed:
         orders = [key.expression for key in request.order]
         kinds = handle.call("reading the order's types", lambda: frame.select(*orders).schema)
         planned = replace(planned, order_types=tuple(f.dataType for f in kinds.fields))
