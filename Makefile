@@ -270,10 +270,11 @@ spark-skew-join: wheel java
 spark-window: wheel java
 	cd benches && ../$(BIN)/python spark_window.py
 
-# Window functions with no partitionBy against Spark's one-task window, 10^7 rows, then
+# Window functions with no partitionBy against Spark's one-task window, 10^7 and 10^6 rows, then
 # 5 x 10^7 for the row numbers; writes benches/results/spark_global_window.json.
 spark-global-window: wheel java
 	cd benches && ../$(BIN)/python spark_window.py --whole-frame --rows 1e7
+	cd benches && ../$(BIN)/python spark_window.py --whole-frame --rows 1e6 --guarded --output results/spark_global_window_1e6.json
 	cd benches && ../$(BIN)/python spark_window.py --whole-frame --rows 5e7 --families "row numbers" \
 		--output results/spark_global_window_5e7.json
 

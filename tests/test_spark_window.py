@@ -22,7 +22,7 @@ from pyspark.sql import Window
 from pyspark.sql import functions as F
 
 from keysplit import ConfigError, ConfigTypeError
-from keysplit.spark import Report, WindowSplitReport, skewed, window
+from keysplit.spark import Report, WindowSplitReport, skewed, window, with_row_index
 from keysplit.spark.window_spec import MAX_REACH
 
 ROWS = 40_000
@@ -280,6 +280,18 @@ def test_partition_by_expressions_and_several_keys(frame):
     assert_same_window(window(frame, columns, workers=WORKERS), frame.withColumns(columns))
 
 
+def _ranking(w, buckets: int) -> dict:
+    """Every function of the row's place in ``w``'s order: row number, ranks, ``ntile``."""
+    return {
+        "n": F.row_number().over(w),
+        "rank": F.rank().over(w),
+        "dense": F.dense_rank().over(w),
+        "percent": F.percent_rank().over(w),
+        "cume": F.cume_dist().over(w),
+        "tile": F.ntile(buckets).over(w),
+    }
+
+
 def test_a_window_without_partition_by_is_cut_into_ranges_of_the_whole_frame(frame):
     # No partitionBy: Spark sorts and scans every row in one task. The whole frame is one
     # partition, a key hot on any number of tasks, its ordering cut into ranges with exact
@@ -287,12 +299,7 @@ def test_a_window_without_partition_by_is_cut_into_ranges_of_the_whole_frame(fra
     # directions, a whole-frame aggregate beside them; the same through skewed(df).
     w = Window.orderBy(F.col("t").desc_nulls_first(), "u")
     columns = {
-        "n": F.row_number().over(w),
-        "rank": F.rank().over(w),
-        "dense": F.dense_rank().over(w),
-        "percent": F.percent_rank().over(w),
-        "cume": F.cume_dist().over(w),
-        "tile": F.ntile(9).over(w),
+        **_ranking(w, 9),
         "running": F.sum("x").over(w),
         "low": F.min("day").over(w),
         "prev": F.lag("x").over(w),
@@ -314,6 +321,81 @@ def test_a_window_without_partition_by_is_cut_into_ranges_of_the_whole_frame(fra
     front = skewed(frame, workers=WORKERS, min_rows=0).withColumns(tied, report=report)
     assert_same_window(front, frame.withColumns(tied))
     assert report.get.hot["rows"].to_list() == [ROWS] and report.get.hot["chunks"][0] > 1, report.get.hot
+
+
+@pytest.mark.parametrize("layout", ["file splits", "round robin"])
+def test_ranks_in_the_input_order_are_counted_where_the_rows_are(frame, layout):
+    # Window.orderBy(monotonically_increasing_id()): each rank is the row's consecutive
+    # index (rows of the partitions before, plus its place in its own), no row moves; the
+    # same through skewed(df) (statistics first, as optimize). with_row_index is that index.
+    rows = frame if layout == "file splits" else frame.repartition(6)
+    position = F.monotonically_increasing_id()
+    w = Window.orderBy(position)
+    columns = _ranking(w, 7)
+    spark_partitions = rows.groupBy(F.spark_partition_id().alias("p")).count().toPandas()
+    report: Report[WindowSplitReport] = Report()
+    ours = window(rows, columns, workers=WORKERS, report=report)
+    assert_same_window(ours, rows.withColumns(columns))
+    [whole] = report.get.hot.iter_rows(named=True)
+    assert whole["rows"] == ROWS and whole["chunks"] == len(spark_partitions), report.get.hot
+    # The rows stay in their input partitions: the same counts per partition.
+    placed = ours.groupBy(F.spark_partition_id().alias("p")).count().toPandas()
+    assert sorted(placed["count"]) == sorted(spark_partitions["count"])
+    reverse = {
+        "n": F.row_number().over(Window.orderBy(position.desc())),
+        "tile": F.ntile(3).over(Window.orderBy(position.desc())),
+    }
+    assert_same_window(skewed(rows, min_rows=0).withColumns(reverse), rows.withColumns(reverse))
+
+    indexed = with_row_index(rows, "i", offset=5)
+    assert indexed.columns == ["i", *rows.columns]
+    expected = rows.withColumn("i", (F.row_number().over(w) + 4).cast("long")).select("i", *rows.columns)
+    assert_same_window(indexed, expected)
+    assert sorted(_rows(indexed)["i"]) == list(range(5, ROWS + 5))
+
+
+def _digest(frame) -> tuple[int, int]:
+    """Rows and the sum of a 64-bit hash of each row's values: equal multisets of rows give
+    equal digests, and a changed value changes it (but for a hash collision). Computed in
+    Spark: millions of rows never cross to the client."""
+    row = frame.agg(F.count(F.lit(1)), F.sum(F.xxhash64(*frame.columns).cast("decimal(20,0)"))).first()
+    return int(row[0]), int(row[1])
+
+
+def test_millions_of_rows_without_partition_by_equal_sparks(spark, tmp_path):
+    # At scale: 2 M rows in file splits, ordered by a column of heavy ties and the id; the
+    # window verb (its sample in the plan) and with_row_index, each against Spark's own.
+    path = str(tmp_path / "millions.parquet")
+    spark.spark.range(2_000_000).selectExpr("id", "id * 7919 % 50000 AS t", "id % 997 - 400 AS x").write.parquet(path)
+    rows = spark.spark.read.parquet(path)
+    w = Window.orderBy("t", "id")
+    columns = {
+        "n": F.row_number().over(w),
+        "running": F.sum("x").over(w),
+        "prev": F.lag("x", 2).over(w),
+        "moving": F.sum("x").over(w.rowsBetween(-3, 1)),
+    }
+    report: Report[WindowSplitReport] = Report()
+    ours = window(rows, columns, report=report)
+    digest = _digest(ours)
+    assert digest == _digest(rows.withColumns(columns)) and digest[0] == 2_000_000
+    [whole] = report.get.hot.iter_rows(named=True)
+    assert whole["largest_chunk"] <= 2 * 2_000_000 / whole["chunks"], report.get.hot
+    numbered = with_row_index(rows)
+    expected = rows.select(
+        (F.row_number().over(Window.orderBy(F.monotonically_increasing_id())) - 1).cast("long").alias("index"), "*"
+    )
+    assert _digest(numbered) == _digest(expected)
+
+
+def test_with_row_index_of_bad_input_and_an_empty_frame(frame):
+    with pytest.raises(ConfigError, match="already has a column 'id'"):
+        with_row_index(frame, "id")
+    with pytest.raises(ConfigTypeError, match="offset must be an int"):
+        with_row_index(frame, offset=1.5)
+    with pytest.raises(ConfigTypeError, match="works on a Spark DataFrame"):
+        with_row_index(_table(10))
+    assert with_row_index(frame.limit(0)).collect() == []
 
 
 def test_no_hot_key_is_sparks_window(frame):

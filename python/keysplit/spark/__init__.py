@@ -44,6 +44,7 @@ from keysplit.spark.optimize import OperatorDecision, OptimizeReport, optimize
 from keysplit.spark.options import SkewOptions
 from keysplit.spark.report import ObservationMismatch, Report, ReportPendingError, RunReport, WindowReport
 from keysplit.spark.routing import ExecutorSetupError, check_executors, package_archive, route, ship_keysplit
+from keysplit.spark.row_index import with_row_index
 from keysplit.spark.session import EmbeddedServer, Session, SparkConnectError, redact, session
 from keysplit.spark.statistics import forget_statistics
 from keysplit.spark.streaming import stream_aggregate, stream_metrics
@@ -100,5 +101,6 @@ __all__ = [
     "stream_aggregate",
     "stream_metrics",
     "window",
+    "with_row_index",
     "windowed_count",
 ]

@@ -264,10 +264,11 @@ class SkewAggregate:
         sampled = dict.fromkeys([*self.keys, *(name for values in self.counted for name in values)])
         return SampleRequest(self.prepared(), self.key_hash(), tuple(column(name) for name in sampled), self.keys)
 
-    def measured_entries(self, handle: Session, sample: InputSample) -> DataFrame | None:
-        """:meth:`hot_entries` computed here from ``sample`` (:mod:`.statistics`) by the same
-        rules (the distinct values of a key's sample counted exactly), as a literal table: the
-        plan then has no sampling stage. None when no key is hot."""
+    def measured(self, handle: Session, sample: InputSample) -> tuple[SkewAggregate, DataFrame | None]:
+        """This aggregate, and :meth:`hot_entries` computed here from ``sample``
+        (:mod:`.statistics`) by the same rules (the distinct values of a key's sample counted
+        exactly), as a literal table: the plan then has no sampling stage. No entries when no
+        key is hot."""
         import pyarrow as pa
 
         hot = sample.hot(self.workers)
@@ -278,7 +279,7 @@ class SkewAggregate:
             )
             hot = hot.join(spread, on=KEY_HASH, how="left").filter(pl.col(_DISTINCT) * REPEATS >= pl.col("sampled"))
         if hot.height == 0:
-            return None
+            return self, None
         cuts: dict[int, list[list[Any]]] = {}
         for name in self.ranked:
             # A ranked column's non-null values, ascending: its nulls are not counted.
@@ -305,7 +306,7 @@ class SkewAggregate:
             for h in hot[KEY_HASH].sort()
         ]
         table = pa.table({_ENTRIES: pa.array([entries], pa.list_(entry))})
-        return handle.call("making the hot keys' table", lambda: handle.spark.createDataFrame(table))
+        return self, handle.call("making the hot keys' table", lambda: handle.spark.createDataFrame(table))
 
     def looked_up(self, rows: DataFrame, entries: DataFrame, how: str) -> DataFrame:
         """``rows`` with their key's entry (null for a key not hot; ``how="inner"``: the hot
@@ -552,7 +553,7 @@ class SkewAggregate:
         return value
 
     def plan(self, report: Report[HolisticReport] | None, entries: DataFrame | None = None) -> DataFrame:
-        """The lazy plan; its hot keys' ``entries`` as :meth:`measured_entries` made them, or
+        """The lazy plan; its hot keys' ``entries`` as :meth:`measured` made them, or
         (None) from :meth:`hot_entries`' sample in the plan. Where every key is counted
         (:attr:`tallies_every_key`), :meth:`counted_plan`, which needs no hot key."""
         from pyspark.sql import functions as F

@@ -1017,10 +1017,7 @@ def _decided(
 
     else:
         [sample] = candidate.samples
-        measured = _over(planned, planned.frame, sample.fraction)
-        entries = measured.measured_entries(handle, sample)
-        if isinstance(measured, SkewWindow):
-            measured = measured.with_cut_values(sample)
+        measured, entries = _over(planned, planned.frame, sample.fraction).measured(handle, sample)
         if entries is None:
             return left(
                 "few values",

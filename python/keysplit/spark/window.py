@@ -56,17 +56,21 @@ import polars as pl
 from keysplit._checks import require_seed, require_workers
 from keysplit._errors import ConfigError, ConfigTypeError
 from keysplit.spark.columns import column, joined_on, row_hash
-from keysplit.spark.expressions import column_name
+from keysplit.spark.expressions import column_name, function_call
 from keysplit.spark.hot_keys import LOCAL_TOP_TASKS, SAMPLE_FRACTION
 from keysplit.spark.intake import is_spark_frame, session_for, shuffle_partitions
 from keysplit.spark.options import require_task_workers
 from keysplit.spark.report import Report, observed, observed_rows
+from keysplit.spark.row_index import COUNT, PARTITION, indexed
+from keysplit.spark.row_index import INDEX as ROW_INDEX
+from keysplit.spark.row_index import TOTAL as ROWS_TOTAL
 from keysplit.spark.sampled import SAMPLED, UPPER, candidate_cuts, cuts_of, hot_in_sample
 from keysplit.spark.statistics import KEY_HASH, InputSample, SampleRequest, cut_rows
 from keysplit.spark.window_spec import (
     AGGREGATES,
     ENDS,
     OFFSETS,
+    RANKING,
     WindowColumn,
     WindowRequest,
     window_request,
@@ -481,32 +485,31 @@ class SkewWindow:
                 cuts[int(key_hash)] = [sample.table.column(name).take(positions).to_pylist() for name in self.orders]
         return cuts
 
-    def with_cut_values(self, sample: InputSample) -> SkewWindow:
-        """This window with its one key's cuts as values (:attr:`cut_values`) where it has no
-        ``partitionBy``, an ordering of atomic types, and ``sample`` (:mod:`.statistics`) rows;
+    def with_cut_values(self, cuts: dict[int, list[list[Any]]]) -> SkewWindow:
+        """This window with its one key's ``cuts`` (:meth:`sampled_cuts`) as values
+        (:attr:`cut_values`) where it has no ``partitionBy`` and an ordering of atomic types;
         itself otherwise, or where the comparisons would make the stage's code too long
         (:data:`LITERAL_COMPARISONS`)."""
         from pyspark.sql.types import AtomicType
 
-        whole_frame = self.request.whole_frame and self.request.order
-        if not whole_frame or not all(isinstance(kind, AtomicType) for kind in self.order_types):
+        if not self.request.whole_frame or not self.request.order or len(cuts) != 1:
+            return self
+        if not all(isinstance(kind, AtomicType) for kind in self.order_types):
             return self
         if (self.candidates - 1) * len(self.orders) > LITERAL_COMPARISONS:
-            return self
-        cuts = self.sampled_cuts(sample, sample.hot(self.workers))
-        if len(cuts) != 1:
             return self
         [values] = cuts.values()
         return replace(self, cut_values=tuple(zip(*values, strict=True)))
 
-    def measured_entries(self, handle: Session, sample: InputSample) -> DataFrame | None:
-        """:meth:`hot_entries` computed here from ``sample`` (:mod:`.statistics`) by the same
-        rules, as a literal table: the plan then has no sampling stage. None when no key is hot."""
+    def measured(self, handle: Session, sample: InputSample) -> tuple[SkewWindow, DataFrame | None]:
+        """This window with what ``sample`` (:mod:`.statistics`) measured (:meth:`with_cut_values`),
+        and :meth:`hot_entries` computed here from it by the same rules, as a literal table: the
+        plan then has no sampling stage. No entries when no key is hot."""
         import pyarrow as pa
 
         hot = sample.hot(self.workers)
         if hot.height == 0:
-            return None
+            return self, None
         n, c = self.workers, self.candidates
         # Chunks go round the partitions, hottest key first, as in the plan's own.
         hot = hot.with_columns(
@@ -532,7 +535,9 @@ class SkewWindow:
             ]
         )
         table = pa.table({_ENTRIES: pa.array([entries], pa.list_(entry))})
-        return handle.call("making the hot keys' table", lambda: handle.spark.createDataFrame(table))
+        return self.with_cut_values(cuts), handle.call(
+            "making the hot keys' table", lambda: handle.spark.createDataFrame(table)
+        )
 
     def joined_by_key(self, rows: DataFrame, other: DataFrame, how: str, *, by_chunk: bool = False) -> DataFrame:
         """``rows`` joined to ``other`` by the partition values, null-safe (a null key is a
@@ -954,8 +959,62 @@ class SkewWindow:
             quotient = sums.cast("double") / counts.cast("double")
         return F.when(counts > 0, quotient)
 
+    @property
+    def in_input_order(self) -> bool:
+        """Whether the window has no ``partitionBy`` and is ordered by
+        ``monotonically_increasing_id()`` alone (the rows' order in the input), and every
+        column ranks the row: then each is a function of the row's consecutive index and the
+        count of rows (:mod:`.row_index`), and no row moves (:meth:`ranked_in_place`)."""
+        if not self.request.whole_frame or len(self.request.order) != 1:
+            return False
+        call = function_call(self.request.order[0].expression)
+        if call is None or call[0] != "monotonically_increasing_id":
+            return False
+        return all(spec.function in RANKING for spec in self.request.columns)
+
+    def ranked_in_place(self, report: Report[WindowSplitReport] | None) -> DataFrame:
+        """The plan when :attr:`in_input_order`: every row ranked by its consecutive index
+        (:func:`.row_index.indexed`), where it is. The report's chunks are the input's
+        partitions, with their rows."""
+        from pyspark.sql import functions as F
+        from pyspark.sql.connect.observation import Observation
+
+        observations: tuple[Any, Any, Any] = (Observation(), Observation(), Observation())
+
+        def observe_partitions(counts: DataFrame) -> DataFrame:
+            if report is None:
+                return counts
+            [part] = self.parts
+            chunk = F.struct(F.lit(0).alias(part), column(PARTITION).alias(_CHUNK), column(COUNT).alias(_ROWS))
+            return counts.observe(observations[1], F.collect_list(chunk).alias("chunks"))
+
+        rows = indexed(self.frame, observe_partitions)
+        total = column(ROWS_TOTAL)
+        index = column(ROW_INDEX) if self.request.order[0].ascending else total - 1 - column(ROW_INDEX)
+        number = index + 1
+        values = {
+            "row_number": number,
+            "rank": number,
+            "dense_rank": number,
+            "percent_rank": F.when(total > 1, index.cast("double") / (total - 1).cast("double")).otherwise(0.0),
+            "cume_dist": number.cast("double") / total.cast("double"),
+        }
+        outputs = {
+            spec.name: (_ntile(number, total, spec.buckets) if spec.function == "ntile" else values[spec.function])
+            for spec in self.request.columns
+        }
+        if report is not None:
+            rows = rows.observe(observations[2], F.count(F.lit(1)).alias("rows"))
+            report.bind(lambda: self.report(observations))
+        return rows.select(
+            *[
+                outputs[f.name].cast(f.dataType).alias(f.name) if f.name in outputs else column(f.name)
+                for f in self.target.fields
+            ]
+        )
+
     def plan(self, report: Report[WindowSplitReport] | None, entries: DataFrame | None = None) -> DataFrame:
-        """The lazy plan; its hot keys' ``entries`` as :meth:`measured_entries` made them, or
+        """The lazy plan; its hot keys' ``entries`` as :meth:`measured` made them, or
         (None) from :meth:`hot_entries`' sample in the plan."""
         if self.per_key_only:
             return self.per_key(report)
@@ -973,6 +1032,8 @@ class SkewWindow:
         from pyspark.sql.connect.observation import Observation
 
         assert not self.per_key_only
+        if self.in_input_order:
+            return self.frame.withColumns(dict(self.columns)).limit(0), self.ranked_in_place(report)
         prepared = self.prepared()
         if entries is None:
             entries = self.hot_entries(prepared)
