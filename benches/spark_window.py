@@ -162,10 +162,12 @@ def inputs(spark: Any, rows: int, keys: int, share: float) -> Any:
     return frame
 
 
-def measure(handle: Any, status: SparkStatus, query: Any, rows: int) -> dict[str, Any]:
+def measure(handle: Any, status: SparkStatus, build: Callable[[], Any], rows: int) -> dict[str, Any]:
+    """One run of the plan ``build`` makes, timed from the call that builds it: optimize's
+    statistics job is part of its wall (and of its stages)."""
     first = status.next_execution()
     started = time.perf_counter()
-    row = handle.call("window", query.collect)[0]
+    row = handle.call("window", fingerprint(build()).collect)[0]
     wall = time.perf_counter() - started
     stages = status.stages_since(first, native=True)
     # The window stages: those reading a large part of the input (keysplit's are two, the
@@ -227,11 +229,11 @@ def run_family(
         plans["guarded"] = lambda: ks.optimize(frame.withColumns(columns()))
     runs: dict[str, list[dict[str, Any]]] = {plan: [] for plan in plans}
     for build in plans.values():  # warm-up
-        measure(handle, status, fingerprint(build()), rows)
+        measure(handle, status, build, rows)
     order = list(plans)
     for repeat in range(repeats):
         for plan in order if repeat % 2 == 0 else list(reversed(order)):
-            figures = measure(handle, status, fingerprint(plans[plan]()), rows)
+            figures = measure(handle, status, plans[plan], rows)
             runs[plan].append(figures)
             print(
                 f"  {plan}: {figures['wall_s']:.2f} s, hottest window task {figures['hottest_share_of_records']:.1%} "

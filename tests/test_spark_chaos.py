@@ -284,6 +284,34 @@ def test_window_survives_a_kill_in_its_sampling_window_and_carry_stages(cluster,
         assert result.equals(expected), f"a different window after {kill}"
 
 
+def test_ranks_in_the_input_order_survive_a_kill_in_the_counts_and_the_rows(cluster, api, directory):
+    # A row number and ntile over monotonically_increasing_id() with no partitionBy: each
+    # input partition's rows counted (a shuffle keyed on the partition's index, taken from
+    # monotonically_increasing_id: Spark may call it indeterminate and rerun the whole
+    # stage), then every row ranked where it is. Killed in the counts' map side and in the
+    # rows' stage, each one task per input split: equal to Spark's window each time.
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    frame = cluster.spark.read.parquet(str(directory))
+    in_order = Window.orderBy(F.monotonically_increasing_id())
+    columns = {"n": F.row_number().over(in_order), "tile": F.ntile(5).over(in_order)}
+
+    def action() -> pl.DataFrame:
+        return fetched(window(frame, columns, workers=24))
+
+    expected = fetched(frame.withColumns(columns))
+    assert action().equals(expected)
+    splits = frame.select(F.spark_partition_id()).distinct().count()
+    kills = [
+        {"ordinal": 0, "completed": 0},
+        {"stage": lambda s, index: index > 0 and s["numTasks"] == splits and s["status"] != "SKIPPED", "completed": 0},
+    ]
+    for where in kills:
+        result, kill = run_killing(api, cluster.cluster.pid, action, **where)
+        assert result.equals(expected), f"different ranks after {kill}"
+
+
 def test_holistic_agg_survives_a_kill_in_its_sampling_counting_and_ranking_stages(cluster, api, directory):
     # The median, two percentiles and the mode of the Zipf facts' values per key (key 1
     # holds 61 %, split into value ranges): killed in its first stage (the sample the cuts

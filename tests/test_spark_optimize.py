@@ -349,6 +349,17 @@ def test_below_the_cost_guard_nothing_is_rewritten(facts):
     [decision] = report.operators
     assert optimized is query
     assert decision.rule == "small" and "rows, under the cost guard's 1,000,000" in decision.why
+    # A window with no partitionBy whose rows move is split from five times the guard's size:
+    # its 40,000 rows are under 5 x 10,000, not under 5 x 5,000. Ranks in the input's order
+    # move no row: the guard's size alone.
+    w = Window.orderBy("t", "u")
+    whole = facts.withColumns({"n": F.row_number().over(w), "run": F.sum("v").over(w)})
+    optimized, report = _optimized(whole, min_rows=10_000)
+    [decision] = report.operators
+    assert optimized is whole and decision.rule == "small" and "no partitionBy" in decision.why, str(report)
+    assert _optimized(whole, min_rows=5_000)[1].operators[0].rewritten
+    in_order = facts.withColumn("n", F.row_number().over(Window.orderBy(F.monotonically_increasing_id())))
+    assert _optimized(in_order, min_rows=10_000)[1].operators[0].rewritten
 
 
 def test_what_it_cannot_measure_or_split_is_left_to_spark_and_named(spark, facts, dims):

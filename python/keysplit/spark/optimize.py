@@ -11,7 +11,9 @@ input, every input at once), and decides each operator by one rule, the **cost g
     (5, Spark's own ``skewedPartitionFactor``) times a mean task's work (its hottest key's
     share of the rows, at the count's 95 % upper bound; a join's, of the work
     ``L + R + L·R``; times the tasks), and that key's work is at least ``min_rows``
-    (1,000,000) rows.
+    (1,000,000) rows; a window with no ``partitionBy`` whose rows move, five times that
+    (:data:`.WHOLE_FRAME_MIN_ROWS_FACTOR`: Spark's one task sorts a million rows in about
+    a second).
 
 One shape is rewritten whatever its keys, with no statistics (rule ``tallied``): a distinct
 count beside a ``mode`` or ``collect_set`` of the same column, which Spark computes per
@@ -55,7 +57,7 @@ from keysplit.spark.holistic import SPLIT_FUNCTIONS, HolisticReport, SkewAggrega
 from keysplit.spark.intake import is_spark_frame, session_for, shuffle_partitions
 from keysplit.spark.join import JoinReport, SkewJoin, planned_join
 from keysplit.spark.keyed_plan import KeyedOperator, Kind, keyed_operators, plan_children, plan_frame, windows_in
-from keysplit.spark.options import MIN_ROWS, MIN_SKEW, SkewOptions
+from keysplit.spark.options import MIN_ROWS, MIN_SKEW, WHOLE_FRAME_MIN_ROWS_FACTOR, SkewOptions
 from keysplit.spark.report import Report
 from keysplit.spark.statistics import InputSample, SampleRequest, estimated_rows, sample_fraction, sample_inputs
 from keysplit.spark.window import SkewWindow, WindowSplitReport, planned_window
@@ -217,8 +219,8 @@ def optimize(
     keysplit's plan for it: a lazy DataFrame equal to ``frame`` (as a multiset of rows; row
     for row where ``frame`` is ordered). Joins (any equi-join Spark shuffles), aggregates with
     a holistic function (``median``, ``percentile``, ``mode``, ``count_distinct``,
-    ``collect_set``) and windows over a ``partitionBy`` (every function
-    :func:`keysplit.spark.window` splits) are rewritten where the cost guard (the module's
+    ``collect_set``) and windows, over a ``partitionBy`` or none (every function
+    :func:`keysplit.spark.window` splits), are rewritten where the cost guard (the module's
     notes) finds a hot key; every other node is Spark's own, and where nothing is rewritten
     ``frame`` itself is returned.
 
@@ -995,6 +997,14 @@ def _decided(
             skew,
             hot,
         )
+    if isinstance(planned, SkewWindow) and planned.request.whole_frame and rows < whole_frame_rows(planned, min_rows):
+        return left(
+            "small",
+            f"a window with no partitionBy over about {rows:,.0f} rows, under {WHOLE_FRAME_MIN_ROWS_FACTOR}x the "
+            f"cost guard's {min_rows:,}: Spark's one task sorts them sooner than the split's stages run",
+            skew,
+            hot,
+        )
     build: _Build
     if source is not None:
         # Its input is not sampled: the verb finds the hot keys in its own plan.
@@ -1089,6 +1099,14 @@ def _in_plan(planned: _Planned, inputs: list[DataFrame], report: Report[Any] | N
     if isinstance(planned, SkewJoin):
         return replace(planned, left=inputs[0], right=inputs[1]).plan(report)
     return _over(planned, inputs[0]).plan(report)
+
+
+def whole_frame_rows(planned: SkewWindow, min_rows: int) -> int:
+    """The rows from which the cost guard splits a window with no ``partitionBy``: where its
+    rows move, :data:`.WHOLE_FRAME_MIN_ROWS_FACTOR` times ``min_rows``; ``min_rows`` where none
+    does (values per key joined back, ranks counted in the input's order)."""
+    moves = not (planned.per_key_only or planned.in_input_order)
+    return WHOLE_FRAME_MIN_ROWS_FACTOR * min_rows if moves else min_rows
 
 
 def _over(

@@ -34,6 +34,10 @@ MIN_SKEW = 5.0
 #: King James Bible's 790,000 words on 128 tasks ran 14.6 s as Spark's plan, 93.5 s rewritten,
 #: on two cores).
 MIN_ROWS = 1_000_000
+#: A window with no ``partitionBy`` whose rows move is split only from this many times
+#: ``min_rows``: Spark's one task sorts about a million rows a second, while the split pays
+#: stages of its own (at 10^6 rows on ``local[2]``: 2-4x Spark's wall).
+WHOLE_FRAME_MIN_ROWS_FACTOR = 5
 #: Space-Saving counters per partition unless asked otherwise: at most N/4097 rows of error
 #: per key.
 DEFAULT_CAPACITY = 4096
