@@ -1207,7 +1207,9 @@ def window(
     reads the schemas). The input is read four times (the sample, the keys not hot, the hot
     keys' rows and their chunk totals; three times with no ``partitionBy``, which leaves no
     key not hot; twice when every column is one value per key): cache an input that is
-    costly to compute.
+    costly to compute. With no ``partitionBy``, ordered by ``monotonically_increasing_id()``
+    alone and every column a rank of the row, no row moves: each is counted from the row's
+    place in the input (:func:`keysplit.spark.with_row_index`).
     """
     if not is_spark_frame(frame):
         raise ConfigTypeError(f"window works on a Spark DataFrame, got {type(frame).__name__}")
