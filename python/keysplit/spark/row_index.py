@@ -81,9 +81,9 @@ def indexed(frame: DataFrame, counted: Callable[[DataFrame], DataFrame] | None =
     index = F.when(column(_PLACE) < column(COUNT), column(_OFFSET) + column(_PLACE)).otherwise(
         F.raise_error(F.lit(_CHANGED))
     )
-    return rows.select(
-        *[column(name) for name in frame.columns], index.alias(INDEX), F.coalesce(column(TOTAL), F.lit(0)).alias(TOTAL)
-    )
+    # Dropped by name: the frame's own columns stay, and its schema is not asked for.
+    rows = rows.withColumns({INDEX: index, TOTAL: F.coalesce(column(TOTAL), F.lit(0))})
+    return rows.drop(PARTITION, _PLACE, COUNT, _OFFSET)
 
 
 def with_row_index(

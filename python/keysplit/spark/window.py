@@ -1021,6 +1021,11 @@ class SkewWindow:
         cold, hot = self.branches(report, entries)
         return hot if self.request.whole_frame else cold.union(hot)
 
+    def no_rows(self) -> DataFrame:
+        """The cold branch of a window with no ``partitionBy``, whose every row is its one
+        key's: Spark's window over no rows (the schema, nothing to compute)."""
+        return self.frame.withColumns(dict(self.columns)).limit(0)
+
     def branches(
         self, report: Report[WindowSplitReport] | None, entries: DataFrame | None = None
     ) -> tuple[DataFrame, DataFrame]:
@@ -1033,7 +1038,7 @@ class SkewWindow:
 
         assert not self.per_key_only
         if self.in_input_order:
-            return self.frame.withColumns(dict(self.columns)).limit(0), self.ranked_in_place(report)
+            return self.no_rows(), self.ranked_in_place(report)
         prepared = self.prepared()
         if entries is None:
             entries = self.hot_entries(prepared)
@@ -1058,7 +1063,7 @@ class SkewWindow:
             *[outputs[f.name].alias(f.name) if f.name in outputs else column(f.name) for f in self.target.fields]
         )
         # Every row of a window with no partitionBy is its one key's, always an entry.
-        cold = self.frame.withColumns(dict(self.columns)).limit(0) if self.request.whole_frame else self.cold(entries)
+        cold = self.no_rows() if self.request.whole_frame else self.cold(entries)
         if observations is not None:
             assert report is not None
             # Each branch's rows apart (an operator fused above reads them apart); adaptive
