@@ -12,7 +12,7 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -62,6 +62,19 @@ def stages_of(api: StatusApi, action: Callable[[], Any], *, twice: bool = True) 
     return result, sorted(ran, key=lambda s: s["stageId"])
 
 
+@dataclass(frozen=True)
+class At:
+    """When a kill is due: once the ``ordinal``-th stage the action started (from 0), or the
+    first it started that ``stage`` picks from its REST figures and its place among them, is
+    running with at least ``completed`` finished tasks; or (``once_cached``) once a DataFrame it
+    persists is wholly cached."""
+
+    ordinal: int | None = None
+    stage: Callable[[dict[str, Any], int], bool] | None = None
+    completed: int = 0
+    once_cached: bool = False
+
+
 def run_killing(
     api: StatusApi,
     pgid: int,
@@ -76,34 +89,61 @@ def run_killing(
     timeout: float = 300.0,
     attempts: int = 3,
 ) -> tuple[Any, Kill]:
-    """Run ``action``, killing one executor (or the process ``victim`` names) once the
-    ``ordinal``-th stage it starts (or the first it starts that ``stage`` picks from its REST
-    figures and its place among them) is running with at least ``completed`` finished tasks, or (``once_cached``)
-    once a DataFrame it persists is wholly cached; then wait until the
-    cluster has ``executors`` executors again. The status API is polled: a stage of a few
-    short tasks can end between two polls (the more likely, the busier the machine), and then
-    the action runs again, up to ``attempts`` times, until a kill lands; the result returned
-    is always that of the run the kill landed in."""
+    """Run ``action``, killing one executor (or the process ``victim`` names) when
+    ``At(ordinal, stage, completed, once_cached)`` is due; then wait until the cluster has
+    ``executors`` executors again. The result returned is that of the run the kill landed in
+    (:func:`run_killing_at`)."""
+    point = At(ordinal, stage, completed, once_cached)
+    [(result, [kill])] = run_killing_at(
+        api, pgid, action, [point], victim=victim, executors=executors, timeout=timeout, attempts=attempts
+    )
+    return result, kill
+
+
+def run_killing_at(
+    api: StatusApi,
+    pgid: int,
+    action: Callable[[], Any],
+    points: Sequence[At],
+    *,
+    victim: Callable[[], int] | None = None,
+    executors: int = 2,
+    timeout: float = 300.0,
+    attempts: int = 3,
+) -> list[tuple[Any, list[Kill]]]:
+    """Run ``action``, killing one executor at each of ``points`` in turn, within one run where
+    they fit: the next kill is due once its point is and the cluster is back to ``executors``
+    executors (one executor lost at a time, as a single failure would lose it). The status API
+    is polled: a stage of a few short tasks can end between two polls (the more likely, the
+    busier the machine), or before the killed executor's successor starts; then the action runs
+    again for the points left, up to ``attempts`` runs in all. Returns each run's result with
+    the kills that landed in it; every point's kill lands in exactly one of them."""
     deadline = time.monotonic() + timeout
+    left = list(points)
+    runs: list[tuple[Any, list[Kill]]] = []
     for _attempt in range(attempts):
-        result, kill = _run_killing_once(api, pgid, action, ordinal, stage, completed, once_cached, victim, deadline)
-        if kill is not None:
+        result, kills = _run_killing_once(api, pgid, action, left, victim, executors, deadline)
+        if kills:
             wait_for_executors(api, executors, deadline)
-            return result, kill
-    raise AssertionError(f"the action ended before the kill was due in each of {attempts} runs: no kill")
+            runs.append((result, kills))
+            del left[: len(kills)]
+        if not left:
+            return runs
+    raise AssertionError(
+        f"the action ended before the kill was due in each of {attempts} runs: {len(left)} of {len(points)} kills "
+        "never landed"
+    )
 
 
 def _run_killing_once(
     api: StatusApi,
     pgid: int,
     action: Callable[[], Any],
-    ordinal: int | None,
-    stage: Callable[[dict[str, Any], int], bool] | None,
-    completed: int,
-    once_cached: bool,
+    points: Sequence[At],
     victim: Callable[[], int] | None,
+    executors: int,
     deadline: float,
-) -> tuple[Any, Kill | None]:
+) -> tuple[Any, list[Kill]]:
     api.caught_up()
     before = {s["stageId"] for s in api.stages()}
     cached_before = {r["id"] for r in api.cached()}
@@ -115,46 +155,56 @@ def _run_killing_once(
         except BaseException as error:  # noqa: BLE001 - handed to the test
             outcome["error"] = error
 
-    def due() -> tuple[int, int] | None:
-        """(stage, its finished tasks) when the kill is due."""
-        if once_cached:
+    def due(point: At) -> tuple[int, int] | None:
+        """(stage, its finished tasks) when the kill at ``point`` is due."""
+        if point.once_cached:
             done = [r for r in api.cached() if r["id"] not in cached_before]
             full = [r for r in done if r["numCachedPartitions"] == r["numPartitions"] > 0]
             return (-1, 0) if full else None
         stages = api.stages()
         started = sorted({s["stageId"] for s in stages} - before)
-        if stage is not None:
+        if point.stage is not None:
             # Stage ids of concurrent stages come in no fixed order: picked by what they are.
             latest = {s["stageId"]: s for s in sorted(stages, key=lambda s: s["attemptId"])}
-            picked = [sid for index, sid in enumerate(started) if stage(latest[sid], index)]
+            picked = [sid for index, sid in enumerate(started) if point.stage(latest[sid], index)]
             if not picked:
                 return None
             chosen = min(picked)
         else:
-            assert ordinal is not None
-            if len(started) <= ordinal:
+            assert point.ordinal is not None
+            if len(started) <= point.ordinal:
                 return None
-            chosen = started[ordinal]
+            chosen = started[point.ordinal]
         attempt = max((s for s in stages if s["stageId"] == chosen), key=lambda s: s["attemptId"])
-        if attempt["status"] == "ACTIVE" and attempt["numCompleteTasks"] >= completed:
+        if attempt["status"] == "ACTIVE" and attempt["numCompleteTasks"] >= point.completed:
             return chosen, attempt["numCompleteTasks"]
         return None
 
     thread = threading.Thread(target=run, daemon=True)
     thread.start()
-    kill: Kill | None = None
-    while thread.is_alive() and kill is None and time.monotonic() < deadline:
-        if (found := due()) is not None:
+
+    def replaced(known: set[str]) -> bool:
+        """Whether an executor started since ``known`` was listed has registered, and the
+        cluster has ``executors`` again (a lost executor may be listed a while after its loss)."""
+        live = api.executor_ids()
+        return len(live) >= executors and bool(live - known)
+
+    kills: list[Kill] = []
+    known: set[str] = set()
+    while thread.is_alive() and len(kills) < len(points) and time.monotonic() < deadline:
+        point = points[len(kills)]
+        if (found := due(point)) is not None and (not kills or replaced(known)):
+            known = api.executor_ids()
             pid = victim() if victim is not None else executor_pids(pgid)[0]
             os.kill(pid, signal.SIGKILL)
-            kill = Kill(-1 if ordinal is None else ordinal, found[0], found[1], pid)
+            kills.append(Kill(-1 if point.ordinal is None else point.ordinal, found[0], found[1], pid))
         time.sleep(0.05)
     thread.join(timeout=max(deadline - time.monotonic(), 1.0))
     if thread.is_alive():
         raise TimeoutError("the action did not end within the timeout")
     if "error" in outcome:
         raise outcome["error"]
-    return outcome["result"], kill
+    return outcome["result"], kills
 
 
 def wait_for_executors(api: StatusApi, executors: int, deadline: float) -> None:

@@ -84,7 +84,11 @@ class StatusApi:
         return max((s["stageId"] for s in self.stages()), default=-1)
 
     def live_executors(self) -> int:
-        return sum(1 for e in self._get(f"/{self.app}/executors") if e["id"] != "driver")
+        return len(self.executor_ids())
+
+    def executor_ids(self) -> set[str]:
+        """The ids of the live executors (a new executor gets a new id)."""
+        return {e["id"] for e in self._get(f"/{self.app}/executors") if e["id"] != "driver"}
 
     def jobs_submitted_since(self, since: float) -> list[str]:
         """The jobs submitted at or after the epoch time ``since``, once the API has recorded

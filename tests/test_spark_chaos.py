@@ -4,9 +4,12 @@ whose row order changes from run to run. Every result is compared with an exact 
 computed by Polars.
 
 The stage to kill in is found from a clean run of the same call (the slowest stage is the
-function's, the last one the merge's), then the kill lands while that stage runs
-(``chaos.run_killing``); the standalone master starts a new executor in the killed one's
-place, and the test waits for it before going on.
+function's, the last one the merge's) or by what it is, then the kill lands while that stage
+runs (``chaos.run_killing``); the standalone master starts a new executor in the killed one's
+place, and the test waits for it before going on. A test that kills in several stages kills
+in them one after another within one run where they fit (``chaos.run_killing_at``: each
+kill once the last one's successor has started, one executor lost at a time), and runs the
+call again only for the stages a run ended before reaching.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ import polars as pl
 import pytest
 from pyspark import cloudpickle
 
-from chaos import Kill, StatusApi, executor_pids, run_killing, stages_of, wait_for_executors
+from chaos import At, StatusApi, executor_pids, run_killing, run_killing_at, stages_of, wait_for_executors
 from keysplit.spark import (
     Report,
     aggregate,
@@ -131,12 +134,12 @@ def test_apply_grouped_survives_a_kill_in_its_function_and_merge_stages(
     assert clean.equals(expected)
     function_stage = slowest(stages)
     merge_stage = len(stages) - 1  # the split keys' merges, and the result
-    kills: list[Kill] = []
-    for ordinal in (function_stage, merge_stage):
-        result, kill = run_killing(api, cluster.cluster.pid, action, ordinal=ordinal, completed=1)
-        kills.append(kill)
-        assert result.equals(expected), f"wrong result after {kill}"
-    assert len({kill.pid for kill in kills}) == 2  # two executors died, each replaced
+    # Killed in the function's stage, then, once its successor has started, in the merges'.
+    points = [At(ordinal=function_stage, completed=1), At(ordinal=merge_stage, completed=1)]
+    runs = run_killing_at(api, cluster.cluster.pid, action, points)
+    for result, kills in runs:
+        assert result.equals(expected), f"wrong result after {kills}"
+    assert len({kill.pid for _, kills in runs for kill in kills}) == 2  # two executors died, each replaced
 
 
 def test_apply_grouped_routes_a_reordered_input_the_same_way_and_survives_a_kill(cluster, api, directory, data):
@@ -231,9 +234,9 @@ def test_join_survives_a_kill_in_its_sampling_and_join_stages(cluster, api, dire
     expected = fetched(frame.join(dimension, "key", "full"))
     clean, stages = stages_of(api, action, twice=False)
     assert clean.equals(expected)
-    for ordinal in sorted({0, slowest(stages), len(stages) - 1}):
-        result, kill = run_killing(api, cluster.cluster.pid, action, ordinal=ordinal, completed=0)
-        assert result.equals(expected), f"a different join after {kill}"
+    points = [At(ordinal=ordinal) for ordinal in sorted({0, slowest(stages), len(stages) - 1})]
+    for result, kills in run_killing_at(api, cluster.cluster.pid, action, points):
+        assert result.equals(expected), f"a different join after {kills}"
 
 
 @pytest.mark.parametrize("partition", [["key"], []], ids=["hot key", "no partitionBy"])
@@ -269,19 +272,15 @@ def test_window_survives_a_kill_in_its_sampling_window_and_carry_stages(cluster,
     assert action().equals(expected)
     # Spark packs the small files into fewer splits than files.
     splits = frame.select(F.spark_partition_id()).distinct().count()
-    kills = [
-        {"ordinal": 0, "completed": 0},
+    points = [
+        At(ordinal=0),
         # A stage of one task per input split after the sample's, that runs (an exchange
         # written by an earlier job of the query is a stage Spark skips): a map side.
-        {
-            "stage": lambda s, index: index > 0 and s["numTasks"] == splits and s["status"] != "SKIPPED",
-            "completed": 0,
-        },
-        {"stage": lambda s, index: s["numTasks"] > workers if partition else s["numTasks"] == workers, "completed": 0},
+        At(stage=lambda s, index: index > 0 and s["numTasks"] == splits and s["status"] != "SKIPPED"),
+        At(stage=lambda s, index: s["numTasks"] > workers if partition else s["numTasks"] == workers),
     ]
-    for where in kills:
-        result, kill = run_killing(api, cluster.cluster.pid, action, **where)
-        assert result.equals(expected), f"a different window after {kill}"
+    for result, kills in run_killing_at(api, cluster.cluster.pid, action, points):
+        assert result.equals(expected), f"a different window after {kills}"
 
 
 def test_ranks_in_the_input_order_survive_a_kill_in_the_counts_and_the_rows(cluster, api, directory):
@@ -303,13 +302,12 @@ def test_ranks_in_the_input_order_survive_a_kill_in_the_counts_and_the_rows(clus
     expected = fetched(frame.withColumns(columns))
     assert action().equals(expected)
     splits = frame.select(F.spark_partition_id()).distinct().count()
-    kills = [
-        {"ordinal": 0, "completed": 0},
-        {"stage": lambda s, index: index > 0 and s["numTasks"] == splits and s["status"] != "SKIPPED", "completed": 0},
+    points = [
+        At(ordinal=0),
+        At(stage=lambda s, index: index > 0 and s["numTasks"] == splits and s["status"] != "SKIPPED"),
     ]
-    for where in kills:
-        result, kill = run_killing(api, cluster.cluster.pid, action, **where)
-        assert result.equals(expected), f"different ranks after {kill}"
+    for result, kills in run_killing_at(api, cluster.cluster.pid, action, points):
+        assert result.equals(expected), f"different ranks after {kills}"
 
 
 def test_holistic_agg_survives_a_kill_in_its_sampling_counting_and_ranking_stages(cluster, api, directory):
@@ -328,9 +326,9 @@ def test_holistic_agg_survives_a_kill_in_its_sampling_counting_and_ranking_stage
     expected = fetched(frame.groupBy("key").agg(*columns))
     clean, stages = stages_of(api, action, twice=False)
     assert clean.equals(expected)
-    for ordinal in sorted({0, slowest(stages)}):
-        result, kill = run_killing(api, cluster.cluster.pid, action, ordinal=ordinal, completed=0)
-        assert result.equals(expected), f"a different aggregate after {kill}"
+    points = [At(ordinal=ordinal) for ordinal in sorted({0, slowest(stages)})]
+    for result, kills in run_killing_at(api, cluster.cluster.pid, action, points):
+        assert result.equals(expected), f"a different aggregate after {kills}"
 
 
 def test_an_optimized_query_survives_a_kill_in_its_slowest_stage(cluster, api, directory):
