@@ -23,7 +23,7 @@ WHEEL_STAMP := $(VENV)/.keysplit-wheel.stamp
 RELEASE_VENV := .venv-release
 RELEASE_STAMP := $(RELEASE_VENV)/.ready
 SDIST_VENV := .venv-sdist
-.PHONY: run test check test-module module-seconds setup build-tools wheel dist release-venv release-venv-deps sdist-venv-deps sdist-test crates docs data java lint stubtest rust-test python-test fuzz-check fuzz-smoke bench spark-vs-native spark-ingest spark-grouped-map spark-skew-join spark-window spark-global-window spark-holistic spark-explain-skew spark-optimize spark-streaming clean
+.PHONY: run test check test-module module-seconds setup build-tools wheel dist release-venv release-venv-deps sdist-venv-deps sdist-test crates docs data java lint stubtest rust-test python-test fuzz-check fuzz-smoke bench spark-vs-native spark-ingest spark-grouped-map spark-skew-join spark-window spark-global-window spark-holistic spark-explain-skew spark-optimize spark-write spark-streaming clean
 
 # Debian packages of the real datasets (keysplit.datasets.kjv); the PyPI ones are in
 # requirements-dev.txt.
@@ -295,6 +295,14 @@ spark-explain-skew: wheel java
 # benches/results/spark_optimize.json.
 spark-optimize: wheel java
 	cd benches && ../$(BIN)/python spark_optimize.py
+
+# Partitioned writes with a hot day (none, 30 %, 60 %; the hot day's rows in every input file
+# or in one) against repartition(col), REBALANCE(col) and a plain partitionBy write, 10^7 rows
+# then 5 x 10^7; writes benches/results/spark_write.json and spark_write_5e7.json.
+spark-write: wheel java
+	cd benches && ../$(BIN)/python spark_write.py --rows 1e7
+	cd benches && ../$(BIN)/python spark_write.py --rows 5e7 --share 0.6 --target-mib 16 --repeats 1 \
+		--output results/spark_write_5e7.json
 
 # stream_aggregate against Spark's own streaming aggregation and an identity routing step,
 # on a file source of 10^7 rows in 100 files whose distinct keys keep growing; writes

@@ -18,7 +18,7 @@ from pyspark.sql import Window
 from pyspark.sql import functions as F
 
 from keysplit import ConfigError, datasets
-from keysplit.spark import explain_skew, skew_table, skewed
+from keysplit.spark import Report, explain_skew, optimize, skew_table, skewed
 from spark_status import MARKER, StatusApi
 
 ROWS = 400_000
@@ -276,6 +276,34 @@ def test_window_and_aggregates(spark, tables):
         assert grouped["rule"] == "not a join" and "applyInPandas(f, schema, merge=" in grouped["fix"]
         deduplicated = only(explain_skew(frame.dropDuplicates(["k"])), "dropDuplicates")
         assert deduplicated["rule"] == "combinable" and deduplicated["fix"] is None
+
+
+def test_a_repartition_by_value_and_a_sort_with_heavy_ties_are_flagged(spark, tables):
+    # Key 0 holds half the facts: repartition("k") gives it one task (its partition's rows,
+    # counted), and so does a range partition of a sort on k; a sort whose key is unique has
+    # no tie. An aggregate above the sort is measured through it, as before it.
+    read, facts = tables
+    frame = read["facts"]
+    with settings(spark):
+        repartitioned = only(explain_skew(frame.repartition("k")), "repartition")
+        assert repartitioned["rule"] == "one task a value" and not repartitioned["spark_splits"]
+        assert repartitioned["fix"] == "skewed(df).write.partitionBy('k')"
+        assert [h["key"] for h in repartitioned["hot_keys"]] == ["0"]
+        status = StatusApi(spark)
+        before = status.last_stage()
+        frame.repartition("k").write.format("noop").mode("overwrite").save()
+        assert repartitioned["hottest_task_share"] == pytest.approx(straggler_share(status, before), abs=1e-9)
+        ordered = only(explain_skew(frame.orderBy(F.col("k").desc())), "orderBy")
+        assert ordered["rule"] == "heavy ties" and ordered["fix"] == "skewed(df).orderBy('k')"
+        assert ordered["hottest_task_share"] == pytest.approx(0.5, abs=0.02)
+        unique = only(explain_skew(frame.orderBy("id")), "orderBy")
+        assert unique["rule"] == "no hot key" and unique["fix"] is None
+        above = explain_skew(frame.orderBy("id").groupBy("k").agg(F.median("id")))
+        assert above["rule"].to_list() == ["no hot key", "not a join"]
+        assert above["hottest_task_share"][1] is not None
+        plan = Report()
+        optimize(frame.repartition("k"), report=plan)
+        assert [d.rule for d in plan.get.operators] == ["not rewritten"]
 
 
 def test_no_keyed_operator_and_printing(spark, tables, capsys):

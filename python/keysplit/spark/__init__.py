@@ -13,7 +13,8 @@ of a query that will straggle (joins, holistic aggregates, windows) with those p
 statistics gathered once, and leaves the rest of the plan as Spark's own. ``apply_operator()`` runs a stateful operator per worker over its substream,
 in arrival order, then merges; ``stream_aggregate()`` runs the aggregation in Structured
 Streaming, its grouper state in Spark's state store; ``route()`` routes a DataFrame
-lazily; ``with_row_index()`` numbers a DataFrame's rows in their order, moving none; ``hot_keys()`` finds the heavy hitters. Every verb picks its session by one rule
+lazily; ``skewed(df).write.partitionBy(...)`` writes a hot partition value with as many
+tasks as its files need, and ``skewed(df).orderBy(...)`` spreads heavy ties; ``with_row_index()`` numbers a DataFrame's rows in their order, moving none; ``hot_keys()`` finds the heavy hitters. Every verb picks its session by one rule
 (a Spark DataFrame's own unless ``session=`` names one) and reports through a :class:`Report` passed as
 ``report=``. A stream is a Spark DataFrame (routed on the executors, one source per
 partition) or a client stream (routed here and ingested by the fastest path the server
@@ -49,6 +50,7 @@ from keysplit.spark.session import EmbeddedServer, Session, SparkConnectError, r
 from keysplit.spark.statistics import forget_statistics
 from keysplit.spark.streaming import stream_aggregate, stream_metrics
 from keysplit.spark.window import WindowSplitReport, window
+from keysplit.spark.write import SkewedWriter, WriteReport
 
 __all__ = [
     "DEFAULT_BATCH_ROWS",
@@ -73,9 +75,11 @@ __all__ = [
     "SkewOptions",
     "SkewedFrame",
     "SkewedGroupedData",
+    "SkewedWriter",
     "SparkConnectError",
     "WindowReport",
     "WindowSplitReport",
+    "WriteReport",
     "aggregate",
     "aggregate_with_report",
     "explain_skew",

@@ -233,7 +233,8 @@ def explain_skew(
     One row per operator, inputs first:
 
     - ``operator``: what it is (``join('k', 'left')``, ``groupBy(k).agg(median(v))``, a
-      window, a grouped map, a stateful streaming operator); ``keys``: its key columns;
+      window, a grouped map, a stateful streaming operator, ``repartition(col)``, a global
+      sort); ``keys``: its key columns;
     - ``hot_keys``: a list of structs (``input``, ``key``, ``share``, ``share_low``,
       ``share_high``): each input's keys holding more than a mean task's share of its rows,
       with 95 % bounds (exact, equal bounds, when every row was counted);
@@ -242,7 +243,8 @@ def explain_skew(
       shuffles``, ``map blocks``, ``output skew``, ``broadcast``, ``not a join``,
       ``combinable``, ``few values``, ``stateful stream``, ``no hot key``, ``not measured``,
       ``not read``, ``no partitionBy``, ``no shuffle of its own``, ``adaptive execution
-      off``, ``splits``, ``forced split``; ``docs/spark.md`` has the table); ``why``: the
+      off``, ``splits``, ``forced split``, ``one task a value`` (``repartition(col)``),
+      ``heavy ties`` (a global sort); ``docs/spark.md`` has the table); ``why``: the
       rule with the figures;
     - ``hottest_task_share``: the predicted share of the rows its stage reads (a holistic
       aggregate: of the bytes its buffers hold) that the hottest task reads, after Spark's
@@ -626,6 +628,8 @@ def _judge(
     row_share = float(sizes.max() / max(sizes.sum(), 1))
     if operator.kind is Kind.AGGREGATE:
         return _aggregate(operator, measured, hot)
+    if operator.kind.flagged_only:
+        return _exchange(operator, measured, hot, row_share, settings.partitions)
     if not hot:
         return _Verdict(False, "no hot key", "no key holds more than a mean task's share of the rows", row_share, None)
     what = "a window partition" if operator.kind is Kind.WINDOW else "a group of a grouped map"
@@ -635,6 +639,32 @@ def _judge(
         f"adaptive execution splits joins only: {what} is one task's, so the hot key's "
         f"{hot[0][1] / max(measured.sampled, 1):.1%} of the rows are read by one task",
         row_share,
+        operator.call,
+    )
+
+
+def _exchange(operator: KeyedOperator, measured: _Input, hot: list[Any], row_share: float, partitions: int) -> _Verdict:
+    """A repartition by value (its hash partitions, counted) or a global sort (a range
+    partition holds a tied value whole; the others about a mean task's rows)."""
+    top = hot[0][1] / max(measured.sampled, 1) if hot else 0.0
+    share = row_share if operator.kind is Kind.REPARTITION else max(top, 1 / partitions)
+    if not hot:
+        return _Verdict(False, "no hot key", "no value holds more than a mean task's share of the rows", share, None)
+    if operator.kind is Kind.REPARTITION:
+        return _Verdict(
+            False,
+            "one task a value",
+            f"{operator.label} gives each value one task (and a partitioned write after it one file): the hot "
+            f"value's {top:.1%} of the rows are one task's; adaptive execution splits joins only",
+            share,
+            operator.call,
+        )
+    return _Verdict(
+        False,
+        "heavy ties",
+        f"a range partition holds a tied value whole: the hot value's {top:.1%} of the rows are sorted by one "
+        "task, whatever bounds Spark samples",
+        share,
         operator.call,
     )
 

@@ -34,15 +34,16 @@ from typing import TYPE_CHECKING, Any
 
 from keysplit._errors import ConfigError, ConfigTypeError
 from keysplit.spark.aggregate import Agg
-from keysplit.spark.columns import column
+from keysplit.spark.columns import column, row_hash
 from keysplit.spark.explain import explain_skew, skew_table
 from keysplit.spark.grouped import apply_grouped
 from keysplit.spark.holistic import HolisticReport, planned_aggregate
 from keysplit.spark.intake import is_spark_frame, session_for
 from keysplit.spark.join import JoinReport, join_type, planned_join
 from keysplit.spark.optimize import OptimizeReport, optimized, split_verb
-from keysplit.spark.options import DEFAULT_CAPACITY, MIN_ROWS, MIN_SKEW, SkewOptions
+from keysplit.spark.options import DEFAULT_CAPACITY, MIN_ROWS, MIN_SKEW, TARGET_FILE_BYTES, SkewOptions
 from keysplit.spark.window import WindowSplitReport, planned_window
+from keysplit.spark.write import SkewedWriter
 
 #: The grouped verbs' workers when ``skewed`` is given none.
 DEFAULT_TASK_WORKERS = 32
@@ -173,6 +174,43 @@ class SkewedFrame:
         (:func:`keysplit.spark.optimize`), with these options."""
         options = self.options.read_by("optimize", "min_skew", "min_rows")
         return optimized(self.frame, options, report=report)[0]
+
+    @property
+    def write(self) -> SkewedWriter:
+        """``frame.write``, with a partitioned write's hot values written by as many tasks as
+        their size needs, in files of ``target_file_bytes`` (or ``target_file_rows``):
+        ``skewed(df).write.partitionBy("date").mode("overwrite").parquet(path)``
+        (:class:`keysplit.spark.SkewedWriter`)."""
+        return SkewedWriter(self.frame, self.options)
+
+    def orderBy(self, *cols: str | Column | Sequence[str | Column], **kwargs: Any) -> DataFrame:  # noqa: N802
+        """``frame.orderBy(...)`` with ties spread: a hash of each row's values is the last
+        sort key, so that Spark's range partitioning cuts a value of many rows over several
+        tasks instead of giving it one. Among tied rows any order is Spark's own answer (its
+        sort is not stable): a lazy DataFrame."""
+        from pyspark.sql import Column as SparkColumn
+
+        options = self.options.read_by("orderBy")
+        handle = session_for(self.frame, options.session)
+        given: tuple[Any, ...] = tuple(cols[0]) if len(cols) == 1 and isinstance(cols[0], (list, tuple)) else cols
+        if not given:
+            raise ConfigError("orderBy needs at least one column")
+        ascending = kwargs.pop("ascending", True)
+        if kwargs:
+            raise ConfigTypeError(f"orderBy takes columns and ascending=, got {sorted(kwargs)}")
+        flags = list(ascending) if isinstance(ascending, (list, tuple)) else [ascending] * len(given)
+        if len(flags) != len(given) or not all(isinstance(flag, (bool, int)) for flag in flags):
+            raise ConfigError(f"ascending takes a bool or one per column ({len(given)}), got {ascending!r}")
+        order = []
+        for given_column, up in zip(given, flags, strict=True):
+            if not isinstance(given_column, (str, SparkColumn)):
+                raise ConfigTypeError(f"orderBy takes column names or Columns, got {type(given_column).__name__}")
+            spark_column = column(given_column) if isinstance(given_column, str) else given_column
+            order.append(spark_column if up else spark_column.desc())
+        schema = handle.call("reading the schema", lambda: self.frame.schema)
+        return self.frame.orderBy(*order, row_hash(options.seed, schema))
+
+    sort = orderBy
 
     def withColumn(  # noqa: N802 - PySpark's name
         self, name: str, col: Column, *, report: Report[WindowSplitReport] | None = None
@@ -330,10 +368,12 @@ def skewed(
     order_by: Sequence[str] | str | None = None,
     nulls: NullPolicy = "group",
     session: Session | SparkSession | None = None,
+    target_file_bytes: int = TARGET_FILE_BYTES,
+    target_file_rows: int | None = None,
 ) -> SkewedFrame:
     """``frame`` with keysplit behind its keyed verbs: ``.join``, ``.withColumns``,
     ``.groupBy(k).agg(...)``, ``.groupBy(k).applyInPandas(f, schema, merge=m)``,
-    ``.optimize()``, ``.explain_skew()``. The options are :class:`SkewOptions`' (checked
+    ``.optimize()``, ``.explain_skew()``, ``.write.partitionBy(...)``, ``.orderBy(...)``. The options are :class:`SkewOptions`' (checked
     here); a verb given one it does not read says so. ``workers=None``: each verb's own
     default, 32 for ``applyInPandas``, the shuffle's partitions for the others."""
     if not is_spark_frame(frame):
@@ -348,5 +388,7 @@ def skewed(
         order_by=order_by,  # type: ignore[arg-type]
         nulls=nulls,
         session=session,
+        target_file_bytes=target_file_bytes,
+        target_file_rows=target_file_rows,
     )
     return SkewedFrame(frame, options)

@@ -64,6 +64,17 @@ class Kind(StrEnum):
     STATEFUL = "stateful"
     #: A ``spark.sql`` query, whose operators are in its text.
     SQL = "sql"
+    #: ``repartition(col)``: each value's rows one task's (a partitioned write after it, one file).
+    REPARTITION = "repartition"
+    #: A global sort (``orderBy``, ``repartitionByRange``): each tied value one range partition's.
+    SORT = "sort"
+
+    @property
+    def flagged_only(self) -> bool:
+        """Whether it is an exchange that keeps its input's rows, which :func:`explain_skew`
+        flags and ``skewed(df).write`` / ``.orderBy`` split, and the operators above read
+        through as if it were not there (their rows are its input's)."""
+        return self in (Kind.REPARTITION, Kind.SORT)
 
     @property
     def keeps_rows(self) -> bool:
@@ -75,7 +86,7 @@ class Kind(StrEnum):
     def partitions_output(self) -> bool:
         """Whether its output is hash-partitioned by its keys, for an operator above on the
         same keys to read without an exchange."""
-        return self not in (Kind.STATEFUL, Kind.SQL)
+        return self not in (Kind.STATEFUL, Kind.SQL, Kind.REPARTITION, Kind.SORT)
 
 
 @dataclass
@@ -170,6 +181,13 @@ def _visit(
     operator whose output ``node``'s output is, with no exchange in between (or None)."""
     kind = type(node).__name__
     operator = _operator(node, session)
+    if operator is not None and operator.kind.flagged_only:
+        operator.frame = plan_frame(node, session)
+        lower = _visit(node._child, session, None, found)
+        operator.fed_by.append(None)
+        operator.behind_shuffle.append(lower or _first_keyed(node._child, session))
+        found.append(operator)
+        return None  # above it, its input's rows, through an exchange
     if operator is not None:
         operator.frame = plan_frame(node, session)
         if above is not None and operator.output_keys is not None and set(operator.output_keys) <= set(above[1]):
@@ -195,7 +213,7 @@ def _first_keyed(node: Any, session: Any) -> KeyedOperator | None:
     if node is None:
         return None
     operator = _operator(node, session)
-    if operator is not None:
+    if operator is not None and not operator.kind.flagged_only:
         return operator
     for child in plan_children(node):
         below = _first_keyed(child, session)
@@ -279,6 +297,14 @@ def _operator(node: Any, session: Any) -> KeyedOperator | None:
                 functions=functions,
                 call="skewed(df).withColumns({...})",
             )
+    if kind == "RepartitionByExpression" and node.columns:
+        expressions = [c._expr for c in _columns(node.columns)]
+        if any(type(e).__name__ == "DirectShufflePartitionID" for e in expressions):
+            return None  # rows sent to the partitions they name: no key
+        ranged = any(type(e).__name__ == "SortOrder" for e in expressions)
+        return _exchange(node, session, Kind.SORT if ranged else Kind.REPARTITION, node.columns)
+    if kind == "Sort" and node.is_global:
+        return _exchange(node, session, Kind.SORT, node.columns)
     if kind in ("GroupMap", "ApplyInPandasWithState", "TransformWithStateInPandas", "TransformWithStateInPySpark"):
         keys = _columns(node._grouping_cols)
         names = tuple(_text(k) for k in keys)
@@ -297,6 +323,25 @@ def _operator(node: Any, session: Any) -> KeyedOperator | None:
             call=f"skewed(df).groupBy({', '.join(map(repr, names))}).applyInPandas(f, schema, merge=...)",
         )
     return None
+
+
+def _exchange(node: Any, session: Any, kind: Kind, columns: list[Column]) -> KeyedOperator:
+    """A repartition by value or a global sort, keyed by its columns (their directions aside)."""
+    given = _columns(columns)
+    keys = _columns([_unsorted(c._expr) for c in given])
+    names = tuple(_text(k) for k in keys)
+    if kind is Kind.SORT:
+        label = f"orderBy({', '.join(str(c._expr) for c in given)})"
+        call = f"skewed(df).orderBy({', '.join(map(repr, names))})"
+    else:
+        label = f"repartition({', '.join(names)})"
+        call = f"skewed(df).write.partitionBy({', '.join(map(repr, names))})"
+    return KeyedOperator(kind, label, [plan_frame(node._child, session)], [keys], [names], call=call)
+
+
+def _unsorted(expression: Any) -> Any:
+    """A sort order's expression without its direction."""
+    return expression._child if type(expression).__name__ == "SortOrder" else expression
 
 
 def _sql_text(node: Any) -> str | None:

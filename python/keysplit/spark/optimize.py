@@ -769,6 +769,12 @@ def _left_alone(operator: KeyedOperator, streaming: bool) -> OperatorDecision | 
         )
     if operator.kind is Kind.STATEFUL:
         return left("not split", "a stateful streaming operator's state partitions are fixed by its checkpoint")
+    if operator.kind.flagged_only:
+        return left(
+            "not rewritten",
+            f"{operator.label} keeps its rows where the plan asks: a partitioned write is split by "
+            "skewed(df).write.partitionBy(...), a sort's ties by skewed(df).orderBy(...)",
+        )
     if operator.kind is Kind.AGGREGATE and not any(name in SPLIT_FUNCTIONS for name, _ in operator.functions):
         return left(
             "combinable",

@@ -38,6 +38,9 @@ MIN_ROWS = 1_000_000
 #: ``min_rows``: Spark's one task sorts about a million rows a second, while the split pays
 #: stages of its own (at 10^6 rows on ``local[2]``: 2-4x Spark's wall).
 WHOLE_FRAME_MIN_ROWS_FACTOR = 5
+#: The size of a file a skew-safe partitioned write aims at (Spark's own
+#: ``spark.sql.files.maxPartitionBytes``, the split a reader makes of a bigger file).
+TARGET_FILE_BYTES = 128 << 20
 #: Space-Saving counters per partition unless asked otherwise: at most N/4097 rows of error
 #: per key.
 DEFAULT_CAPACITY = 4096
@@ -52,6 +55,8 @@ _READERS = {
     "capacity": "applyInPandas",
     "order_by": "applyInPandas",
     "nulls": "applyInPandas",
+    "target_file_bytes": "write",
+    "target_file_rows": "write",
 }
 
 
@@ -66,7 +71,8 @@ class SkewOptions:
     work; 1 splits every hot key); ``min_rows``: the guard's size (an operator is split only
     where its hottest key's work is at least that many rows; 0 drops the condition); ``grouper``, ``capacity``, ``order_by``, ``nulls``:
     ``applyInPandas``'s (:func:`keysplit.spark.apply_grouped`); ``session``: the session to
-    run in (None: the DataFrame's own).
+    run in (None: the DataFrame's own); ``target_file_bytes``, ``target_file_rows``: the size of
+    the files ``write`` aims at (rows, where given, instead of bytes).
     """
 
     workers: int | None = None
@@ -78,6 +84,8 @@ class SkewOptions:
     order_by: tuple[str, ...] | None = None
     nulls: NullPolicy = "group"
     session: Session | SparkSession | None = None
+    target_file_bytes: int = TARGET_FILE_BYTES
+    target_file_rows: int | None = None
 
     def __post_init__(self) -> None:
         if self.workers is not None:
@@ -95,6 +103,9 @@ class SkewOptions:
         object.__setattr__(self, "order_by", order_columns(self.order_by))
         if self.nulls not in ("group", "raise"):
             raise ConfigError(f"nulls must be 'group' or 'raise', got {self.nulls!r}")
+        require_count(self.target_file_bytes, "target_file_bytes", minimum=1)
+        if self.target_file_rows is not None:
+            require_count(self.target_file_rows, "target_file_rows", minimum=1)
 
     def read_by(self, verb: str, *names: str) -> SkewOptions:
         """These options, for ``verb``, which reads ``names``: any other set apart from its
