@@ -296,6 +296,8 @@ def test_a_repartition_by_value_and_a_sort_with_heavy_ties_are_flagged(spark, ta
         ordered = only(explain_skew(frame.orderBy(F.col("k").desc())), "orderBy")
         assert ordered["rule"] == "heavy ties" and ordered["fix"] == "skewed(df).orderBy('k')"
         assert ordered["hottest_task_share"] == pytest.approx(0.5, abs=0.02)
+        # A top-N sorts no range partition: not flagged.
+        assert explain_skew(frame.orderBy("k").limit(10)).height == 0
         unique = only(explain_skew(frame.orderBy("id")), "orderBy")
         assert unique["rule"] == "no hot key" and unique["fix"] is None
         above = explain_skew(frame.orderBy("id").groupBy("k").agg(F.median("id")))

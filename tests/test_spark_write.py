@@ -276,6 +276,8 @@ def test_bad_input_is_refused_before_any_job(spark, events, tmp_path):
         skewed(frame, target_file_rows=-5)
     with pytest.raises(ConfigError, match="format 'avro'.*target_file_rows"):
         skewed(frame).write.partitionBy("day").format("avro").save(path)
+    with pytest.raises(ConfigError, match="compression 'lzo'.*target_file_rows"):
+        skewed(frame).write.partitionBy("day").parquet(path, compression="lzo")
     with pytest.raises(ConfigError, match="mode must be one of"):
         skewed(frame).write.mode("replace")
     with pytest.raises(ConfigError, match="bucketBy"):

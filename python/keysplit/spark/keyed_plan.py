@@ -180,6 +180,12 @@ def _visit(
     with no exchange in between, and its key columns on this input. Returns the keyed
     operator whose output ``node``'s output is, with no exchange in between (or None)."""
     kind = type(node).__name__
+    below: Any = getattr(node, "_child", None)
+    if kind == "Limit" and type(below).__name__ == "Sort" and below.is_global:
+        # A top-N: Spark takes each partition's first rows in order, with no range exchange.
+        for child in plan_children(below):
+            _visit(child, session, None, found)
+        return None
     operator = _operator(node, session)
     if operator is not None and operator.kind.flagged_only:
         operator.frame = plan_frame(node, session)

@@ -298,6 +298,9 @@ class SkewedWriter:
         """The frame on the write's tasks: sizes measured, tasks planned (module notes)."""
         frame, keys, seed = self._frame, list(self._partition), self._options.seed
         by_rows = self._options.target_file_rows is not None
+        compression = None if by_rows else self._compression(handle, source)
+        if not by_rows:
+            _encoded_bytes(pl.DataFrame({"probe": [0]}), _ENCODED_AS[source], compression)  # a codec sized here?
 
         def counts() -> pa.Table:
             from pyspark.sql import functions as F
@@ -323,7 +326,6 @@ class SkewedWriter:
             values = values.with_columns(pl.col(_ROWS).cast(pl.Float64).alias(_SIZE))
         else:
             assert sampled is not None
-            compression = self._compression(handle, source)
             row_bytes, per_value = _row_bytes(sampled, keys, _ENCODED_AS[source], compression)
             target, unit = float(self._options.target_file_bytes), "bytes"
             values = _sized(values, per_value, keys, row_bytes)
@@ -421,10 +423,16 @@ def _encoded_bytes(rows: pl.DataFrame, kind: str, compression: str | None) -> in
 
 
 def _arrow_codec(codec: str | None) -> str | None:
-    """Spark's name of a codec as Arrow's (Spark's ``lz4`` for Parquet is Hadoop's framing)."""
+    """Spark's name of a Parquet or ORC codec as Arrow's (Spark's ``lz4`` for Parquet is
+    Hadoop's framing, sized alike)."""
     if codec is None:
         return None
-    return {"lz4": "lz4", "lz4raw": "lz4", "lz4_raw": "lz4", "zlib": "zlib", "gzip": "gzip"}.get(codec, codec)
+    arrow = {"lz4raw": "lz4", "lz4_raw": "lz4"}.get(codec, codec)
+    if arrow not in ("snappy", "gzip", "zlib", "brotli", "lz4", "zstd"):
+        raise ConfigError(
+            f"compression {codec!r}: its size cannot be estimated here; give skewed(df, target_file_rows=...)"
+        )
+    return arrow
 
 
 def _compressed_length(data: bytes, codec: str | None) -> int:
