@@ -362,6 +362,7 @@ class SparkStatus:
                             "task_shuffle_bytes_read": read,
                             "task_peak_memory": [t["taskMetrics"]["peakExecutionMemory"] for t in done],
                             "task_input_records": [t["taskMetrics"]["inputMetrics"]["recordsRead"] for t in done],
+                            "task_records_written": [t["taskMetrics"]["outputMetrics"]["recordsWritten"] for t in done],
                         }
                     )
         return stages

@@ -111,40 +111,6 @@ def file_figures(files: dict[str, list[int]], target: int) -> dict[str, Any]:
     }
 
 
-def stage_tasks(status: SparkStatus, first: int) -> list[dict[str, Any]]:
-    """Every completed stage of the SQL executions from ``first`` on: its task seconds and
-    the rows each task wrote to files."""
-    deadline = time.monotonic() + 60
-    while True:
-        executions = status._executions(first)
-        if executions and all(e["status"] != "RUNNING" and not e["runningJobIds"] for e in executions):
-            break
-        if time.monotonic() > deadline:
-            raise TimeoutError("Spark's status API still shows the write running")
-        time.sleep(0.2)
-    stages = []
-    for execution in executions:
-        ids: set[int] = set()
-        for job in execution["successJobIds"]:
-            ids.update(status._get(f"applications/{status.app}/jobs/{job}")["stageIds"])
-        for stage_id in sorted(ids):
-            for attempt in status._get(f"applications/{status.app}/stages/{stage_id}"):
-                if attempt["status"] != "COMPLETE":
-                    continue
-                tasks = status._get(
-                    f"applications/{status.app}/stages/{stage_id}/{attempt['attemptId']}/taskList?length=1000000"
-                )
-                done = [t for t in tasks if t["status"] == "SUCCESS"]
-                stages.append(
-                    {
-                        "stage": stage_id,
-                        "seconds": [t["taskMetrics"]["executorRunTime"] / 1000 for t in done],
-                        "written": [t["taskMetrics"]["outputMetrics"]["recordsWritten"] for t in done],
-                    }
-                )
-    return stages
-
-
 def run_plan(handle: ks.Session, status: SparkStatus, plan: str, frame: Any, out: Path, target: int) -> dict[str, Any]:
     from pyspark.sql import functions as F
 
@@ -160,15 +126,15 @@ def run_plan(handle: ks.Session, status: SparkStatus, plan: str, frame: Any, out
     else:
         ks.skewed(frame, target_file_bytes=target).write.partitionBy("day").mode("overwrite").parquet(str(out))
     wall = time.perf_counter() - started
-    stages = stage_tasks(status, first)
-    writes = [s for s in stages if sum(s["written"])]
-    written = writes[-1]["written"] if writes else []
-    seconds = writes[-1]["seconds"] if writes else []
+    stages = status.stages_since(first, native=False)
+    writes = [s for s in stages if sum(s["task_records_written"])]
+    written = writes[-1]["task_records_written"] if writes else []
+    seconds = writes[-1]["task_seconds"] if writes else []
     mean = sum(written) / len(written) if written else 0
     return {
         "wall_s": wall,
-        f"makespan_{SLOTS}_slots_computed_s": sum(lpt_makespan(s["seconds"], SLOTS) for s in stages if s["seconds"]),
-        "task_s": sum(sum(s["seconds"]) for s in stages),
+        f"makespan_{SLOTS}_slots_computed_s": sum(lpt_makespan(s["task_seconds"], SLOTS) for s in stages),
+        "task_s": sum(sum(s["task_seconds"]) for s in stages),
         "write_tasks": len(written),
         "hottest_write_task_over_mean": max(written) / mean if mean else None,
         "hottest_write_task_s": max(seconds, default=0.0),

@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from pyspark.sql import DataFrame
+    from pyspark.sql.types import StructType
 
     from keysplit.spark.options import SkewOptions
     from keysplit.spark.report import Report
@@ -55,6 +56,8 @@ SAMPLE_ROWS = 20_000
 VALUE_SAMPLE_ROWS = 1_000
 #: Formats whose written bytes the sample can estimate, and the format their files are.
 _ENCODED_AS = {"parquet": "parquet", "delta": "parquet", "orc": "orc", "json": "json", "csv": "csv"}
+#: The session setting of each encoded kind's default codec (JSON and CSV: uncompressed).
+_CODEC_SETTINGS = {"parquet": "spark.sql.parquet.compression.codec", "orc": "spark.sql.orc.compression.codec"}
 _MODES = ("append", "overwrite", "error", "errorifexists", "ignore")
 _TASK = "__keysplit_write_task"
 _FIRST, _FULL, _CHUNKS, _REST = (f"__keysplit_write_{name}" for name in ("first", "full", "chunks", "rest"))
@@ -276,7 +279,8 @@ class SkewedWriter:
         )
         frame = self._frame
         if self._partition:
-            names = handle.call("reading the schema", lambda: frame.columns)
+            schema = handle.call("reading the schema", lambda: frame.schema)
+            names = [field.name for field in schema.fields]
             missing = [name for name in self._partition if name not in names]
             if missing:
                 raise ConfigError(f"partitionBy names columns the frame lacks: {missing} (its columns: {names})")
@@ -286,7 +290,7 @@ class SkewedWriter:
                     f"{', '.join(sorted(_ENCODED_AS))}); give the target in rows, skewed(df, target_file_rows=...), "
                     "or write it with df.write"
                 )
-            frame = self._spread(handle, source, report)
+            frame = self._spread(handle, source, schema, report)
         writer = frame.write.format(source).options(**self._settings)
         if self._mode is not None:
             writer = writer.mode(self._mode)
@@ -294,7 +298,9 @@ class SkewedWriter:
             writer = writer.partitionBy(*self._partition)
         return writer
 
-    def _spread(self, handle: Session, source: str, report: Report[WriteReport] | None) -> DataFrame:
+    def _spread(
+        self, handle: Session, source: str, schema: StructType, report: Report[WriteReport] | None
+    ) -> DataFrame:
         """The frame on the write's tasks: sizes measured, tasks planned (module notes)."""
         frame, keys, seed = self._frame, list(self._partition), self._options.seed
         by_rows = self._options.target_file_rows is not None
@@ -339,18 +345,16 @@ class SkewedWriter:
             report.fill(WriteReport(shown, plan.load, plan.files(), target, unit, row_bytes))
         if plan.tasks == 0:
             return frame
-        return _on_tasks(handle, frame, keys, values.select(*keys), plan, seed)
+        return _on_tasks(handle, frame, schema, keys, values.select(*keys), plan, seed)
 
     def _compression(self, handle: Session, source: str) -> str | None:
         """The codec the write uses: its ``compression`` option, else the session's setting."""
         given = self._settings.get("compression") or self._settings.get(f"{source}.compression")
         if given is not None:
             return given.lower()
-        setting = {"parquet": "spark.sql.parquet.compression.codec", "delta": "spark.sql.parquet.compression.codec"}
-        setting["orc"] = "spark.sql.orc.compression.codec"
-        if source not in setting:
+        name = _CODEC_SETTINGS.get(_ENCODED_AS[source])
+        if name is None:
             return None
-        name = setting[source]
         return str(handle.call("reading settings", lambda: handle.spark.conf.get(name))).lower()
 
 
@@ -450,7 +454,13 @@ def _compressed_length(data: bytes, codec: str | None) -> int:
 
 
 def _on_tasks(
-    handle: Session, frame: DataFrame, keys: list[str], values: pl.DataFrame, plan: WritePlan, seed: int
+    handle: Session,
+    frame: DataFrame,
+    schema: StructType,
+    keys: list[str],
+    values: pl.DataFrame,
+    plan: WritePlan,
+    seed: int,
 ) -> DataFrame:
     """``frame`` repartitioned onto ``plan``'s tasks (module notes)."""
     from pyspark.sql import functions as F
@@ -461,7 +471,6 @@ def _on_tasks(
         pl.Series(_CHUNKS, plan.chunks, dtype=pl.Float64),
         pl.Series(_REST, plan.rest, dtype=pl.Int64),
     ).to_arrow()
-    schema = handle.call("reading the schema", lambda: frame.schema)
     literal = handle.call("making the partition values' table", lambda: handle.spark.createDataFrame(table))
     uniform = F.pmod(row_hash(seed, schema), F.lit(1 << _UNIFORM_BITS)) / F.lit(float(1 << _UNIFORM_BITS))
     chunk = F.floor(uniform * column(_CHUNKS))
