@@ -495,20 +495,20 @@ def test_offline_replication_is_the_bound_of_the_key_shares():
 
 @pytest.fixture(scope="module")
 def memory_limited(tmp_path_factory):
-    """A server whose Python workers may use 2 GB of address space each
+    """A server whose Python workers may use 1 GB of address space each
     (``spark.executor.pyspark.memory``, enforced by Spark with ``RLIMIT_AS``)."""
     from keysplit.spark import session
 
-    with session(query_timeout=600.0, **{"spark.executor.pyspark.memory": "2g"}) as handle:
+    with session(query_timeout=600.0, **{"spark.executor.pyspark.memory": "1g"}) as handle:
         yield handle
 
 
 def test_a_hot_group_too_big_for_a_python_worker_completes_when_split(memory_limited, tmp_path):
-    """applyInPandas must hold the hot key's 5 M rows (130-byte strings) in one pandas frame
-    and fails under the limit; apply_grouped's calls hold about 160 k rows each and finish
-    with the right result."""
+    """applyInPandas must hold the hot key's 2.5 M rows (130-byte strings) in one pandas
+    frame and fails under the limit; apply_grouped's calls hold about 80 k rows each and
+    finish with the right result."""
     rng = np.random.default_rng(1)
-    hot, tail = 5_000_000, 200_000
+    hot, tail = 2_500_000, 100_000
     keys = np.concatenate([np.zeros(hot, np.int64), rng.integers(1, 5_000, tail)])
     rng.shuffle(keys)
     data = pl.DataFrame({"key": keys, "value": rng.integers(0, 10**9, hot + tail)}).with_columns(
