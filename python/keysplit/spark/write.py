@@ -483,7 +483,12 @@ def _on_tasks(
     )
     # A value the counts did not see (its input changed between the reads) still goes somewhere.
     unseen = F.pmod(F.xxhash64(F.lit(seed), *[column(k) for k in keys]), F.lit(plan.tasks))
-    routed = joined_on(frame, literal, "left", null_safe=keys, broadcast=True)
+    # Null-safe only where a value is null: a plain equality on one integer column is Spark's
+    # fastest broadcast join (a null-safe one hashes a pair per row).
+    nullable = [k for k in keys if values[k].null_count()]
+    routed = joined_on(
+        frame, literal, "left", null_safe=nullable, equal=[k for k in keys if k not in nullable], broadcast=True
+    )
     task = F.coalesce(planned, unseen).cast("int")
     names = [f.name for f in schema.fields]
     return (
