@@ -19,6 +19,13 @@ reverse, ``--repeats`` times), each writing Parquet partitioned by ``day`` with 
   per day it holds);
 - ``keysplit``: ``skewed(df, target_file_bytes=--target-mib MiB).write.partitionBy("day")``.
 
+**Sorts** (``--sort-share``, the ``spread`` layout): ``df.orderBy("day")`` against
+``skewed(df).orderBy("day")``, each written unpartitioned to Parquet (the action that keeps
+the sort), the hot day holding that share of the rows: Spark's range partitions give every
+tied row of the hot day to one task. Both with 32 range partitions, each a task of its own
+(``SORT_CONF``). Per run the rows each task of the sort stage read, and
+the files read back in order must hold the days in order and the input's rows.
+
 Per run: the wall seconds (keysplit's include its counts and its sample); from Spark's REST
 status API every stage's task times, and the write stage's (the stage whose tasks wrote the
 files) rows per task; the makespan on 32 slots **computed** by LPT from the measured task
@@ -28,6 +35,7 @@ per day and their sizes; and per day an order-insensitive checksum of the rows w
 
     python benches/spark_write.py --rows 1e7 --share 0 0.3 0.6 --setup local
     python benches/spark_write.py --rows 2e5 --repeats 1 --target-mib 0.25      # a quick look
+    python benches/spark_write.py --rows 1e7 --share --sort-share 0.5             # sorts alone
 
 Writes ``benches/results/spark_write[_cluster].json`` (rewritten after every row).
 """
@@ -48,6 +56,8 @@ from spark_vs_native import BENCH_CONF, RESULTS, SETUPS, Report, SparkStatus, lp
 
 SLOTS = 32
 PLANS = ("repartition", "rebalance", "plain", "keysplit")
+SORT_PLANS = ("spark", "keysplit")
+SORT_CONF = {"spark.sql.shuffle.partitions": str(SLOTS), "spark.sql.adaptive.coalescePartitions.enabled": "false"}
 LAYOUTS = ("spread", "one-file")
 HOT_DAY = 7
 WORDS = ["the", "quick", "brown", "fox", "jumps", "over", "lazy", "dog"]
@@ -142,11 +152,65 @@ def run_plan(handle: ks.Session, status: SparkStatus, plan: str, frame: Any, out
     }
 
 
+def run_sort(status: SparkStatus, plan: str, frame: Any, out: Path) -> dict[str, Any]:
+    shutil.rmtree(out, ignore_errors=True)
+    first = status.next_execution()
+    started = time.perf_counter()
+    (ks.skewed(frame) if plan == "keysplit" else frame).orderBy("day").write.mode("overwrite").parquet(str(out))
+    wall = time.perf_counter() - started
+    stages = status.stages_since(first, native=False)
+    # The sort: the last stage that read a shuffle (the range exchange's).
+    sorts = [s for s in stages if sum(s["task_shuffle_records_read"])]
+    read = sorts[-1]["task_shuffle_records_read"] if sorts else []
+    mean = sum(read) / len(read) if read else 0
+    return {
+        "wall_s": wall,
+        f"makespan_{SLOTS}_slots_computed_s": sum(lpt_makespan(s["task_seconds"], SLOTS) for s in stages),
+        "task_s": sum(sum(s["task_seconds"]) for s in stages),
+        "sort_tasks": len(read),
+        "hottest_sort_task_over_mean": max(read) / mean if mean else None,
+        "hottest_sort_task_s": max(sorts[-1]["task_seconds"], default=0.0) if sorts else 0.0,
+    }
+
+
+def in_order(root: Path) -> bool:
+    """Whether the files of a sorted write, in their part order, hold the days in order."""
+    import polars as pl
+
+    days = [pl.read_parquet(path, columns=["day"])["day"] for path in sorted(root.glob("part-*"))]
+    flat = pl.concat([d for d in days if d.len()]) if any(d.len() for d in days) else pl.Series([], dtype=pl.Int32)
+    return bool(flat.is_sorted(nulls_last=False))
+
+
+def sorts(handle: ks.Session, status: SparkStatus, frame: Any, out: Path, share: float, repeats: int) -> dict:
+    """The sort family's row (module notes)."""
+    expected = checksums(frame)
+    # A range partition a task, 32 of them, as on the computed makespan's 32 slots (adaptive
+    # execution would pack this machine's small partitions into a few tasks, ties or not).
+    for name, value in SORT_CONF.items():
+        handle.spark.conf.set(name, value)
+    for plan in SORT_PLANS:  # warm-up
+        run_sort(status, plan, frame, out)
+    runs: dict[str, list[dict[str, Any]]] = {plan: [] for plan in SORT_PLANS}
+    exact = {plan: True for plan in SORT_PLANS}
+    for repeat in range(repeats):
+        for plan in SORT_PLANS if repeat % 2 == 0 else reversed(SORT_PLANS):
+            runs[plan].append(run_sort(status, plan, frame, out))
+            exact[plan] &= in_order(out) and checksums(handle.spark.read.parquet(str(out))) == expected
+    for name in SORT_CONF:
+        handle.spark.conf.unset(name)
+    row: dict[str, Any] = {"family": "sort", "share": share, "layout": "spread", "exact": exact, "conf": SORT_CONF}
+    for plan, measured in runs.items():
+        row[plan] = {k: median([r[k] for r in measured]) for k in measured[0]}
+    return row
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=lambda t: int(float(t)), default=10_000_000)
     parser.add_argument("--days", type=int, default=100)
-    parser.add_argument("--share", type=float, nargs="+", default=[0.0, 0.3, 0.6])
+    parser.add_argument("--share", type=float, nargs="*", default=[0.0, 0.3, 0.6])
+    parser.add_argument("--sort-share", type=float, nargs="*", default=[0.5], help="the hot day's share in sorts")
     parser.add_argument("--layouts", nargs="+", choices=LAYOUTS, default=list(LAYOUTS))
     parser.add_argument("--files", type=int, default=8)
     parser.add_argument("--target-mib", type=float, default=4.0, help="keysplit's target file size")
@@ -182,12 +246,20 @@ def main() -> None:
                     for plan in PLANS if repeat % 2 == 0 else reversed(PLANS):
                         runs[plan].append(run_plan(handle, status, plan, frame, out, target))
                         exact[plan] &= checksums(handle.spark.read.parquet(str(out))) == expected
-                row = {"share": share, "layout": layout, "exact": exact}
+                row = {"family": "write", "share": share, "layout": layout, "exact": exact}
                 for plan, measured in runs.items():
                     row[plan] = {k: median([r[k] for r in measured]) for k in measured[0]}
                 report.add(row)
                 failures += [f"{share} {layout} {plan}" for plan, ok in exact.items() if not ok]
                 print(table([row]), flush=True)
+        for share in args.sort_share:
+            paths = generate(handle, Path(scratch) / f"sort-{share}", args.rows, args.days, share, args.files)
+            row = sorts(
+                handle, status, handle.spark.read.parquet(paths["spread"]), Path(scratch) / "out", share, args.repeats
+            )
+            report.add(row)
+            failures += [f"sort {share} {plan}" for plan, ok in row["exact"].items() if not ok]
+            print(table([row]), flush=True)
     report.write(complete=True)
     print(report.document["table_markdown"])
     if failures:
@@ -202,6 +274,34 @@ def median(values: list[Any]) -> Any:
 
 
 def table(rows: list[dict[str, Any]]) -> str:
+    writes = [row for row in rows if row.get("family", "write") == "write"]
+    sorted_ = [row for row in rows if row.get("family") == "sort"]
+    return "\n\n".join(part for part in (write_table(writes), sort_table(sorted_)) if part)
+
+
+def sort_table(rows: list[dict[str, Any]]) -> str:
+    if not rows:
+        return ""
+    lines = [
+        "| top day | plan | wall s | over keysplit | 32-slot makespan s, computed | hottest sort task / mean | "
+        "sort tasks | in order, equal |\n|---|---|--:|--:|--:|--:|--:|---|"
+    ]
+    for row in rows:
+        ours = row["keysplit"]["wall_s"]
+        for plan in SORT_PLANS:
+            m = row[plan]
+            hottest = m.get("hottest_sort_task_over_mean")
+            lines.append(
+                f"| {row['share']:.0%} | {plan} | {m['wall_s']:.2f} | {m['wall_s'] / ours:.2f} | "
+                f"{m[f'makespan_{SLOTS}_slots_computed_s']:.2f} | {'-' if hottest is None else f'{hottest:.2f}'} | "
+                f"{m['sort_tasks']:.0f} | {'yes' if row['exact'][plan] else 'NO'} |"
+            )
+    return "\n".join(lines)
+
+
+def write_table(rows: list[dict[str, Any]]) -> str:
+    if not rows:
+        return ""
     head = (
         "| hot day | layout | plan | wall s | over keysplit | 32-slot makespan s, computed | hottest write task / "
         "mean | write tasks | files (over ⌈bytes/target⌉) | files but the last within 0.5–1.5× | hot day's files, "

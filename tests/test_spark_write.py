@@ -243,6 +243,24 @@ def test_a_table_in_the_catalog(spark, events):
         _same_rows(table, rows)
         partitions = spark.spark.sql(f"SHOW PARTITIONS {name}").count()
         assert partitions == DAYS + 1
+        # insertInto: by position, the partition columns (the table's last) and the format
+        # the catalog's; the hot day in files of the target.
+        by_position = frame.select("id", "v", "text", F.col("day").alias("d"))
+        report: Report[WriteReport] = Report()
+        skewed(by_position, target_file_rows=30_000).write.insertInto(name, report=report)
+        assert report.get.values.columns[0] == "d" and report.get.values["rows"].sum() == ROWS
+        twice = pl.from_arrow(spark.spark.table(name).toArrow())
+        assert isinstance(twice, pl.DataFrame)
+        _same_rows(twice, pl.concat([rows, rows]))
+        planned = report.get.values.filter(pl.col("d") == 3)["files"].item()
+        files = spark.spark.sql(f"SELECT DISTINCT input_file_name() FROM {name} WHERE day = 3").count()
+        assert planned >= 6 and files == 2 * planned  # the same plan as saveAsTable's
+        skewed(by_position, target_file_rows=30_000).write.insertInto(name, overwrite=True)
+        again = pl.from_arrow(spark.spark.table(name).toArrow())
+        assert isinstance(again, pl.DataFrame)
+        _same_rows(again, rows)
+        with pytest.raises(ConfigError, match=r"by position: the table has 4 .*the frame 1"):
+            skewed(frame.select("id")).write.insertInto(name)
     finally:
         spark.spark.sql(f"DROP TABLE IF EXISTS {name}")
 
@@ -282,8 +300,8 @@ def test_bad_input_is_refused_before_any_job(spark, events, tmp_path):
         skewed(frame).write.mode("replace")
     with pytest.raises(ConfigError, match="bucketBy"):
         skewed(frame).write.bucketBy(4, "id")
-    with pytest.raises(ConfigError, match="insertInto.*saveAsTable"):
-        skewed(frame).write.insertInto("events")
+    with pytest.raises(ConfigError, match="insertInto takes the table's partition columns: drop partitionBy"):
+        skewed(frame).write.partitionBy("day").insertInto("events")
     with pytest.raises(ConfigTypeError, match="column names"):
         skewed(frame).write.partitionBy(F.col("day"))
     with pytest.raises(ConfigError, match="write does not read min_skew"):

@@ -153,12 +153,42 @@ class SkewedWriter:
 
     sortBy = bucketBy
 
-    def insertInto(self, tableName: str, overwrite: bool | None = None) -> None:  # noqa: N802, N803 - PySpark's names
-        raise ConfigError(
-            f"insertInto({tableName!r}): its partition columns are the table's, which this writer does not read; "
-            "write with .partitionBy(...).saveAsTable(name, mode='append') (or 'overwrite' with "
-            "partitionOverwriteMode=dynamic), or with df.write.insertInto"
-        )
+    def insertInto(  # noqa: N802 - PySpark's name
+        self,
+        tableName: str,  # noqa: N803 - PySpark's name
+        overwrite: bool | None = None,
+        *,
+        report: Report[WriteReport] | None = None,
+    ) -> None:
+        """Inserts the frame into the existing table ``tableName`` by column position, as
+        ``DataFrameWriter.insertInto``: the partition columns and the format are the table's
+        (read from the catalog); ``overwrite`` as Spark's (static or dynamic by the session's
+        ``partitionOverwriteMode``)."""
+        if not isinstance(tableName, str):
+            raise ConfigTypeError(f"insertInto takes a table name, got {type(tableName).__name__}")
+        if self._partition:
+            raise ConfigError("insertInto takes the table's partition columns: drop partitionBy (as Spark refuses it)")
+        handle = session_for(self._frame, self._options.session)
+        table = handle.call("reading the table's columns", lambda: handle.spark.catalog.listColumns(tableName))
+        names = handle.call("reading the schema", lambda: self._frame.columns)
+        if len(names) != len(table):
+            raise ConfigError(
+                f"insertInto({tableName!r}) matches columns by position: the table has {len(table)} "
+                f"({[c.name for c in table]}), the frame {len(names)} ({names})"
+            )
+        self._partition = tuple(names[i] for i, c in enumerate(table) if c.isPartition)
+        if self._format is None:
+            described = handle.call(
+                "reading the table's format",
+                lambda: handle.spark.sql(f"DESCRIBE TABLE EXTENDED {tableName}").collect(),
+            )
+            provider = [str(row[1]).lower() for row in described if row[0] == "Provider"]
+            self._format = provider[0] if provider else None
+        try:
+            writer = self._planned(report, partition_columns=False)
+        finally:
+            self._partition = ()
+        writer.insertInto(tableName, overwrite)
 
     def save(
         self,
@@ -271,8 +301,9 @@ class SkewedWriter:
             self.partitionBy(*([partition] if isinstance(partition, str) else partition))
         self.options(**options)
 
-    def _planned(self, report: Report[WriteReport] | None) -> Any:
-        """Spark's writer over the frame shuffled onto the planned tasks (module notes)."""
+    def _planned(self, report: Report[WriteReport] | None, *, partition_columns: bool = True) -> Any:
+        """Spark's writer over the frame shuffled onto the planned tasks (module notes); with
+        ``partition_columns`` False, a writer without them (``insertInto`` takes the table's)."""
         handle = session_for(self._frame, self._options.session)
         source = self._format or str(
             handle.call("reading settings", lambda: handle.spark.conf.get("spark.sql.sources.default", "parquet"))
@@ -294,7 +325,7 @@ class SkewedWriter:
         writer = frame.write.format(source).options(**self._settings)
         if self._mode is not None:
             writer = writer.mode(self._mode)
-        if self._partition:
+        if self._partition and partition_columns:
             writer = writer.partitionBy(*self._partition)
         return writer
 
