@@ -14,7 +14,8 @@ statistics gathered once, and leaves the rest of the plan as Spark's own. ``appl
 in arrival order, then merges; ``stream_aggregate()`` runs the aggregation in Structured
 Streaming, its grouper state in Spark's state store; ``route()`` routes a DataFrame
 lazily; ``skewed(df).write.partitionBy(...)`` writes a hot partition value with as many
-tasks as its files need, and ``skewed(df).orderBy(...)`` spreads heavy ties; ``with_row_index()`` numbers a DataFrame's rows in their order, moving none; ``hot_keys()`` finds the heavy hitters. Every verb picks its session by one rule
+tasks as its files need, and ``skewed(df).orderBy(...)`` spreads heavy ties; ``asof_join()`` joins each row to the nearest row in time of its series (pandas'
+``merge_asof``), a hot series cut over the tasks; ``with_row_index()`` numbers a DataFrame's rows in their order, moving none; ``hot_keys()`` finds the heavy hitters. Every verb picks its session by one rule
 (a Spark DataFrame's own unless ``session=`` names one) and reports through a :class:`Report` passed as
 ``report=``. A stream is a Spark DataFrame (routed on the executors, one source per
 partition) or a client stream (routed here and ingested by the fastest path the server
@@ -33,6 +34,7 @@ from keysplit.spark.aggregate import (
     reference,
     sketch_error,
 )
+from keysplit.spark.asof import AsofReport, asof_join
 from keysplit.spark.explain import explain_skew, skew_table
 from keysplit.spark.frame import SkewedFrame, SkewedGroupedData, skewed
 from keysplit.spark.grouped import GroupedReport, apply_grouped, apply_grouped_with_report
@@ -58,6 +60,7 @@ __all__ = [
     "FUNCTIONS",
     "INGEST_PATHS",
     "Agg",
+    "AsofReport",
     "EmbeddedServer",
     "ExecutorSetupError",
     "GroupedReport",
@@ -87,6 +90,7 @@ __all__ = [
     "apply_grouped",
     "apply_grouped_with_report",
     "apply_operator",
+    "asof_join",
     "optimize",
     "check_executors",
     "holistic_agg",
