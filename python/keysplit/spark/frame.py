@@ -62,8 +62,6 @@ if TYPE_CHECKING:
 
 # PySpark's names for ``agg({column: function})`` and the aggregate each is here.
 _DICT_FUNCTIONS = {"count": "count", "sum": "sum", "min": "min", "max": "max", "avg": "mean", "mean": "mean"}
-#: The sort key that breaks ties of skewed(df).orderBy: a hash of the row (row_hash).
-_TIE_BREAK = "__keysplit_tie_break"
 
 
 @dataclass(frozen=True)
@@ -243,10 +241,11 @@ class SkewedFrame:
             spark_column = column(given_column) if isinstance(given_column, str) else given_column
             order.append(spark_column if up else spark_column.desc())
         schema = handle.call("reading the schema", lambda: self.frame.schema)
-        # A column, not an expression of the sort: Spark's comparator would evaluate an
-        # expression key at every comparison of tied rows (2.5x Spark's sort time at 50 % ties).
-        hashed = self.frame.withColumn(_TIE_BREAK, row_hash(options.seed, schema))
-        return hashed.orderBy(*order, column(_TIE_BREAK)).drop(_TIE_BREAK)
+        # The hash breaks ties in the range partitioning only (computed by the exchange, not
+        # carried through it); each partition is then sorted by the given keys alone, which
+        # keeps Spark's radix sort of one integer key (a second sort key cost 2.2x its sort).
+        spread = self.frame.repartitionByRange(*order, row_hash(options.seed, schema))
+        return spread.sortWithinPartitions(*order)
 
     sort = orderBy
 
