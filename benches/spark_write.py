@@ -124,52 +124,48 @@ def file_figures(files: dict[str, list[int]], target: int) -> dict[str, Any]:
 def run_plan(handle: ks.Session, status: SparkStatus, plan: str, frame: Any, out: Path, target: int) -> dict[str, Any]:
     from pyspark.sql import functions as F
 
-    shutil.rmtree(out, ignore_errors=True)
-    first = status.next_execution()
-    started = time.perf_counter()
-    if plan == "repartition":
-        frame.repartition("day").write.partitionBy("day").mode("overwrite").parquet(str(out))
-    elif plan == "rebalance":
-        frame.hint("rebalance", F.col("day")).write.partitionBy("day").mode("overwrite").parquet(str(out))
-    elif plan == "plain":
-        frame.write.partitionBy("day").mode("overwrite").parquet(str(out))
-    else:
-        ks.skewed(frame, target_file_bytes=target).write.partitionBy("day").mode("overwrite").parquet(str(out))
-    wall = time.perf_counter() - started
-    stages = status.stages_since(first, native=False)
-    writes = [s for s in stages if sum(s["task_records_written"])]
-    written = writes[-1]["task_records_written"] if writes else []
-    seconds = writes[-1]["task_seconds"] if writes else []
-    mean = sum(written) / len(written) if written else 0
-    return {
-        "wall_s": wall,
-        f"makespan_{SLOTS}_slots_computed_s": sum(lpt_makespan(s["task_seconds"], SLOTS) for s in stages),
-        "task_s": sum(sum(s["task_seconds"]) for s in stages),
-        "write_tasks": len(written),
-        "hottest_write_task_over_mean": max(written) / mean if mean else None,
-        "hottest_write_task_s": max(seconds, default=0.0),
-        **file_figures(files_of(out), target),
-    }
+    def write() -> None:
+        if plan == "repartition":
+            frame.repartition("day").write.partitionBy("day").mode("overwrite").parquet(str(out))
+        elif plan == "rebalance":
+            frame.hint("rebalance", F.col("day")).write.partitionBy("day").mode("overwrite").parquet(str(out))
+        elif plan == "plain":
+            frame.write.partitionBy("day").mode("overwrite").parquet(str(out))
+        else:
+            ks.skewed(frame, target_file_bytes=target).write.partitionBy("day").mode("overwrite").parquet(str(out))
+
+    return {**measured(status, out, write, "task_records_written", "write"), **file_figures(files_of(out), target)}
 
 
 def run_sort(status: SparkStatus, plan: str, frame: Any, out: Path) -> dict[str, Any]:
+    def write() -> None:
+        (ks.skewed(frame) if plan == "keysplit" else frame).orderBy("day").write.mode("overwrite").parquet(str(out))
+
+    # The sort: the last stage that read a shuffle (the range exchange's).
+    return measured(status, out, write, "task_shuffle_records_read", "sort")
+
+
+def measured(status: SparkStatus, out: Path, write: Any, per_task: str, name: str) -> dict[str, Any]:
+    """Runs ``write`` (into ``out``, emptied first): its wall seconds, every stage's task
+    seconds and computed makespan, and of the last stage whose tasks counted ``per_task``
+    (rows written, or shuffle rows read), its tasks and its hottest task's rows and seconds."""
     shutil.rmtree(out, ignore_errors=True)
     first = status.next_execution()
     started = time.perf_counter()
-    (ks.skewed(frame) if plan == "keysplit" else frame).orderBy("day").write.mode("overwrite").parquet(str(out))
+    write()
     wall = time.perf_counter() - started
     stages = status.stages_since(first, native=False)
-    # The sort: the last stage that read a shuffle (the range exchange's).
-    sorts = [s for s in stages if sum(s["task_shuffle_records_read"])]
-    read = sorts[-1]["task_shuffle_records_read"] if sorts else []
-    mean = sum(read) / len(read) if read else 0
+    counted = [s for s in stages if sum(s[per_task])]
+    rows = counted[-1][per_task] if counted else []
+    seconds = counted[-1]["task_seconds"] if counted else []
+    mean = sum(rows) / len(rows) if rows else 0
     return {
         "wall_s": wall,
         f"makespan_{SLOTS}_slots_computed_s": sum(lpt_makespan(s["task_seconds"], SLOTS) for s in stages),
         "task_s": sum(sum(s["task_seconds"]) for s in stages),
-        "sort_tasks": len(read),
-        "hottest_sort_task_over_mean": max(read) / mean if mean else None,
-        "hottest_sort_task_s": max(sorts[-1]["task_seconds"], default=0.0) if sorts else 0.0,
+        f"{name}_tasks": len(rows),
+        f"hottest_{name}_task_over_mean": max(rows) / mean if mean else None,
+        f"hottest_{name}_task_s": max(seconds, default=0.0),
     }
 
 

@@ -217,10 +217,12 @@ class SkewedFrame:
         return SkewedWriter(self.frame, self.options)
 
     def orderBy(self, *cols: str | Column | Sequence[str | Column], **kwargs: Any) -> DataFrame:  # noqa: N802
-        """``frame.orderBy(...)`` with ties spread: a hash of each row's values is the last
-        sort key, so that Spark's range partitioning cuts a value of many rows over several
-        tasks instead of giving it one. Among tied rows any order is Spark's own answer (its
-        sort is not stable): a lazy DataFrame."""
+        """``frame.orderBy(...)`` with ties spread: the rows are range-partitioned by the sort
+        keys and a hash of each row's values, so that a value of many rows is cut over several
+        tasks instead of given to one, then each partition is sorted by the sort keys. Among
+        tied rows any order is Spark's own answer (its sort is not stable): a lazy DataFrame,
+        its rows in order (``collect``, a write's files), which Spark's planner does not know
+        to be sorted (a later ``orderBy`` sorts again)."""
         from pyspark.sql import Column as SparkColumn
 
         options = self.options.read_by("orderBy")
