@@ -31,6 +31,7 @@ from keysplit.spark import (
     WriteReport,
     aggregate,
     apply_grouped,
+    asof_join,
     holistic_agg,
     join,
     optimize,
@@ -283,6 +284,31 @@ def test_window_survives_a_kill_in_its_sampling_window_and_carry_stages(cluster,
     ]
     for result, kills in run_killing_at(api, cluster.cluster.pid, action, points):
         assert result.equals(expected), f"a different window after {kills}"
+
+
+def test_asof_join_survives_a_kill_in_its_sampling_and_window_stages(cluster, api, directory, data):
+    # Each fact with the last "quote" of its key at or before its value (a quarter of the
+    # facts, their rid as the quote; key 1's 61 % cut into ranges of the value): killed in
+    # the first stage (the window verb's sample) and in the window (its task per worker and
+    # the other keys', which reads the union's exchange: the lost executor's map output is
+    # computed again), equal to Polars' join_asof each time. The union's map stages of four
+    # short tasks end before a kill lands on this machine.
+    from pyspark.sql import functions as F
+
+    frame = cluster.spark.read.parquet(str(directory))
+    quotes = frame.where(F.col("rid") % 4 == 0).select("key", "value", F.col("rid").alias("quote"))
+    workers = 24
+
+    def action() -> pl.DataFrame:
+        return fetched(asof_join(frame, quotes, on="value", by="key", workers=workers))
+
+    right = data.filter(pl.col("rid") % 4 == 0).select("key", "value", quote="rid")
+    expected = data.sort("value").join_asof(right.sort("value"), on="value", by="key")
+    expected = expected.sort(expected.columns)
+    assert action().equals(expected)
+    points = [At(ordinal=0), At(stage=lambda s, index: s["numTasks"] > workers)]
+    for result, kills in run_killing_at(api, cluster.cluster.pid, action, points):
+        assert result.equals(expected), f"a different as-of join after {kills}"
 
 
 def test_ranks_in_the_input_order_survive_a_kill_in_the_counts_and_the_rows(cluster, api, directory):
