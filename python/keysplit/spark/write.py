@@ -176,18 +176,18 @@ class SkewedWriter:
                 f"insertInto({tableName!r}) matches columns by position: the table has {len(table)} "
                 f"({[c.name for c in table]}), the frame {len(names)} ({names})"
             )
+        described = handle.call(
+            "reading the table's format", lambda: handle.spark.sql(f"DESCRIBE TABLE EXTENDED {tableName}").collect()
+        )
+        provider = [str(row[1]).lower() for row in described if row[0] == "Provider"]
+        # Planned as the table's partition columns and format, whatever this writer was given.
+        given = self._partition, self._format
         self._partition = tuple(names[i] for i, c in enumerate(table) if c.isPartition)
-        if self._format is None:
-            described = handle.call(
-                "reading the table's format",
-                lambda: handle.spark.sql(f"DESCRIBE TABLE EXTENDED {tableName}").collect(),
-            )
-            provider = [str(row[1]).lower() for row in described if row[0] == "Provider"]
-            self._format = provider[0] if provider else None
+        self._format = provider[0] if provider else self._format
         try:
             writer = self._planned(report, partition_columns=False)
         finally:
-            self._partition = ()
+            self._partition, self._format = given
         writer.insertInto(tableName, overwrite)
 
     def save(
