@@ -233,7 +233,7 @@ def _time_type(on: str, left: DataType, right: DataType) -> DataType:
             return LongType()
         if isinstance(left, DecimalType) and isinstance(right, DecimalType):
             raise KeyTypeError(
-                f"asof_join's on {quoted(on)}: decimals of two scales ({left.simpleString()}, {right.simpleString()}); "
+                f"asof_join's on {quoted(on)}: decimals of two precisions or scales ({left.simpleString()}, {right.simpleString()}); "
                 "cast one side to the other's"
             )
         return DoubleType()
