@@ -178,6 +178,22 @@ def in_order(root: Path) -> bool:
     return bool(flat.is_sorted(nulls_last=False))
 
 
+def alternated(
+    plans: tuple[str, ...], run: Any, exact_output: Any, repeats: int
+) -> tuple[dict[str, dict[str, Any]], dict[str, bool]]:
+    """Each plan run once untimed, then ``repeats`` times in turn (A B, then B A): the median
+    of each figure per plan, and whether every timed run's output was exact."""
+    for plan in plans:  # warm-up
+        run(plan)
+    runs: dict[str, list[dict[str, Any]]] = {plan: [] for plan in plans}
+    exact = dict.fromkeys(plans, True)
+    for repeat in range(repeats):
+        for plan in plans if repeat % 2 == 0 else reversed(plans):
+            runs[plan].append(run(plan))
+            exact[plan] &= exact_output()
+    return {plan: {k: median([r[k] for r in measured]) for k in measured[0]} for plan, measured in runs.items()}, exact
+
+
 def sorts(handle: ks.Session, status: SparkStatus, frame: Any, out: Path, share: float, repeats: int) -> dict:
     """The sort family's row (module notes)."""
     expected = checksums(frame)
@@ -185,20 +201,15 @@ def sorts(handle: ks.Session, status: SparkStatus, frame: Any, out: Path, share:
     # execution would pack this machine's small partitions into a few tasks, ties or not).
     for name, value in SORT_CONF.items():
         handle.spark.conf.set(name, value)
-    for plan in SORT_PLANS:  # warm-up
-        run_sort(status, plan, frame, out)
-    runs: dict[str, list[dict[str, Any]]] = {plan: [] for plan in SORT_PLANS}
-    exact = {plan: True for plan in SORT_PLANS}
-    for repeat in range(repeats):
-        for plan in SORT_PLANS if repeat % 2 == 0 else reversed(SORT_PLANS):
-            runs[plan].append(run_sort(status, plan, frame, out))
-            exact[plan] &= in_order(out) and checksums(handle.spark.read.parquet(str(out))) == expected
+    medians, exact = alternated(
+        SORT_PLANS,
+        lambda plan: run_sort(status, plan, frame, out),
+        lambda: in_order(out) and checksums(handle.spark.read.parquet(str(out))) == expected,
+        repeats,
+    )
     for name in SORT_CONF:
         handle.spark.conf.unset(name)
-    row: dict[str, Any] = {"family": "sort", "share": share, "layout": "spread", "exact": exact, "conf": SORT_CONF}
-    for plan, measured in runs.items():
-        row[plan] = {k: median([r[k] for r in measured]) for k in measured[0]}
-    return row
+    return {"family": "sort", "share": share, "layout": "spread", "exact": exact, "conf": SORT_CONF, **medians}
 
 
 def main() -> None:
@@ -234,17 +245,13 @@ def main() -> None:
                 frame = handle.spark.read.parquet(paths[layout])
                 expected = checksums(frame)
                 out = Path(scratch) / "out"
-                for plan in PLANS:  # warm-up
-                    run_plan(handle, status, plan, frame, out, target)
-                runs: dict[str, list[dict[str, Any]]] = {plan: [] for plan in PLANS}
-                exact = {plan: True for plan in PLANS}
-                for repeat in range(args.repeats):
-                    for plan in PLANS if repeat % 2 == 0 else reversed(PLANS):
-                        runs[plan].append(run_plan(handle, status, plan, frame, out, target))
-                        exact[plan] &= checksums(handle.spark.read.parquet(str(out))) == expected
-                row = {"family": "write", "share": share, "layout": layout, "exact": exact}
-                for plan, measured in runs.items():
-                    row[plan] = {k: median([r[k] for r in measured]) for k in measured[0]}
+                medians, exact = alternated(
+                    PLANS,
+                    lambda plan, frame=frame, out=out: run_plan(handle, status, plan, frame, out, target),
+                    lambda out=out, expected=expected: checksums(handle.spark.read.parquet(str(out))) == expected,
+                    args.repeats,
+                )
+                row = {"family": "write", "share": share, "layout": layout, "exact": exact, **medians}
                 report.add(row)
                 failures += [f"{share} {layout} {plan}" for plan, ok in exact.items() if not ok]
                 print(table([row]), flush=True)
