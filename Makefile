@@ -23,7 +23,7 @@ WHEEL_STAMP := $(VENV)/.keysplit-wheel.stamp
 RELEASE_VENV := .venv-release
 RELEASE_STAMP := $(RELEASE_VENV)/.ready
 SDIST_VENV := .venv-sdist
-.PHONY: run test check test-module module-seconds setup build-tools wheel dist release-venv release-venv-deps sdist-venv-deps sdist-test crates docs data java lint stubtest rust-test python-test fuzz-check fuzz-smoke bench spark-vs-native spark-ingest spark-grouped-map spark-skew-join spark-window spark-global-window spark-holistic spark-explain-skew spark-optimize spark-write spark-streaming clean
+.PHONY: run test check test-module module-seconds setup build-tools wheel dist release-venv release-venv-deps sdist-venv-deps sdist-test crates docs data java lint stubtest rust-test python-test fuzz-check fuzz-smoke bench spark-vs-native spark-ingest spark-grouped-map spark-skew-join spark-window spark-global-window spark-holistic spark-explain-skew spark-optimize spark-write spark-asof spark-streaming clean
 
 # Debian packages of the real datasets (keysplit.datasets.kjv); the PyPI ones are in
 # requirements-dev.txt.
@@ -303,6 +303,14 @@ spark-write: wheel java
 	cd benches && ../$(BIN)/python spark_write.py --rows 1e7
 	cd benches && ../$(BIN)/python spark_write.py --rows 5e7 --share 0.6 --target-mib 16 --repeats 1 \
 		--output results/spark_write_5e7.json
+
+# As-of joins (trades and quotes, one series holding 40 % and a control, each direction with and
+# without a tolerance) against the window over the union of both sides and
+# pyspark.pandas.merge_asof, 10^7 trades and 2 x 10^6 quotes, local[2] then cluster:2; writes
+# benches/results/spark_asof.json and spark_asof_cluster.json.
+spark-asof: wheel java
+	cd benches && ../$(BIN)/python spark_asof.py
+	cd benches && ../$(BIN)/python spark_asof.py --setup cluster --pandas-sizes
 
 # stream_aggregate against Spark's own streaming aggregation and an identity routing step,
 # on a file source of 10^7 rows in 100 files whose distinct keys keep growing; writes

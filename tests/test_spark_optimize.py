@@ -111,12 +111,30 @@ def _queries(facts, dims) -> dict:
             .agg(F.percentile("u", [0.25, 0.9]), F.count_distinct("s"), F.max("before")),
             [("skew", HOT), ("skew", HOT)],
         ),
+        "a running sum, then a median per key": (
+            facts.withColumn("run", F.sum("u").over(by_key)).groupBy("k").agg(F.median("v"), F.max("run")),
+            [("skew", HOT), ("skew", HOT)],
+        ),
         # A window inside an expression: computed under keysplit's name, then the expression.
         "a lag's difference, then a percentile per key": (
             facts.withColumn("gap", F.col("u") - F.lag("u").over(by_key)).groupBy("k").agg(F.percentile("u", 0.5)),
             [("skew", HOT), ("skew", HOT)],
         ),
     }
+
+
+#: The inputs each query's statistics scan.
+SAMPLED_INPUTS = {
+    "left join": 2,
+    "join, then a median and a count per key": 2,
+    "full join, then a window per key": 2,
+    "a join on a uniform key, then a mode per the hot key": 3,
+    # A lag's window samples its rows with their positions (its order has ties): the
+    # aggregate's columns are read in that scan too.
+    "a select with a window, then percentiles per key": 1,
+    "a lag's difference, then a percentile per key": 1,
+    "a running sum, then a median per key": 1,
+}
 
 
 @pytest.mark.parametrize(
@@ -128,6 +146,7 @@ def _queries(facts, dims) -> dict:
         "a join on a uniform key, then a mode per the hot key",
         "a select with a window, then percentiles per key",
         "a lag's difference, then a percentile per key",
+        "a running sum, then a median per key",
     ],
 )
 def test_every_hot_operator_of_a_chain_is_split_and_the_result_is_sparks(spark, facts, dims, name):
@@ -135,6 +154,9 @@ def test_every_hot_operator_of_a_chain_is_split_and_the_result_is_sparks(spark, 
     settings = dict(spark.spark.conf.getAll)
     optimized, report = _optimized(query)
     assert [d.rule for d in report.operators] == [rule for rule, _ in expected], str(report)
+    # One pass over each input: a window and the aggregate above it on one input's keys share
+    # the scan of that input (the join's sides are two, a chain above a join samples through it).
+    assert report.sampled_inputs == SAMPLED_INPUTS[name], str(report)
     assert optimized is not query
     assert _rows(optimized) == _rows(query)
     for decision, (_, key) in zip(report.operators, expected, strict=True):

@@ -12,6 +12,8 @@ if TYPE_CHECKING:
 
 #: A column name Spark reads as itself, unquoted.
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+#: One backquoted identifier, its backquotes doubled inside.
+_QUOTED = re.compile(r"`((?:[^`]|``)*)`")
 
 #: What :func:`literal` returns for an expression that is not a literal (None is a literal).
 NOT_LITERAL = object()
@@ -58,6 +60,25 @@ def column_name(given: Column) -> str | None:
     for any other expression (a struct's field, a name that needs quoting, a column of a
     named DataFrame, a computation)."""
     return reference_name(unaliased(given._expr))
+
+
+def output_name(given: Column) -> str | None:
+    """The name ``given`` takes in a ``select``: its alias, or the top-level column it reads
+    (as :func:`keysplit.spark.columns.column` quotes it, or plain); None for anything else."""
+    alias = alias_of(given._expr)
+    if alias is not None:
+        return alias
+    expression = given._expr
+    name = reference_name(expression)
+    if (
+        name is not None
+        or type(expression).__name__ != "ColumnReference"
+        or expression._plan_id is not None
+        or expression._is_metadata_column
+    ):
+        return name
+    found = _QUOTED.fullmatch(getattr(expression, "_unparsed_identifier", "") or "")
+    return found.group(1).replace("``", "`") if found else None
 
 
 def reference_name(expression: Any) -> str | None:

@@ -59,7 +59,14 @@ from keysplit.spark.join import JoinReport, SkewJoin, planned_join
 from keysplit.spark.keyed_plan import KeyedOperator, Kind, keyed_operators, plan_children, plan_frame, windows_in
 from keysplit.spark.options import MIN_ROWS, MIN_SKEW, WHOLE_FRAME_MIN_ROWS_FACTOR, SkewOptions
 from keysplit.spark.report import Report
-from keysplit.spark.statistics import InputSample, SampleRequest, estimated_rows, sample_fraction, sample_inputs
+from keysplit.spark.statistics import (
+    BROADCAST_SAMPLE_ROWS,
+    InputSample,
+    SampleRequest,
+    estimated_rows,
+    sample_fraction,
+    sample_inputs,
+)
 from keysplit.spark.window import SkewWindow, WindowSplitReport, planned_window
 
 if TYPE_CHECKING:
@@ -110,7 +117,8 @@ class OperatorDecision:
 class OptimizeReport:
     """What :func:`optimize` decided, per keyed operator (inputs first), with the statistics'
     cost: ``sampled_inputs`` inputs sampled in ``statistics_seconds`` (one pass over each, all
-    at once), and the plan read and rebuilt in ``planning_seconds``."""
+    at once; operators on one input's keys share its pass), and the plan read and rebuilt in
+    ``planning_seconds``."""
 
     operators: tuple[OperatorDecision, ...]
     min_skew: float
@@ -203,6 +211,8 @@ class _Candidate:
     in_plan: bool = False
     #: The report its verb fills (None: one of optimize's own).
     report: Report[Any] | None = None
+    #: A join's: each side's rows as Spark's plan statistics estimate them (None: unknown).
+    estimated_rows: tuple[float | None, ...] = ()
 
 
 def optimize(
@@ -271,7 +281,7 @@ def optimized(
     planning = time.perf_counter() - started
     requests = [request for candidate in candidates.values() for request in candidate.requests]
     started = time.perf_counter()
-    samples = sample_inputs(handle, requests, seed)
+    samples, sampled_inputs = sample_inputs(handle, requests, seed)
     statistics = time.perf_counter() - started
     reused = sum(sample.reused for sample in samples)
     started = time.perf_counter()
@@ -324,7 +334,7 @@ def optimized(
                 min_skew=float(min_skew),
                 min_rows=options.min_rows,
                 workers=tasks,
-                sampled_inputs=len(requests),
+                sampled_inputs=sampled_inputs,
                 reused_inputs=reused,
                 statistics_seconds=statistics,
                 planning_seconds=planning,
@@ -708,8 +718,16 @@ def _sampled_through(candidate: _Candidate, join: _Candidate, side: int, seed: i
     assert isinstance(join.planned, SkewJoin) and not isinstance(candidate.planned, SkewJoin)
     fraction = join.planned.sample_fraction
     driving = join.operator.inputs[side]
+    rows = driving.sample(fraction=fraction, seed=seed)
+    estimated = join.estimated_rows[side] if join.estimated_rows else None
+    if estimated is not None and estimated * fraction <= BROADCAST_SAMPLE_ROWS:
+        # The sampled side broadcast: the other side is then scanned once, not shuffled
+        # (without the hint, where Spark broadcasts nothing, it sorted and shuffled it: 2-3 s of
+        # a 10^7-row join's statistics). Spark ignores the hint where the join type cannot build
+        # that side (a left join's left side), and plans the join as before.
+        rows = rows.hint("broadcast")
     view = _Rebuilt()
-    view.replace(driving._plan, driving.sample(fraction=fraction, seed=seed)._plan, keep_id=False)
+    view.replace(driving._plan, rows._plan, keep_id=False)
     sampled = _over(candidate.planned, view.frame(candidate.operator.inputs[0]))
     return replace(sampled.sample_request(), fraction=fraction, presampled=True)
 
@@ -805,7 +823,7 @@ def _join_candidate(operator: KeyedOperator, node: Any, handle: Session, workers
     estimates = [estimated_rows(handle, side) for side in (left, right)]
     fraction = sample_fraction(max((e for e in estimates if e is not None), default=None))
     planned = replace(planned, sample_fraction=fraction)
-    return _Candidate(operator, node, planned, planned.sample_requests(fraction))
+    return _Candidate(operator, node, planned, planned.sample_requests(fraction), estimated_rows=tuple(estimates))
 
 
 def _aggregate_candidate(operator: KeyedOperator, node: Any, handle: Session, workers: int, seed: int) -> _Candidate:

@@ -35,11 +35,13 @@ import re
 import threading
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlparse
 
 import polars as pl
+
+from keysplit.spark.group_runner import PREFIX
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -56,8 +58,14 @@ SAMPLE_ROWS = 200_000
 #: The smallest fraction sampled, whatever the input's estimated size: a plan's estimate may
 #: be far above its rows (a filter keeps its input's size), and too small a sample sees no key.
 MIN_FRACTION = 0.002
+#: The most rows a join side's sample is expected to hold (its estimated rows times the
+#: fraction) for the sample to be broadcast where a keyed operator above the join is measured
+#: through it (a few tens of MiB at most; Spark's plan statistics overestimate a file's rows).
+BROADCAST_SAMPLE_ROWS = 500_000
 #: The sampled key hash's column: ``xxhash64(seed, keys)``, as each verb's plan finds keys by.
 KEY_HASH = "__keysplit_st_key_hash"
+#: The names of keysplit's own columns begin so.
+_OURS = PREFIX
 #: The most bytes of samples kept for reuse (least recently used dropped first).
 KEPT_BYTES = 256 << 20
 #: Plan nodes that read something which may change under the same plan: with no input file
@@ -152,10 +160,12 @@ class InputSample:
         return hot.select(KEY_HASH).join(rows, on=KEY_HASH, how="left", maintain_order="left").drop(KEY_HASH)
 
 
-def sample_inputs(handle: Session, requests: Sequence[SampleRequest], seed: int) -> list[InputSample]:
+def sample_inputs(handle: Session, requests: Sequence[SampleRequest], seed: int) -> tuple[list[InputSample], int]:
     """Each request's sample, in one scan of its input, every input at once (one Spark job
-    each, side by side): the statistics a query's plan is decided from. A sample kept from an
-    earlier call over the same plan and files is reused (the module's notes)."""
+    each, side by side): the statistics a query's plan is decided from; and the inputs
+    sampled. Requests that sample the same rows of one input (two operators on one input's
+    keys) share one scan. A sample kept from an earlier call over the same plan and files is
+    reused (the module's notes)."""
 
     def sampled(request: SampleRequest) -> InputSample:
         frame = request.frame if request.where is None else request.frame.filter(request.where)
@@ -174,13 +184,112 @@ def sample_inputs(handle: Session, requests: Sequence[SampleRequest], seed: int)
             _KEPT.put(key, fraction, table)
         return InputSample(fraction, table, request.keys)
 
-    def gather() -> list[InputSample]:
-        if len(requests) == 1:
-            return [sampled(requests[0])]
-        with ThreadPoolExecutor(max_workers=min(8, len(requests))) as pool:
-            return list(pool.map(sampled, requests))
+    merged, positions = _shared_scans(requests)
 
-    return handle.call("sampling the keyed inputs", gather) if requests else []
+    def gather() -> list[InputSample]:
+        if len(merged) == 1:
+            samples = [sampled(merged[0])]
+        else:
+            with ThreadPoolExecutor(max_workers=min(8, len(merged))) as pool:
+                samples = list(pool.map(sampled, merged))
+        return [
+            InputSample(
+                samples[scan].fraction, samples[scan].table.select([0, *columns]), request.keys, samples[scan].reused
+            )
+            for request, (scan, columns) in zip(requests, positions, strict=True)
+        ]
+
+    return (handle.call("sampling the keyed inputs", gather) if requests else []), len(merged)
+
+
+def _shared_scans(requests: Sequence[SampleRequest]) -> tuple[list[SampleRequest], list[tuple[int, list[int]]]]:
+    """The scans that sample ``requests``: those of the same rows of one input (the same plan,
+    or the same plan with columns added by ``select("*", ...)``; the same filter, key hash
+    and fraction) merged into one reading every column any of them reads; and per request
+    its scan and the positions of its columns in that scan's (after the key hash). A request
+    whose columns' names cannot be read here, or clash with another's, has a scan of its own."""
+    from keysplit.spark.expressions import output_name
+
+    scans: list[SampleRequest] = []
+    held: list[dict[str | tuple[int], bytes]] = []  # per scan, its columns' names and expressions
+    added: list[set[bytes]] = []  # per scan, the columns its frame adds to the rows' plan
+    by_rows: dict[bytes, int] = {}
+    positions: list[tuple[int, list[int]]] = []
+    for request in requests:
+        client = request.frame.sparkSession.client
+        mine = [_expression_bytes(c, client) for c in request.columns]
+        labels = [output_name(c) for c in request.columns]
+        base, extras = _projected(request.frame)
+        rows = b"\0".join(
+            [
+                base,
+                b"" if request.where is None else _expression_bytes(request.where, client),
+                _expression_bytes(request.key_hash, client),
+                repr((request.fraction, request.presampled)).encode(),
+            ]
+        )
+        scan = by_rows.get(rows) if None not in labels else None
+        if scan is not None and (
+            any(label in held[scan] and held[scan][label] != e for label, e in zip(labels, mine, strict=True))
+            or not (extras <= added[scan] or added[scan] <= extras)
+        ):
+            scan = None
+        if scan is None:
+            scan = len(scans)
+            scans.append(replace(request, columns=()))
+            held.append({})
+            added.append(extras)
+            if None not in labels:
+                by_rows.setdefault(rows, scan)
+        elif not extras <= added[scan]:
+            # This frame adds more columns to the same rows: the scan reads it instead.
+            scans[scan] = replace(scans[scan], frame=request.frame)
+            added[scan] = extras
+        columns = []
+        for label, expression, given in zip(labels, mine, request.columns, strict=True):
+            # A column whose name is unknown here (its request has a scan of its own) by place.
+            key: str | tuple[int] = label if label is not None else (len(held[scan]),)
+            if key not in held[scan]:
+                held[scan][key] = expression
+                scans[scan] = replace(scans[scan], columns=(*scans[scan].columns, given))
+            columns.append(1 + list(held[scan]).index(key))
+        positions.append((scan, columns))
+    return scans, positions
+
+
+def _projected(frame: DataFrame) -> tuple[bytes, set[bytes]]:
+    """The plan of ``frame``'s rows, and the columns it adds to them: a ``select("*", ...)``'s
+    input and its other expressions where each is one of keysplit's own columns (a verb's
+    prepared input: no name of the input's); else its whole plan, and none."""
+    node: Any = frame._plan
+    plan = node.to_proto(frame.sparkSession.client).root
+    _cleared(plan)
+    if plan.WhichOneof("rel_type") == "project" and plan.project.expressions:
+        first, *others = plan.project.expressions
+        ours = all(
+            e.WhichOneof("expr_type") == "alias" and [n[: len(_OURS)] for n in e.alias.name] == [_OURS] for e in others
+        )
+        if first.WhichOneof("expr_type") == "unresolved_star" and not first.unresolved_star.unparsed_target and ours:
+            return plan.project.input.SerializeToString(deterministic=True), {
+                e.SerializeToString(deterministic=True) for e in others
+            }
+    return plan.SerializeToString(deterministic=True), set()
+
+
+def _plan_bytes(frame: DataFrame) -> tuple[bytes, set[str]]:
+    """``frame``'s plan as protobuf bytes, its ids and call sites cleared (equal for equal
+    plans), and the kinds of plan node it holds."""
+    node: Any = frame._plan
+    plan = node.to_proto(frame.sparkSession.client)
+    kinds = _cleared(plan)
+    return plan.SerializeToString(deterministic=True), kinds
+
+
+def _expression_bytes(given: Column, client: Any) -> bytes:
+    node: Any = given._expr
+    expression = node.to_plan(client)
+    _cleared(expression)
+    return expression.SerializeToString(deterministic=True)
 
 
 def forget_statistics() -> None:
@@ -222,16 +331,14 @@ def _kept_key(frame: DataFrame, settings: tuple[Any, ...]) -> str | None:
     cleared), ``settings`` and its input files; None when an input could change unseen."""
     from pyspark.errors import PySparkException
 
-    node: Any = frame._plan
-    plan = node.to_proto(frame.sparkSession.client)
-    sources = _cleared(plan)
+    plan, sources = _plan_bytes(frame)
     try:
         files = sorted(frame.inputFiles())
     except PySparkException:
         return None  # an input Spark cannot list is sampled anew
     if not files and sources & _CHANGING_SOURCES:
         return None
-    digest = hashlib.sha256(plan.SerializeToString(deterministic=True))
+    digest = hashlib.sha256(plan)
     digest.update(repr(settings).encode())
     for name in files:
         digest.update(name.encode() + b"\0" + repr(_file_version(name)).encode() + b"\0")
