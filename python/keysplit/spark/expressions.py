@@ -4,10 +4,13 @@ rebuild a user's expressions (``window``, ``holistic_agg``) before any plan is b
 
 from __future__ import annotations
 
+import copy
 import re
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from pyspark.sql import Column
 
 #: A column name Spark reads as itself, unquoted.
@@ -91,3 +94,32 @@ def reference_name(expression: Any) -> str | None:
         return None
     name = getattr(expression, "_unparsed_identifier", None)
     return name if isinstance(name, str) and _IDENTIFIER.fullmatch(name) else None
+
+
+def rewritten(expression: Any, change: Callable[[Any], Any | None]) -> Any:
+    """``expression`` with each node of its tree for which ``change`` returns a replacement
+    replaced; the nodes above a replaced one copied, the others shared (never modified)."""
+    replacement = change(expression)
+    if replacement is not None:
+        return replacement
+    changed: dict[str, Any] = {}
+    for attribute, value in vars(expression).items():
+        if isinstance(value, (list, tuple)):
+            children = [rewritten(v, change) if is_expression(v) else v for v in value]
+            if any(a is not b for a, b in zip(children, value, strict=True)):
+                changed[attribute] = type(value)(children)
+        elif is_expression(value):
+            child = rewritten(value, change)
+            if child is not value:
+                changed[attribute] = child
+    if not changed:
+        return expression
+    copied = copy.copy(expression)
+    for attribute, value in changed.items():
+        setattr(copied, attribute, value)
+    return copied
+
+
+def is_expression(value: Any) -> bool:
+    """Whether ``value`` is a node of a Spark Connect expression tree."""
+    return type(value).__module__.endswith("connect.expressions")

@@ -25,7 +25,7 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 from keysplit._errors import ConfigError, KeysplitError
-from keysplit.spark.expressions import column_name, function_call
+from keysplit.spark.expressions import column_name, function_call, is_expression
 from keysplit.spark.join import join_keys, join_type
 
 if TYPE_CHECKING:
@@ -168,7 +168,7 @@ def windows_in(expression: Any) -> list[Any]:
     for value in vars(expression).values():
         children = value if isinstance(value, (list, tuple)) else [value]
         for child in children:
-            if type(child).__module__.endswith("connect.expressions"):
+            if is_expression(child):
                 found.extend(windows_in(child))
     return found
 

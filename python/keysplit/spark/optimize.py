@@ -52,7 +52,7 @@ import polars as pl
 
 from keysplit._errors import ConfigError, ConfigTypeError, KeysplitError
 from keysplit.spark.columns import column
-from keysplit.spark.expressions import alias_of, reference_name, unaliased
+from keysplit.spark.expressions import alias_of, reference_name, rewritten, unaliased
 from keysplit.spark.holistic import SPLIT_FUNCTIONS, HolisticReport, SkewAggregate, planned_aggregate
 from keysplit.spark.intake import is_spark_frame, session_for, shuffle_partitions
 from keysplit.spark.join import JoinReport, SkewJoin, planned_join
@@ -867,6 +867,7 @@ def _window_columns(node: Any) -> tuple[dict[str, Column], Callable[[DataFrame, 
     F.lag("x").over(w)``), or in a ``select``, is computed under a name of keysplit's own,
     then the node's expressions over those names (a ``*`` in a select must not take them)."""
     from pyspark.sql.connect.column import Column as ConnectColumn
+    from pyspark.sql.connect.expressions import ColumnReference
 
     columns = _connect_columns(node._columns)
     projection = type(node).__name__ != "WithColumns"
@@ -881,7 +882,11 @@ def _window_columns(node: Any) -> tuple[dict[str, Column], Callable[[DataFrame, 
         for expression in windows_in(given._expr):
             names[id(expression)] = f"{_WINDOW_PREFIX}{len(windows)}"
             windows[names[id(expression)]] = ConnectColumn(expression)
-    outputs = [ConnectColumn(_substituted(given._expr, names)) for given in columns]
+    # Each window read from its column instead.
+    outputs = [
+        ConnectColumn(rewritten(given._expr, lambda e: ColumnReference(names[id(e)]) if id(e) in names else None))
+        for given in columns
+    ]
 
     def finish(windowed: DataFrame, input_names: list[str]) -> DataFrame:
         if not projection:
@@ -894,34 +899,6 @@ def _window_columns(node: Any) -> tuple[dict[str, Column], Callable[[DataFrame, 
         return windowed.select(*selected)
 
     return windows, finish
-
-
-def _substituted(expression: Any, names: dict[int, str]) -> Any:
-    """``expression`` with each window in ``names`` (by ``id``) read from its column instead."""
-    from pyspark.sql.connect.expressions import ColumnReference
-
-    if id(expression) in names:
-        return ColumnReference(names[id(expression)])
-    changed: dict[str, Any] = {}
-    for attribute, value in vars(expression).items():
-        if isinstance(value, (list, tuple)):
-            children = [_substituted(v, names) if _is_expression(v) else v for v in value]
-            if any(a is not b for a, b in zip(children, value, strict=True)):
-                changed[attribute] = type(value)(children)
-        elif _is_expression(value):
-            child = _substituted(value, names)
-            if child is not value:
-                changed[attribute] = child
-    if not changed:
-        return expression
-    copied = copy.copy(expression)
-    for attribute, value in changed.items():
-        setattr(copied, attribute, value)
-    return copied
-
-
-def _is_expression(value: Any) -> bool:
-    return type(value).__module__.endswith("connect.expressions")
 
 
 @dataclass(frozen=True)

@@ -56,7 +56,7 @@ import polars as pl
 from keysplit._checks import require_seed, require_workers
 from keysplit._errors import ConfigError, ConfigTypeError
 from keysplit.spark.columns import column, joined_on, row_hash
-from keysplit.spark.expressions import column_name, function_call
+from keysplit.spark.expressions import column_name, function_call, rewritten
 from keysplit.spark.hot_keys import LOCAL_TOP_TASKS, SAMPLE_FRACTION
 from keysplit.spark.intake import is_spark_frame, session_for, shuffle_partitions
 from keysplit.spark.options import require_task_workers
@@ -1023,8 +1023,26 @@ class SkewWindow:
 
     def no_rows(self) -> DataFrame:
         """The cold branch of a window with no ``partitionBy``, whose every row is its one
-        key's: Spark's window over no rows (the schema, nothing to compute)."""
-        return self.frame.withColumns(dict(self.columns)).limit(0)
+        key's: Spark's window over no rows (the schema, nothing to compute), partitioned by a
+        literal, which is the same window without PySpark's warning, sent with each plan that
+        holds it, that a window with no ``partitionBy`` moves every row to one task."""
+        import copy
+
+        from pyspark.sql import functions as F
+        from pyspark.sql.connect.column import Column as ConnectColumn
+
+        def partitioned(node: Any) -> Any:
+            if type(node).__name__ != "WindowExpression" or node._windowSpec._partitionSpec:
+                return None
+            spec, whole = copy.copy(node._windowSpec), copy.copy(node)
+            spec._partitionSpec = [F.lit(0)._expr]
+            whole._windowSpec = spec
+            return whole
+
+        columns: dict[str, Column] = {
+            name: ConnectColumn(rewritten(given._expr, partitioned)) for name, given in self.columns
+        }
+        return self.frame.withColumns(columns).limit(0)
 
     def branches(
         self, report: Report[WindowSplitReport] | None, entries: DataFrame | None = None
