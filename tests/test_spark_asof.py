@@ -99,13 +99,30 @@ def test_every_direction_and_tolerance_equals_pandas_per_series(sides, direction
         assert window.hot.height >= 1 and window.hot["chunks"].max() > 1, window.hot
 
 
-def test_inner_keeps_the_matched_rows_and_the_front_is_the_same_verb(sides):
+def test_inner_keeps_the_matched_rows_and_the_front_splits_behind_the_cost_guard(sides):
     trades, quotes, left, right = sides
     expected = _pandas(trades, quotes, tolerance=5).drop_nulls("bid")
     _same(_ours(asof_join(left, right, on="ts", by="ticker", tolerance=5, how="inner")), expected)
-    _same(
-        _ours(skewed(left, workers=WORKERS).asof_join(right, on="ts", by="ticker", tolerance=5, how="inner")), expected
+    # Through skewed(): the union sampled now, the hot series cut where the guard finds its
+    # window straggling (here 40 % of 8 tasks is 3.2 mean tasks' work: the guard set to 2x and
+    # no size), nearest's two windows from one scan.
+    for direction in ("backward", "nearest"):
+        report: Report[AsofReport] = Report()
+        joined = skewed(left, workers=WORKERS, min_skew=2, min_rows=0).asof_join(
+            right, on="ts", by="ticker", direction=direction, tolerance=5, how="inner", report=report
+        )
+        _same(_ours(joined), _pandas(trades, quotes, direction=direction, tolerance=5).drop_nulls("bid"))
+        passes = report.get.passes
+        assert len(passes) == (2 if direction == "nearest" else 1), report.get
+        for window in passes:
+            assert window.hot.height >= 1 and window.hot["chunks"].max() > 1, window.hot
+    # Under the guard's million rows: Spark's own window over the union, no pass split.
+    report = Report()
+    joined = skewed(left, workers=WORKERS).asof_join(
+        right, on="ts", by="ticker", tolerance=5, how="inner", report=report
     )
+    _same(_ours(joined), expected)
+    assert report.get.passes == []
 
 
 def test_timestamps_dates_and_no_series(spark):

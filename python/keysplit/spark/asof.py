@@ -46,6 +46,7 @@ if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
     from pyspark.sql.types import DataType, StructType
 
+    from keysplit.spark.options import SkewOptions
     from keysplit.spark.session import Session
 
 DIRECTIONS = ("backward", "forward", "nearest")
@@ -64,8 +65,9 @@ _NUMERIC = (*_INTEGRAL, "float", "double")
 @dataclass(frozen=True)
 class AsofReport:
     """What one :func:`asof_join` did: the window verb's report of each pass over the union of
-    both sides (``backward`` and ``forward``: None where the direction needs no such pass), with
-    the series it cut (``hot``)."""
+    both sides (``backward`` and ``forward``: None where the direction needs no such pass, or,
+    through ``skewed(left)``, where the cost guard left it to Spark's own window), with the
+    series it cut (``hot``)."""
 
     backward: WindowSplitReport | None
     forward: WindowSplitReport | None
@@ -93,7 +95,8 @@ def asof_join(
 ) -> DataFrame:
     """Each row of ``left`` with the nearest row of ``right`` in ``on`` among the rows of its
     series (equal ``by`` values), as ``pandas.merge_asof(left, right, on=on, by=by, ...)``: a
-    lazy DataFrame. Also ``keysplit.spark.skewed(left).asof_join(right, ...)``.
+    lazy DataFrame. ``keysplit.spark.skewed(left).asof_join(right, ...)`` is the same join
+    behind the cost guard, from statistics gathered when it is called.
 
     ``on`` is the time: a number, a date or a timestamp column of both sides. ``direction``:
     ``"backward"`` (the last right row at or before the left row's time), ``"forward"`` (the
@@ -106,11 +109,148 @@ def asof_join(
     The columns: the left side's, then the right side's but ``on`` and ``by``; a name on both
     sides gets ``suffixes`` (pandas'). A series with more rows than a task's share
     (``workers``, default: the shuffle's partitions) is cut into ranges of its time
-    (:func:`keysplit.spark.window`); the others run as Spark's own window. The module's notes
-    have the plan and the choices where pandas has no answer for Spark (null times, ties).
-    ``report`` (a :class:`keysplit.spark.Report`) is filled with an :class:`AsofReport` when an
-    action runs the result. No Spark job runs here (Spark reads the schemas).
+    (:func:`keysplit.spark.window`, which finds them from a sample in the plan); the others run
+    as Spark's own window. The module's notes have the plan and the choices where pandas has
+    no answer for Spark (null times, ties). ``report`` (a :class:`keysplit.spark.Report`) is
+    filled with an :class:`AsofReport` when an action runs the result. No Spark job runs here
+    (Spark reads the schemas).
     """
+    plan = _planned(
+        left, right, on, by, direction, tolerance, allow_exact_matches, how, suffixes, workers, seed, session
+    )
+    reports: dict[str, Report[WindowSplitReport]] = {}
+    matched = plan.union
+    for way in plan.ways:
+        reports[way] = Report()
+        matched = window(
+            matched, plan.match_of(way), workers=workers, seed=seed, session=plan.handle, report=reports[way]
+        )
+    if report is not None:
+
+        def read() -> AsofReport | None:
+            done = {way: r.get for way, r in reports.items() if r.ready}
+            if len(done) < len(reports):
+                return None
+            return AsofReport(done.get("backward"), done.get("forward"))
+
+        report.bind(read)
+    return plan.result(matched)
+
+
+def measured_asof_join(
+    left: DataFrame,
+    right: DataFrame,
+    on: str,
+    by: str | Sequence[str] | None,
+    options: SkewOptions,
+    *,
+    direction: str,
+    tolerance: Any,
+    allow_exact_matches: bool,
+    how: str,
+    suffixes: tuple[str, str],
+    report: Report[AsofReport] | None,
+) -> DataFrame:
+    """``skewed(left).asof_join(...)``: :func:`asof_join`'s plan with its windows over the union
+    written as Spark's own, each split where :func:`keysplit.spark.optimize`'s cost guard finds
+    it straggling, from one sample of the union taken now (both directions' windows of
+    ``nearest`` read in one scan); a window left to Spark is Spark's own. Its cuts are then
+    literals in the plan, and where no series is hot the plan is Spark's own window over the
+    union. The report's pass is None for a window left to Spark."""
+    from keysplit.spark.optimize import optimized
+
+    plan = _planned(
+        left,
+        right,
+        on,
+        by,
+        direction,
+        tolerance,
+        allow_exact_matches,
+        how,
+        suffixes,
+        options.workers,
+        options.seed,
+        options.session,
+    )
+    matched, windows = plan.union, {}
+    for way in plan.ways:
+        matched = matched.withColumns(plan.match_of(way))
+        windows[way] = matched
+    reports: dict[str, Report[Any]] = {way: Report() for way in plan.ways}
+    result, decisions = optimized(
+        matched, options, only={id(frame._plan): reports[way] for way, frame in windows.items()}
+    )
+    if report is not None:
+
+        def read() -> AsofReport | None:
+            found: dict[str, WindowSplitReport | None] = {}
+            for way, frame in windows.items():
+                decision = decisions.get(id(frame._plan))
+                if decision is not None and decision.rewritten:
+                    if not reports[way].ready:
+                        return None
+                    found[way] = reports[way].get
+            return AsofReport(found.get("backward"), found.get("forward"))
+
+        report.bind(read)
+    return plan.result(result)
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """An as-of join's checked arguments and the union of both sides (module notes, step 1),
+    with what makes each direction's match (step 2) and the result from it (step 3)."""
+
+    handle: Session
+    union: DataFrame
+    keys: list[str]
+    ways: tuple[str, ...]
+    direction: str
+    limit: Any
+    how: str
+    left_columns: list[tuple[str, str]]
+    right_columns: list[tuple[str, str]]
+
+    def match_of(self, way: str) -> dict[str, Column]:
+        return {_BACKWARD if way == "backward" else _FORWARD: _last_right(self.keys, way)}
+
+    def result(self, matched: DataFrame) -> DataFrame:
+        from pyspark.sql import functions as F
+
+        rows = matched.where(column(_LEFT).isNotNull())
+        if self.direction == "nearest":
+            backward, forward = column(_BACKWARD), column(_FORWARD)
+            nearer = F.when(forward.isNull(), backward).when(backward.isNull(), forward)
+            match = nearer.when(_distance(backward) <= _distance(forward), backward).otherwise(forward)
+        else:
+            match = column(_BACKWARD if self.direction == "backward" else _FORWARD)
+        if self.limit is not None:
+            match = F.when(_distance(match) <= F.lit(self.limit), match)
+        rows = rows.withColumn(_MATCH, match)
+        if self.how == "inner":
+            rows = rows.where(column(_MATCH).isNotNull())
+        return rows.select(
+            *[column(_LEFT).getField(name).alias(out) for name, out in self.left_columns],
+            *[column(_MATCH).getField(name).alias(out) for name, out in self.right_columns],
+        )
+
+
+def _planned(
+    left: DataFrame,
+    right: DataFrame,
+    on: str,
+    by: str | Sequence[str] | None,
+    direction: str,
+    tolerance: Any,
+    allow_exact_matches: bool,
+    how: str,
+    suffixes: tuple[str, str],
+    workers: int | None,
+    seed: int,
+    session: Session | SparkSession | None,
+) -> _Plan:
+    """The arguments checked (each refusal names the fix) and the union built: no job runs."""
     for name, frame in (("left", left), ("right", right)):
         if not is_spark_frame(frame):
             raise ConfigTypeError(f"asof_join's {name} side must be a Spark DataFrame, got {type(frame).__name__}")
@@ -134,7 +274,7 @@ def asof_join(
         raise ConfigError(f"suffixes must be two different strings, as pandas' ('_x', '_y'), got {suffixes!r}")
     seed = require_seed(seed)
     if workers is not None:
-        workers = require_workers(workers)
+        require_workers(workers)
     handle = session_for(left, session)
     left_schema, right_schema = handle.call("reading the schemas", lambda: (left.schema, right.schema))
     for side, schema in (("left", left_schema), ("right", right_schema)):
@@ -162,46 +302,17 @@ def asof_join(
     union = _union(
         left, right, on, keys, key_types, time_type, (left_schema, right_schema), right_names, seed, allow_exact_matches
     )
-    reports: dict[str, Report[WindowSplitReport]] = {}
-    matched = union
-    for way in ("backward", "forward") if direction == "nearest" else (direction,):
-        reports[way] = Report()
-        matched = window(
-            matched,
-            {_BACKWARD if way == "backward" else _FORWARD: _last_right(keys, way)},
-            workers=workers,
-            seed=seed,
-            session=handle,
-            report=reports[way],
-        )
-    from pyspark.sql import functions as F
-
-    rows = matched.where(column(_LEFT).isNotNull())
-    if direction == "nearest":
-        backward, forward = column(_BACKWARD), column(_FORWARD)
-        nearer = F.when(forward.isNull(), backward).when(backward.isNull(), forward)
-        match = nearer.when(_distance(backward) <= _distance(forward), backward).otherwise(forward)
-    else:
-        match = column(_BACKWARD if direction == "backward" else _FORWARD)
-    if limit is not None:
-        match = F.when(_distance(match) <= F.lit(limit), match)
-    rows = rows.withColumn(_MATCH, match)
-    if how == "inner":
-        rows = rows.where(column(_MATCH).isNotNull())
-    result = rows.select(
-        *[column(_LEFT).getField(name).alias(out) for name, out in zip(left_names, left_out, strict=True)],
-        *[column(_MATCH).getField(name).alias(out) for name, out in zip(right_names, right_out, strict=True)],
+    return _Plan(
+        handle,
+        union,
+        keys,
+        ("backward", "forward") if direction == "nearest" else (direction,),
+        direction,
+        limit,
+        how,
+        list(zip(left_names, left_out, strict=True)),
+        list(zip(right_names, right_out, strict=True)),
     )
-    if report is not None:
-
-        def read() -> AsofReport | None:
-            done = {way: r.get for way, r in reports.items() if r.ready}
-            if len(done) < len(reports):
-                return None
-            return AsofReport(done.get("backward"), done.get("forward"))
-
-        report.bind(read)
-    return result
 
 
 def _names(what: str, given: str | Sequence[str] | None) -> list[str]:

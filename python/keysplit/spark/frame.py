@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from keysplit._errors import ConfigError, ConfigTypeError
 from keysplit.spark.aggregate import Agg
-from keysplit.spark.asof import AsofReport, asof_join
+from keysplit.spark.asof import AsofReport, measured_asof_join
 from keysplit.spark.columns import column, row_hash
 from keysplit.spark.explain import explain_skew, skew_table
 from keysplit.spark.grouped import apply_grouped
@@ -125,21 +125,21 @@ class SkewedFrame:
         report: Report[AsofReport] | None = None,
     ) -> DataFrame:
         """Each row of this frame with the nearest row of ``other`` in ``on`` within its series
-        (:func:`keysplit.spark.asof_join`, pandas' ``merge_asof``): a lazy DataFrame."""
-        options = self.options.read_by("asof_join")
-        return asof_join(
+        (:func:`keysplit.spark.asof_join`, pandas' ``merge_asof``): a lazy DataFrame whose hot
+        series are cut where the cost guard finds the window over both sides straggling, from
+        statistics gathered now (their cuts literals in the plan); else Spark's own window."""
+        options = self.options.read_by("asof_join", "min_skew", "min_rows")
+        return measured_asof_join(
             self.frame,
             other,
             on,
             by,
+            options,
             direction=direction,
             tolerance=tolerance,
             allow_exact_matches=allow_exact_matches,
             how=how,
             suffixes=suffixes,
-            workers=options.workers,
-            seed=options.seed,
-            session=options.session,
             report=report,
         )
 
