@@ -281,9 +281,8 @@ def optimized(
     planning = time.perf_counter() - started
     requests = [request for candidate in candidates.values() for request in candidate.requests]
     started = time.perf_counter()
-    samples, sampled_inputs = sample_inputs(handle, requests, seed)
+    samples, sampled_inputs, reused = sample_inputs(handle, requests, seed)
     statistics = time.perf_counter() - started
-    reused = sum(sample.reused for sample in samples)
     started = time.perf_counter()
     for candidate in candidates.values():
         candidate.samples, samples = samples[: len(candidate.requests)], samples[len(candidate.requests) :]

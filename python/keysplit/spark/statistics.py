@@ -160,10 +160,10 @@ class InputSample:
         return hot.select(KEY_HASH).join(rows, on=KEY_HASH, how="left", maintain_order="left").drop(KEY_HASH)
 
 
-def sample_inputs(handle: Session, requests: Sequence[SampleRequest], seed: int) -> tuple[list[InputSample], int]:
+def sample_inputs(handle: Session, requests: Sequence[SampleRequest], seed: int) -> tuple[list[InputSample], int, int]:
     """Each request's sample, in one scan of its input, every input at once (one Spark job
     each, side by side): the statistics a query's plan is decided from; and the inputs
-    sampled. Requests that sample the same rows of one input (two operators on one input's
+    sampled, and of those the ones kept from an earlier call. Requests that sample the same rows of one input (two operators on one input's
     keys) share one scan. A sample kept from an earlier call over the same plan and files is
     reused (the module's notes)."""
 
@@ -188,18 +188,16 @@ def sample_inputs(handle: Session, requests: Sequence[SampleRequest], seed: int)
 
     def gather() -> list[InputSample]:
         if len(merged) == 1:
-            samples = [sampled(merged[0])]
-        else:
-            with ThreadPoolExecutor(max_workers=min(8, len(merged))) as pool:
-                samples = list(pool.map(sampled, merged))
-        return [
-            InputSample(
-                samples[scan].fraction, samples[scan].table.select([0, *columns]), request.keys, samples[scan].reused
-            )
-            for request, (scan, columns) in zip(requests, positions, strict=True)
-        ]
+            return [sampled(merged[0])]
+        with ThreadPoolExecutor(max_workers=min(8, len(merged))) as pool:
+            return list(pool.map(sampled, merged))
 
-    return (handle.call("sampling the keyed inputs", gather) if requests else []), len(merged)
+    scans = handle.call("sampling the keyed inputs", gather) if requests else []
+    samples = [
+        InputSample(scans[scan].fraction, scans[scan].table.select([0, *columns]), request.keys, scans[scan].reused)
+        for request, (scan, columns) in zip(requests, positions, strict=True)
+    ]
+    return samples, len(scans), sum(scan.reused for scan in scans)
 
 
 def _shared_scans(requests: Sequence[SampleRequest]) -> tuple[list[SampleRequest], list[tuple[int, list[int]]]]:
