@@ -64,8 +64,6 @@ MIN_FRACTION = 0.002
 BROADCAST_SAMPLE_ROWS = 500_000
 #: The sampled key hash's column: ``xxhash64(seed, keys)``, as each verb's plan finds keys by.
 KEY_HASH = "__keysplit_st_key_hash"
-#: The names of keysplit's own columns begin so.
-_OURS = PREFIX
 #: The most bytes of samples kept for reuse (least recently used dropped first).
 KEPT_BYTES = 256 << 20
 #: Plan nodes that read something which may change under the same plan: with no input file
@@ -162,10 +160,10 @@ class InputSample:
 
 def sample_inputs(handle: Session, requests: Sequence[SampleRequest], seed: int) -> tuple[list[InputSample], int, int]:
     """Each request's sample, in one scan of its input, every input at once (one Spark job
-    each, side by side): the statistics a query's plan is decided from; and the inputs
-    sampled, and of those the ones kept from an earlier call. Requests that sample the same rows of one input (two operators on one input's
-    keys) share one scan. A sample kept from an earlier call over the same plan and files is
-    reused (the module's notes)."""
+    each, side by side): the statistics a query's plan is decided from; with the inputs
+    sampled, and of those the ones kept from an earlier call. Requests that sample the same
+    rows of one input (two operators on one input's keys) share one scan. A sample kept from
+    an earlier call over the same plan and files is reused (the module's notes)."""
 
     def sampled(request: SampleRequest) -> InputSample:
         frame = request.frame if request.where is None else request.frame.filter(request.where)
@@ -259,13 +257,12 @@ def _projected(frame: DataFrame) -> tuple[bytes, set[bytes]]:
     """The plan of ``frame``'s rows, and the columns it adds to them: a ``select("*", ...)``'s
     input and its other expressions where each is one of keysplit's own columns (a verb's
     prepared input: no name of the input's); else its whole plan, and none."""
-    node: Any = frame._plan
-    plan = node.to_proto(frame.sparkSession.client).root
-    _cleared(plan)
+    plan, _ = _cleared_root(frame)
     if plan.WhichOneof("rel_type") == "project" and plan.project.expressions:
         first, *others = plan.project.expressions
         ours = all(
-            e.WhichOneof("expr_type") == "alias" and [n[: len(_OURS)] for n in e.alias.name] == [_OURS] for e in others
+            e.WhichOneof("expr_type") == "alias" and [n[: len(PREFIX)] for n in e.alias.name] == [PREFIX]
+            for e in others
         )
         if first.WhichOneof("expr_type") == "unresolved_star" and not first.unresolved_star.unparsed_target and ours:
             return plan.project.input.SerializeToString(deterministic=True), {
@@ -274,13 +271,12 @@ def _projected(frame: DataFrame) -> tuple[bytes, set[bytes]]:
     return plan.SerializeToString(deterministic=True), set()
 
 
-def _plan_bytes(frame: DataFrame) -> tuple[bytes, set[str]]:
-    """``frame``'s plan as protobuf bytes, its ids and call sites cleared (equal for equal
-    plans), and the kinds of plan node it holds."""
+def _cleared_root(frame: DataFrame) -> tuple[Any, set[str]]:
+    """``frame``'s plan (its root relation) with its ids and call sites cleared, so that equal
+    plans serialize to equal bytes, and the kinds of plan node it holds."""
     node: Any = frame._plan
-    plan = node.to_proto(frame.sparkSession.client)
-    kinds = _cleared(plan)
-    return plan.SerializeToString(deterministic=True), kinds
+    root = node.to_proto(frame.sparkSession.client).root
+    return root, _cleared(root)
 
 
 def _expression_bytes(given: Column, client: Any) -> bytes:
@@ -329,14 +325,14 @@ def _kept_key(frame: DataFrame, settings: tuple[Any, ...]) -> str | None:
     cleared), ``settings`` and its input files; None when an input could change unseen."""
     from pyspark.errors import PySparkException
 
-    plan, sources = _plan_bytes(frame)
+    plan, sources = _cleared_root(frame)
     try:
         files = sorted(frame.inputFiles())
     except PySparkException:
         return None  # an input Spark cannot list is sampled anew
     if not files and sources & _CHANGING_SOURCES:
         return None
-    digest = hashlib.sha256(plan)
+    digest = hashlib.sha256(plan.SerializeToString(deterministic=True))
     digest.update(repr(settings).encode())
     for name in files:
         digest.update(name.encode() + b"\0" + repr(_file_version(name)).encode() + b"\0")
