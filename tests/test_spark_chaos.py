@@ -27,6 +27,7 @@ from pyspark import cloudpickle
 
 from chaos import At, StatusApi, executor_pids, run_killing, run_killing_at, stages_of, wait_for_executors
 from keysplit.spark import (
+    AsofReport,
     Report,
     WriteReport,
     aggregate,
@@ -309,6 +310,44 @@ def test_asof_join_survives_a_kill_in_its_sampling_and_window_stages(cluster, ap
     points = [At(ordinal=0), At(stage=lambda s, index: s["numTasks"] > workers)]
     for result, kills in run_killing_at(api, cluster.cluster.pid, action, points):
         assert result.equals(expected), f"a different as-of join after {kills}"
+
+
+def test_a_measured_nearest_asof_join_survives_a_kill_in_its_slowest_stage(cluster, api, directory, data):
+    # skewed(facts).asof_join(..., direction="nearest"), its statistics job run by the call,
+    # key 1 cut with literal cuts in both passes over the union (the forward one fused over
+    # the backward one's split, whose hot output is persisted). Each run a new plan (a filter
+    # that keeps every quote), persisted anew. Killed in the clean run's slowest stage, then
+    # once that output is cached (the lost executor's blocks computed again from their
+    # lineage): equal to pandas' merge_asof each time.
+    from pyspark.sql import functions as F
+
+    frame = cluster.spark.read.parquet(str(directory))
+    quotes = frame.where(F.col("rid") % 4 == 0).select("key", "value", F.col("rid").alias("quote"))
+    runs = iter(range(1_000))
+    reports: list[Report[AsofReport]] = []
+
+    def action() -> pl.DataFrame:
+        fresh = quotes.where(F.col("quote") != -1 - next(runs))
+        reports.append(Report())
+        joined = skewed(frame, workers=24, min_rows=0).asof_join(
+            fresh, on="value", by="key", direction="nearest", report=reports[-1]
+        )
+        return fetched(joined)
+
+    right = data.filter(pl.col("rid") % 4 == 0).select("key", "value", quote="rid").to_pandas()
+    merged = pd.merge_asof(
+        data.to_pandas().sort_values("value"), right.sort_values("value"), on="value", by="key", direction="nearest"
+    )
+    expected = pl.from_pandas(merged).with_columns(pl.col("quote").cast(pl.Int64))
+    expected = expected.sort(expected.columns)
+    assert frame.schema.names == data.columns  # the Parquet footers read now, in a stage of their own
+    clean, stages = stages_of(api, action, twice=False)
+    assert clean.equals(expected)
+    assert len(reports[0].get.passes) == 2, reports[0].get
+    result, kill = run_killing(api, cluster.cluster.pid, action, ordinal=slowest(stages), completed=0)
+    assert result.equals(expected), f"a different as-of join after {kill}"
+    result, kill = run_killing(api, cluster.cluster.pid, action, once_cached=True)
+    assert result.equals(expected), f"a different as-of join after {kill}"
 
 
 def test_ranks_in_the_input_order_survive_a_kill_in_the_counts_and_the_rows(cluster, api, directory):

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import datetime
 import decimal
+import gc
+import time
 
 import numpy as np
 import polars as pl
@@ -176,6 +178,24 @@ def test_every_hot_operator_of_a_chain_is_split_and_the_result_is_sparks(spark, 
         assert not frame.storageLevel.useMemory and not frame.storageLevel.useDisk
     # Nothing was set on the session (no configuration, no JAR): it runs where Spark Connect does.
     assert dict(spark.spark.conf.getAll) == settings
+
+
+def test_a_persisted_split_output_is_unpersisted_once_no_frame_reads_the_query(facts, dims):
+    # A fused chain persists the join's hot output (above); with no release() called, it is
+    # unpersisted once the last DataFrame reading the optimized query is garbage collected.
+    query = facts.join(dims, "k").groupBy("k").agg(F.median("v"), F.count("*"))
+    optimized, report = _optimized(query)
+    derived = optimized.where(F.col("k").isNotNull())
+    del optimized
+    assert _rows(derived) == _rows(query)
+    [held] = report.persisted
+    assert held.storageLevel.useDisk, "persisted (memory and disk) while a frame reads it"
+    del derived
+    gc.collect()
+    deadline = time.monotonic() + 60
+    while held.storageLevel.useDisk and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not held.storageLevel.useMemory and not held.storageLevel.useDisk
 
 
 def test_where_the_server_will_not_persist_a_chain_is_still_exact(facts, dims, monkeypatch):

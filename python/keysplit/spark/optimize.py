@@ -57,6 +57,7 @@ from keysplit.spark.holistic import SPLIT_FUNCTIONS, HolisticReport, SkewAggrega
 from keysplit.spark.intake import is_spark_frame, session_for, shuffle_partitions
 from keysplit.spark.join import JoinReport, SkewJoin, planned_join
 from keysplit.spark.keyed_plan import KeyedOperator, Kind, keyed_operators, plan_children, plan_frame, windows_in
+from keysplit.spark.lifetime import unpersist_with
 from keysplit.spark.options import MIN_ROWS, MIN_SKEW, WHOLE_FRAME_MIN_ROWS_FACTOR, SkewOptions
 from keysplit.spark.report import Report
 from keysplit.spark.statistics import (
@@ -140,7 +141,8 @@ class OptimizeReport:
 
     def release(self) -> None:
         """Unpersists what the optimized query persisted (:attr:`persisted`), once its
-        actions are done; Spark frees it with the session otherwise."""
+        actions are done; otherwise it is unpersisted once no DataFrame reads the query
+        (:mod:`keysplit.spark.lifetime`)."""
         for frame in self.persisted:
             frame.unpersist()
 
@@ -281,7 +283,7 @@ def optimized(
     planning = time.perf_counter() - started
     requests = [request for candidate in candidates.values() for request in candidate.requests]
     started = time.perf_counter()
-    samples, sampled_inputs, reused = sample_inputs(handle, requests, seed)
+    samples, sampled_inputs, reused = sample_inputs(handle, requests, seed, tasks)
     statistics = time.perf_counter() - started
     started = time.perf_counter()
     for candidate in candidates.values():
@@ -325,6 +327,8 @@ def optimized(
                 rebuilt.replace(candidate.node, replacement._plan)
         decisions[index] = decision
     result = rebuilt.frame(frame)
+    for held in persisted:
+        unpersist_with(result, held)
     planning += time.perf_counter() - started
     if report is not None:
         report.fill(
@@ -360,11 +364,11 @@ def _stacked(
         return build.whole(inputs), decision
     stacked = [
         (given, lower)
-        for given, lower in zip(inputs, _split_below(candidate, operators, rebuilt), strict=True)
+        for given, lower in zip(candidate.operator.inputs, _split_below(candidate, operators, rebuilt), strict=True)
         if lower is not None
     ]
     below = ", ".join(lower.label for _, lower in stacked)
-    refused = _persisted([given for given, _ in stacked], handle, persisted)
+    refused = _persisted([_holding(given, lower, rebuilt) for given, lower in stacked], handle, persisted)
     if refused is not None:
         return None, OperatorDecision(
             candidate.operator.label,
@@ -517,6 +521,20 @@ def _split_below(
         under = _keyed_below(given._plan, operators)
         found.append(next((lower for lower in under if id(_node(lower)) in rebuilt.replacements), None))
     return found
+
+
+def _holding(given: DataFrame, lower: KeyedOperator, rebuilt: _Rebuilt) -> DataFrame:
+    """What of the input ``given`` is persisted for the split ``lower`` under it: the branch
+    of a union that holds ``lower``, as rebuilt; the union's other branches are read again as
+    they are (a scan, say: copying it into the cache would cost more than reading it).
+    ``given`` as rebuilt where it is no union."""
+    node = given._plan
+    while type(node).__name__ == "SetOperation" and node.set_op == "union":
+        holding = [child for child in (node._child, node.other) if _keyed_below(child, [lower])]
+        if len(holding) != 1:
+            break
+        node = holding[0]
+    return rebuilt.frame(given if node is given._plan else plan_frame(node, given._session))
 
 
 def _persisted(frames: list[DataFrame], handle: Session, persisted: list[DataFrame]) -> str | None:

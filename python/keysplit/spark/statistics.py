@@ -158,28 +158,50 @@ class InputSample:
         return hot.select(KEY_HASH).join(rows, on=KEY_HASH, how="left", maintain_order="left").drop(KEY_HASH)
 
 
-def sample_inputs(handle: Session, requests: Sequence[SampleRequest], seed: int) -> tuple[list[InputSample], int, int]:
+def sample_inputs(
+    handle: Session, requests: Sequence[SampleRequest], seed: int, workers: int
+) -> tuple[list[InputSample], int, int]:
     """Each request's sample, in one scan of its input, every input at once (one Spark job
     each, side by side): the statistics a query's plan is decided from; with the inputs
     sampled, and of those the ones kept from an earlier call. Requests that sample the same
     rows of one input (two operators on one input's keys) share one scan. A sample kept from
-    an earlier call over the same plan and files is reused (the module's notes)."""
+    an earlier call over the same plan and files is reused (the module's notes).
+
+    Keys first: a request that reads columns beside its key (a window's ordering, a
+    percentile's values) has its input sampled for the key alone, its columns null, and read
+    again with them only where a key is hot at ``workers`` tasks (:meth:`InputSample.hot`):
+    only a hot key's columns are ever read (its cuts, its grid), and most inputs have none.
+    A scan of the key alone decodes less (10^7 trades and 2x10^6 quotes, a series and a
+    timestamp: 0.6-0.7 s against 1.1-1.5 s on local[2])."""
+
+    def scanned(frame: DataFrame, fraction: float, presampled: bool) -> pa.Table:
+        if fraction < 1 and not presampled:
+            frame = frame.sample(fraction=fraction, seed=seed)
+        return frame.toArrow()
 
     def sampled(request: SampleRequest) -> InputSample:
         frame = request.frame if request.where is None else request.frame.filter(request.where)
-        frame = frame.select(request.key_hash.alias(KEY_HASH), *request.columns)
-        key = _kept_key(frame, (request.fraction, request.presampled, seed, SAMPLE_ROWS, MIN_FRACTION))
+        whole = frame.select(request.key_hash.alias(KEY_HASH), *request.columns)
+        key = _kept_key(whole, (request.fraction, request.presampled, seed, SAMPLE_ROWS, MIN_FRACTION))
         kept = _KEPT.get(key) if key is not None else None
+        if kept is not None and (kept.whole or not _any_hot(kept.table, workers)):
+            return InputSample(kept.fraction, kept.table, request.keys, reused=True)
         if kept is not None:
-            return InputSample(kept[0], kept[1], request.keys, reused=True)
-        fraction = (
-            request.fraction if request.fraction is not None else sample_fraction(estimated_rows(handle, request.frame))
-        )
-        if fraction < 1 and not request.presampled:
-            frame = frame.sample(fraction=fraction, seed=seed)
-        table = frame.toArrow()
+            fraction = kept.fraction
+        elif request.fraction is not None:
+            fraction = request.fraction
+        else:
+            fraction = sample_fraction(estimated_rows(handle, request.frame))
+        keys_alone = None if kept is not None else _keys_alone(request, frame)
+        if keys_alone is not None:
+            table = scanned(keys_alone, fraction, request.presampled)
+            if not _any_hot(table, workers):
+                if key is not None:
+                    _KEPT.put(key, _Sample(fraction, table, whole=False))
+                return InputSample(fraction, table, request.keys)
+        table = scanned(whole, fraction, request.presampled)
         if key is not None:
-            _KEPT.put(key, fraction, table)
+            _KEPT.put(key, _Sample(fraction, table, whole=True))
         return InputSample(fraction, table, request.keys)
 
     merged, positions = _shared_scans(requests)
@@ -196,6 +218,30 @@ def sample_inputs(handle: Session, requests: Sequence[SampleRequest], seed: int)
         for request, (scan, columns) in zip(requests, positions, strict=True)
     ]
     return samples, len(scans), sum(scan.reused for scan in scans)
+
+
+def _keys_alone(request: SampleRequest, frame: DataFrame) -> DataFrame | None:
+    """``frame``'s key hash with ``request``'s columns as nulls of their types (Spark folds
+    ``when(false, c)`` to a typed null and reads none of ``c``'s inputs): a sample of it has
+    the whole sample's schema. None where the columns are none, or their names cannot be
+    read here, or the frame is a sample already (its join would run twice)."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.connect.column import Column as ConnectColumn
+
+    from keysplit.spark.expressions import output_name, unaliased
+
+    names = [output_name(c) for c in request.columns]
+    if not request.columns or request.presampled or None in names:
+        return None
+    nulls = [
+        F.when(F.lit(False), ConnectColumn(unaliased(c._expr))).alias(str(name))
+        for c, name in zip(request.columns, names, strict=True)
+    ]
+    return frame.select(request.key_hash.alias(KEY_HASH), *nulls)
+
+
+def _any_hot(table: pa.Table, workers: int) -> bool:
+    return InputSample(1.0, table).hot(workers).height > 0
 
 
 def _shared_scans(requests: Sequence[SampleRequest]) -> tuple[list[SampleRequest], list[tuple[int, list[int]]]]:
@@ -291,25 +337,35 @@ def forget_statistics() -> None:
     _KEPT.clear()
 
 
+@dataclass(frozen=True)
+class _Sample:
+    """A kept sample: its fraction, its table, and whether its columns were read (not only
+    its keys: :func:`sample_inputs`)."""
+
+    fraction: float
+    table: pa.Table
+    whole: bool
+
+
 class _Kept:
     """Samples by key, least recently used dropped first past :data:`KEPT_BYTES`; shared by
     the threads that sample a query's inputs side by side."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
-        self.samples: OrderedDict[str, tuple[float, pa.Table]] = OrderedDict()
+        self.samples: OrderedDict[str, _Sample] = OrderedDict()
 
-    def get(self, key: str) -> tuple[float, pa.Table] | None:
+    def get(self, key: str) -> _Sample | None:
         with self.lock:
             found = self.samples.get(key)
             if found is not None:
                 self.samples.move_to_end(key)
             return found
 
-    def put(self, key: str, fraction: float, table: pa.Table) -> None:
+    def put(self, key: str, sample: _Sample) -> None:
         with self.lock:
-            self.samples[key] = (fraction, table)
-            while sum(kept.nbytes for _, kept in self.samples.values()) > KEPT_BYTES and len(self.samples) > 1:
+            self.samples[key] = sample
+            while sum(kept.table.nbytes for kept in self.samples.values()) > KEPT_BYTES and len(self.samples) > 1:
                 self.samples.popitem(last=False)
 
     def clear(self) -> None:
