@@ -142,7 +142,7 @@ class OptimizeReport:
     def release(self) -> None:
         """Unpersists what the optimized query persisted (:attr:`persisted`), once its
         actions are done; otherwise it is unpersisted once no DataFrame reads the query
-        (:mod:`keysplit.spark.lifetime`)."""
+        (when the last one is garbage collected)."""
         for frame in self.persisted:
             frame.unpersist()
 
