@@ -12,6 +12,7 @@ from __future__ import annotations
 import datetime
 import decimal
 import gc
+import importlib
 import time
 
 import numpy as np
@@ -178,6 +179,23 @@ def test_every_hot_operator_of_a_chain_is_split_and_the_result_is_sparks(spark, 
         assert not frame.storageLevel.useMemory and not frame.storageLevel.useDisk
     # Nothing was set on the session (no configuration, no JAR): it runs where Spark Connect does.
     assert dict(spark.spark.conf.getAll) == settings
+
+
+def test_the_statistics_read_a_windows_ordering_only_where_a_key_is_hot(facts):
+    # Keys first (statistics.sample_inputs): the key alone is sampled, and the ordering too
+    # only where a key is hot; the sample kept says which it read. By u (a permutation) no
+    # key is hot; by k, HOT holds 60 %.
+    statistics = importlib.import_module("keysplit.spark.statistics")
+    for key, hot in (("u", False), ("k", True)):
+        forget_statistics()
+        query = facts.withColumn("r", F.sum("v").over(Window.partitionBy(key).orderBy("t")))
+        _, report = _optimized(query)
+        [kept] = statistics._KEPT.samples.values()
+        ordering = kept.table.column(kept.table.column_names[-1])
+        assert report.operators[0].rewritten is hot and kept.whole is hot, str(report)
+        # (t has nulls of its own: read, some are not.)
+        assert (ordering.null_count < kept.table.num_rows) is hot and kept.table.num_rows > 0
+    forget_statistics()
 
 
 def test_a_persisted_split_output_is_unpersisted_once_no_frame_reads_the_query(facts, dims):
