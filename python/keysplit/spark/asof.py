@@ -118,22 +118,14 @@ def asof_join(
     plan = _planned(
         left, right, on, by, direction, tolerance, allow_exact_matches, how, suffixes, workers, seed, session
     )
-    reports: dict[str, Report[WindowSplitReport]] = {}
+    reports: dict[str, Report[WindowSplitReport]] = {way: Report() for way in plan.ways}
     matched = plan.union
     for way in plan.ways:
-        reports[way] = Report()
         matched = window(
             matched, plan.match_of(way), workers=workers, seed=seed, session=plan.handle, report=reports[way]
         )
     if report is not None:
-
-        def read() -> AsofReport | None:
-            done = {way: r.get for way, r in reports.items() if r.ready}
-            if len(done) < len(reports):
-                return None
-            return AsofReport(done.get("backward"), done.get("forward"))
-
-        report.bind(read)
+        _bind(report, reports, split=set(plan.ways))
     return plan.result(matched)
 
 
@@ -177,24 +169,27 @@ def measured_asof_join(
     for way in plan.ways:
         matched = matched.withColumns(plan.match_of(way))
         windows[way] = matched
-    reports: dict[str, Report[Any]] = {way: Report() for way in plan.ways}
+    reports: dict[str, Report[WindowSplitReport]] = {way: Report() for way in plan.ways}
     result, decisions = optimized(
         matched, options, only={id(frame._plan): reports[way] for way, frame in windows.items()}
     )
     if report is not None:
-
-        def read() -> AsofReport | None:
-            found: dict[str, WindowSplitReport | None] = {}
-            for way, frame in windows.items():
-                decision = decisions.get(id(frame._plan))
-                if decision is not None and decision.rewritten:
-                    if not reports[way].ready:
-                        return None
-                    found[way] = reports[way].get
-            return AsofReport(found.get("backward"), found.get("forward"))
-
-        report.bind(read)
+        split = {way for way, frame in windows.items() if getattr(decisions.get(id(frame._plan)), "rewritten", False)}
+        _bind(report, reports, split=split)
     return plan.result(result)
+
+
+def _bind(report: Report[AsofReport], passes: dict[str, Report[WindowSplitReport]], *, split: set[str]) -> None:
+    """Fills ``report`` once each pass keysplit split (``split``) has its window report; a
+    pass left to Spark is None in it."""
+
+    def read() -> AsofReport | None:
+        if not all(passes[way].ready for way in split):
+            return None
+        found = {way: passes[way].get for way in split}
+        return AsofReport(found.get("backward"), found.get("forward"))
+
+    report.bind(read)
 
 
 @dataclass(frozen=True)
