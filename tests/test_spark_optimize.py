@@ -369,6 +369,32 @@ def test_a_window_without_partition_by_is_cut_at_literal_values_of_any_order(fac
     assert decision.report.get.hot["rows"].to_list() == [ROWS] and decision.report.get.hot["chunks"][0] > 1
 
 
+def test_a_statistics_scan_of_many_splits_runs_in_few_tasks_and_samples_the_same_rows(spark):
+    # A scan task has a fixed cost: the key of a small input split over many tasks is read in
+    # one task per SCAN_TASK_BYTES of its estimate, at most one per worker, and never where
+    # the plan shuffles (coalescing would narrow the stage computing it). The coalesced sample
+    # has the rows each split's own seed picks, as the scan task by task.
+    statistics = importlib.import_module("keysplit.spark.statistics")
+    many = spark.spark.range(0, 300_000, 1, 24).select((F.col("id") % 1_000).alias("k"), "id")
+    huge = spark.spark.range(0, 10**11, 1, 24).select((F.col("id") % 1_000).alias("k"), "id")
+    shuffled = many.join(many.withColumnRenamed("id", "other").hint("merge"), "k")
+    assert statistics._scan_tasks(spark.explained(many, "cost"), WORKERS) == 1
+    assert statistics._scan_tasks(spark.explained(huge, "cost"), WORKERS) == WORKERS
+    assert statistics._scan_tasks(spark.explained(shuffled, "cost"), WORKERS) is None
+    assert statistics._scan_tasks("no plan", WORKERS) is None
+
+    # Keyed by id: a row's hash names it.
+    key_hash = F.xxhash64(F.lit(0), F.col("id"))
+    request = statistics.SampleRequest(many, key_hash, keys=("id",), fraction=0.05)
+    forget_statistics()
+    [sample], scans, _ = statistics.sample_inputs(spark, [request], 3, WORKERS)
+    by_task = many.select(key_hash.alias(statistics.KEY_HASH)).sample(fraction=0.05, seed=3).toArrow()
+    picked = sample.table.column(statistics.KEY_HASH).to_pylist()
+    assert scans == 1 and 0 < len(picked) < 300_000 // 10
+    assert sorted(picked) == sorted(by_task.column(statistics.KEY_HASH).to_pylist())
+    forget_statistics()
+
+
 def test_statistics_are_kept_for_the_same_plan_over_the_same_files(spark, tmp_path):
     # A recurring job: the same query, built anew over the same files, reuses the first call's
     # sample (no scan); a file added to its input, or forget_statistics(), makes it sample
