@@ -327,6 +327,34 @@ def test_a_distinct_count_beside_a_mode_is_counted_for_every_key_without_statist
         assert _rows(optimized) == _rows(query)
 
 
+def test_chunks_that_outnumber_the_workers_each_get_a_partition_of_their_own(spark):
+    # Three hot keys (30, 13 and 8 % of the rows, at 16 workers) take 10, 5 and 3 chunks: 18
+    # chunks, more than the 16 workers. Each chunk is windowed in a partition of its own (two
+    # in one task made it twice the mean), and the result is Spark's.
+    rng = np.random.default_rng(11)
+    shares = {1: 0.30, 2: 0.13, 3: 0.08, 4: 0.055, 5: 0.04, 6: 0.03}
+    draw = rng.random(ROWS)
+    keys = rng.integers(100, 600, ROWS)
+    edge = 0.0
+    for key, share in shares.items():
+        keys = np.where((draw >= edge) & (draw < edge + share), key, keys)
+        edge += share
+    frame = spark.spark.createDataFrame(
+        pl.DataFrame({"k": keys, "t": rng.permutation(ROWS), "v": rng.integers(0, 100, ROWS)}).to_arrow()
+    )
+    query = frame.withColumn("run", F.sum("v").over(Window.partitionBy("k").orderBy("t")))
+    optimized, report = _optimized(query, min_skew=2)
+    [decision] = report.operators
+    assert decision.rewritten, str(report)
+    ours = optimized.withColumn("task", F.spark_partition_id())
+    assert _rows(ours.drop("task")) == _rows(query)
+    hot = decision.report.get.hot
+    assert sorted(hot["k"].to_list()) == [1, 2, 3] and hot["chunks"].sum() > WORKERS, str(hot)
+    per_task = pl.from_arrow(ours.where(F.col("k") <= 3).groupBy("task").count().toArrow())
+    assert per_task.height == hot["chunks"].sum()
+    assert per_task["count"].max() <= hot["largest_chunk"].max(), (per_task, hot)
+
+
 def test_a_window_without_partition_by_is_explained_and_split(spark, facts):
     # Spark's plan moves every row to one task: explain_skew names the window verb, and
     # optimize cuts the whole frame's ordering into ranges (its one "key", hot on any number
