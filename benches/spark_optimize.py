@@ -30,23 +30,24 @@ and strong (0.3).
 3. ``full``: ``facts ⟗ others`` on ``k`` (a hot key on each side);
 4. ``semi`` and 5. ``anti``: ``facts`` left semi / left anti ``keyset``;
 6. ``join-median``: ``facts ⋈ dim``, then ``groupBy(k).agg(median(v), count(*))``;
-7. ``join-window``: ``facts ⋈ dim``, then a running sum and a ``lag`` per ``k`` by ``t``;
-8. ``window-percentile``: a running sum and ``row_number`` per ``k``, then
+7. ``outer-median``: ``facts ⟗ others``, then the same median and count per ``k``;
+8. ``join-window``: ``facts ⋈ dim``, then a running sum and a ``lag`` per ``k`` by ``t``;
+9. ``window-percentile``: a running sum and ``row_number`` per ``k``, then
    ``groupBy(k).agg(percentile(v, [0.5, 0.9]))`` of them;
-9. ``grouped-map-control``: ``facts ⋈ dim`` on the uniform ``j``, then
+10. ``grouped-map-control``: ``facts ⋈ dim`` on the uniform ``j``, then
    ``groupBy(g).applyInPandas(f)`` on ``g = k mod 1000`` (1,000 calls of ``f``, the hot key's
    group hot): a grouped map is not rewritten (it needs ``merge=``) and the join has no hot
    key, so ``optimize`` returns the query and costs its statistics;
-10. ``mode-distinct``: ``groupBy(k).agg(mode(u), count_distinct(u))``;
-11. ``select-window``: ``facts.select("*", lag(v).over(w))``;
-12. ``tpch-join-median``: ``lineitem ⋈ orders`` on the order key, then the median
+11. ``mode-distinct``: ``groupBy(k).agg(mode(u), count_distinct(u))``;
+12. ``select-window``: ``facts.select("*", lag(v).over(w))``;
+13. ``tpch-join-median``: ``lineitem ⋈ orders`` on the order key, then the median
     ``l_extendedprice`` per ``o_custkey``;
-13. ``tpch-join-percentile``: ``orders ⋈ customer`` on the customer key, then
+14. ``tpch-join-percentile``: ``orders ⋈ customer`` on the customer key, then
     ``percentile(o_totalprice, [0.5, 0.9])`` per customer;
-14. ``tpch-window``: a running sum of ``l_quantity`` and a ``lag`` per ``l_partkey``;
-15. ``tpch-median``: the median ``o_totalprice`` and the distinct order dates per ``o_custkey``.
+15. ``tpch-window``: a running sum of ``l_quantity`` and a ``lag`` per ``l_partkey``;
+16. ``tpch-median``: the median ``o_totalprice`` and the distinct order dates per ``o_custkey``.
 
-In 6, 7, 8, 12 and 13 an operator reads another keyed operator's output: sampling its input
+In 6, 7, 8, 9, 13 and 14 an operator reads another keyed operator's output: sampling its input
 would run the operator below, so ``optimize`` estimates it from the statistics of the one
 below or leaves it to Spark; its report, printed once per query and level, says which.
 
@@ -129,6 +130,7 @@ QUERIES = (
     "semi",
     "anti",
     "join-median",
+    "outer-median",
     "join-window",
     "window-percentile",
     "grouped-map-control",
@@ -303,6 +305,11 @@ def queries(frames: dict[str, Any]) -> dict[str, Callable[[], Any]]:
             "join-median": lambda: (
                 facts.join(dim, "k").groupBy("k").agg(F.median("v").alias("median_v"), F.count("*").alias("rows"))
             ),
+            "outer-median": lambda: (
+                facts.join(others, "k", "full")
+                .groupBy("k")
+                .agg(F.median("v").alias("median_v"), F.count("*").alias("rows"))
+            ),
             "join-window": lambda: facts.join(dim, "k").withColumns(
                 {"run_sum": F.sum("v").over(joined_by_time), "previous": F.lag("v").over(joined_by_time)}
             ),
@@ -386,9 +393,11 @@ def decisions(decided: ks.OptimizeReport) -> list[dict[str, Any]]:
     return rows
 
 
-def run_plan(handle: Any, status: SparkStatus, query: Any, plan: str, seed: int, *, reported: bool) -> dict[str, Any]:
-    """One timed run of ``plan`` on ``query``: its figures (and, for optimize when
-    ``reported``, its report)."""
+def run_plan(
+    handle: Any, status: SparkStatus, query: Any, plan: str, options: dict[str, Any], *, reported: bool
+) -> dict[str, Any]:
+    """One timed run of ``plan`` on ``query`` (``options``: optimize's): its figures (and, for
+    optimize when ``reported``, its report)."""
     first = status.next_execution()
     figures: dict[str, Any] = {}
     frame, decided = query, None
@@ -397,7 +406,7 @@ def run_plan(handle: Any, status: SparkStatus, query: Any, plan: str, seed: int,
         # Each run as a first run: its statistics gathered anew (see "recurring" below).
         ks.forget_statistics()
         started = time.perf_counter()
-        frame = ks.optimize(query, seed=seed, report=report)
+        frame = ks.optimize(query, **options, report=report)
         figures["optimize_s"] = time.perf_counter() - started
         if report is not None:
             decided = report.get
@@ -418,7 +427,7 @@ def run_plan(handle: Any, status: SparkStatus, query: Any, plan: str, seed: int,
         # kept from the call above (the query itself would run as above). After the stages
         # are read: a job it ran would not count.
         started = time.perf_counter()
-        ks.optimize(query, seed=seed)
+        ks.optimize(query, **options)
         figures["recurring_optimize_s"] = time.perf_counter() - started
         figures["recurring_wall_s"] = figures["query_s"] + figures["recurring_optimize_s"]
     keyed = keyed_stages(stages)
@@ -457,7 +466,9 @@ def run_plan(handle: Any, status: SparkStatus, query: Any, plan: str, seed: int,
     return figures
 
 
-def run_query(handle: Any, status: SparkStatus, build: Callable[[], Any], repeats: int, seed: int) -> dict[str, Any]:
+def run_query(
+    handle: Any, status: SparkStatus, build: Callable[[], Any], repeats: int, options: dict[str, Any]
+) -> dict[str, Any]:
     """Warm-up, then ``repeats`` pairs of the two plans, alternated; a plan that raises is
     recorded as failed (with its error) and not run again."""
     runs: dict[str, list[dict[str, Any]]] = {plan: [] for plan in PLANS}
@@ -467,7 +478,7 @@ def run_query(handle: Any, status: SparkStatus, build: Callable[[], Any], repeat
     def attempt(plan: str, *, reported: bool = False) -> dict[str, Any] | None:
         try:
             query = build()
-            figures = run_plan(handle, status, query, plan, seed, reported=reported)
+            figures = run_plan(handle, status, query, plan, options, reported=reported)
         except Exception as error:  # recorded, as the module's notes say: optimize must not raise
             failed[plan] = f"{type(error).__name__}: {error}"[:2000]
             print(f"  {plan}: failed: {failed[plan]}", flush=True)
@@ -622,6 +633,9 @@ def main() -> None:
         "--queries", nargs="*", help=f"run only the queries whose names start so ({', '.join(QUERIES)})"
     )
     parser.add_argument("--seed", type=int, default=0, help="optimize()'s seed")
+    parser.add_argument(
+        "--min-rows", type=lambda t: int(float(t)), help="optimize()'s cost guard size (default: the library's)"
+    )
     parser.add_argument("--output", type=Path)
     parser.add_argument("--data-dir", type=Path, default=Path(tempfile.gettempdir()) / "keysplit-optimize")
     args = parser.parse_args()
@@ -646,6 +660,9 @@ def main() -> None:
             complete=complete,
         )
 
+    optimize_options: dict[str, Any] = {"seed": args.seed}
+    if args.min_rows is not None:
+        optimize_options["min_rows"] = args.min_rows
     with ks.session(master=SETUPS[args.setup], ui=True, driver_memory="4g", **CONF) as handle:
         assert handle.server is not None and handle.server.ui_port is not None
         status = SparkStatus(handle.server.ui_port)
@@ -658,7 +675,7 @@ def main() -> None:
             built = queries(frames)
             for name in chosen:
                 print(f"{level(share)} ({share:.0%}), {name}", flush=True)
-                figures = run_query(handle, status, built[name], args.repeats, args.seed)
+                figures = run_query(handle, status, built[name], args.repeats, optimize_options)
                 results[f"{share:g} {name}"] = {"level": level(share), "share": share, "query": name}
                 results[f"{share:g} {name}"] |= figures | summarise(figures)
                 write(complete=False)

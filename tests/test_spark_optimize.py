@@ -24,6 +24,8 @@ from pyspark.sql import functions as F
 
 from keysplit import ConfigError, ConfigTypeError
 from keysplit.spark import OptimizeReport, Report, explain_skew, forget_statistics, optimize
+from keysplit.spark.options import MIN_SKEW
+from spark_status import StatusApi
 
 ROWS = 40_000
 WORKERS = 16
@@ -415,11 +417,28 @@ def test_a_statistics_scan_of_many_splits_runs_in_few_tasks_and_samples_the_same
     key_hash = F.xxhash64(F.lit(0), F.col("id"))
     request = statistics.SampleRequest(many, key_hash, keys=("id",), fraction=0.05)
     forget_statistics()
-    [sample], scans, _ = statistics.sample_inputs(spark, [request], 3, WORKERS)
+    [sample], scans, _ = statistics.sample_inputs(spark, [request], 3, WORKERS, min_skew=MIN_SKEW)
     by_task = many.select(key_hash.alias(statistics.KEY_HASH)).sample(fraction=0.05, seed=3).toArrow()
     picked = sample.table.column(statistics.KEY_HASH).to_pylist()
     assert scans == 1 and 0 < len(picked) < 300_000 // 10
     assert sorted(picked) == sorted(by_task.column(statistics.KEY_HASH).to_pylist())
+
+    # A key that passes the cost guard's factor (k = 0 in 40 % of the rows): the query is
+    # about to be split at its full width, so the second scan (its ordering too) runs at the
+    # input's own 24 splits, the first (the key alone) still in one task; under the factor,
+    # both in one task. The same rows either way.
+    hot = many.withColumn("k", F.when(F.col("id") % 5 < 2, F.lit(0)).otherwise(F.col("k")))
+    api = StatusApi(spark)
+    scanned = {}
+    for factor in (MIN_SKEW, 1_000.0):
+        request = statistics.SampleRequest(hot, F.xxhash64(F.lit(0), F.col("k")), (F.col("id"),), ("k",), fraction=0.05)
+        forget_statistics()
+        last = api.last_stage()
+        [sample], _, _ = statistics.sample_inputs(spark, [request], 3, WORKERS, min_skew=factor)
+        scanned[factor] = sorted(sample.table.column("id").to_pylist())
+        tasks = sorted(s["numTasks"] for s in api.stages_after(last) if s["status"] == "COMPLETE")
+        assert tasks == ([1, 24] if factor == MIN_SKEW else [1, 1]), (factor, tasks)
+    assert scanned[MIN_SKEW] == scanned[1_000.0] and len(scanned[MIN_SKEW]) > 300_000 // 40
     forget_statistics()
 
 

@@ -283,7 +283,7 @@ def optimized(
     planning = time.perf_counter() - started
     requests = [request for candidate in candidates.values() for request in candidate.requests]
     started = time.perf_counter()
-    samples, sampled_inputs, reused = sample_inputs(handle, requests, seed, tasks)
+    samples, sampled_inputs, reused = sample_inputs(handle, requests, seed, tasks, min_skew=options.min_skew)
     statistics = time.perf_counter() - started
     started = time.perf_counter()
     for candidate in candidates.values():
