@@ -470,7 +470,7 @@ def test_statistics_are_kept_for_the_same_plan_over_the_same_files(spark, tmp_pa
     assert [reused(spark.spark.table("ranged").groupBy("k").agg(F.median("v"))) for _ in range(2)] == [0, 0]
 
 
-def test_below_the_cost_guard_nothing_is_rewritten(facts):
+def test_below_the_cost_guard_nothing_is_rewritten(facts, dims):
     # The hot key's 60 % is 9.6 mean tasks of 16: a guard of 12 keeps Spark's plan, and so
     # does the guard's size: its 24,000 rows are under the default million.
     query = facts.groupBy("k").agg(F.median("v"))
@@ -493,6 +493,17 @@ def test_below_the_cost_guard_nothing_is_rewritten(facts):
     assert _optimized(whole, min_rows=5_000)[1].operators[0].rewritten
     in_order = facts.withColumn("n", F.row_number().over(Window.orderBy(F.monotonically_increasing_id())))
     assert _optimized(in_order, min_rows=10_000)[1].operators[0].rewritten
+    # A join whose hot key's work (L + R + L·R, about 46,000) passes a guard of 30,000 rows,
+    # under a median whose hot key (about 23,000 output rows) does not: Spark runs the two in
+    # one stage, so the join is left too (split alone, it would add an exchange under the
+    # median and keep its straggler).
+    chain = facts.join(dims, "k").groupBy("k").agg(F.median("v"))
+    optimized, report = _optimized(chain, min_rows=30_000)
+    join, median = report.operators
+    assert optimized is chain, str(report)
+    assert (join.rule, median.rule) == ("straggler above", "small") and not join.rewritten, str(report)
+    assert "left to Spark (small)" in join.why and join.predicted_skew > 5
+    assert [d.rule for d in _optimized(facts.join(dims, "k"), min_rows=30_000)[1].operators] == ["skew"]
 
 
 def test_what_it_cannot_measure_or_split_is_left_to_spark_and_named(spark, facts, dims):
