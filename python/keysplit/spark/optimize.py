@@ -1037,7 +1037,7 @@ def _decided(
         # Its own sample, or that of the window under it on the same keys (the same rows per key).
         [sample] = (source or candidate).samples
         hottest = sample.hot(planned.workers)
-        skew = float(hottest["upper"][0]) * planned.workers / max(sample.rows.height, 1) if hottest.height else None
+        skew = sample.skew(planned.workers)
         keys = sample.key_values(hottest)
         rows = float(hottest["sampled"][0]) / sample.fraction if hottest.height else 0.0
         measured_on = "its rows per key" if source is None else f"{source.operator.label}'s rows per key"

@@ -185,6 +185,12 @@ class InputSample:
         upper = pl.col("sampled") + 2 * pl.col("sampled").sqrt() + 3
         return counts.with_columns(upper.alias("upper")).filter(pl.col("upper") * workers > total)
 
+    def skew(self, workers: int) -> float | None:
+        """The hottest key's rows in mean tasks' of ``workers``, at the count's upper bound
+        (:meth:`hot`); None where no key is hot."""
+        hot = self.hot(workers)
+        return float(hot["upper"][0]) * workers / max(self.table.num_rows, 1) if hot.height else None
+
     def key_values(self, hot: pl.DataFrame) -> pl.DataFrame:
         """The key columns of the ``hot`` keys (by :data:`KEY_HASH`), hottest first."""
         rows = self.rows.unique(KEY_HASH, keep="first").select(KEY_HASH, *self.keys)
@@ -240,7 +246,7 @@ def sample_inputs(
         keys_alone = None if kept is not None else _keys_alone(request, frame)
         if keys_alone is not None:
             table = scanned(keys_alone, fraction, request.presampled, tasks)
-            skew = _skew(table, workers)
+            skew = InputSample(1.0, table).skew(workers)
             if skew is None:
                 if key is not None:
                     _KEPT.put(key, _Sample(fraction, table, whole=False))
@@ -291,14 +297,7 @@ def _keys_alone(request: SampleRequest, frame: DataFrame) -> DataFrame | None:
 
 
 def _any_hot(table: pa.Table, workers: int) -> bool:
-    return _skew(table, workers) is not None
-
-
-def _skew(table: pa.Table, workers: int) -> float | None:
-    """The hottest key's rows in ``table`` (a sample), in mean tasks' of ``workers``, at the
-    count's upper bound; None where no key is hot."""
-    hot = InputSample(1.0, table).hot(workers)
-    return float(hot["upper"][0]) * workers / max(table.num_rows, 1) if hot.height else None
+    return InputSample(1.0, table).skew(workers) is not None
 
 
 def _shared_scans(requests: Sequence[SampleRequest]) -> tuple[list[SampleRequest], list[tuple[int, list[int]]]]:
