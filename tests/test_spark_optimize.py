@@ -131,7 +131,9 @@ def _queries(facts, dims) -> dict:
 #: The inputs each query's statistics scan.
 SAMPLED_INPUTS = {
     "left join": 2,
-    "join, then a median and a count per key": 2,
+    # The median, judged split from the join's statistics, is sampled through the join's
+    # left side (a second scan): its hot keys and cuts known before the plan.
+    "join, then a median and a count per key": 3,
     "full join, then a window per key": 2,
     "a join on a uniform key, then a mode per the hot key": 3,
     # A lag's window samples its rows with their positions (its order has ties): the
@@ -176,6 +178,12 @@ def test_every_hot_operator_of_a_chain_is_split_and_the_result_is_sparks(spark, 
     both = [rule for rule, _ in expected] == ["skew", "skew"]
     assert len(report.persisted) == int(both), str(report)
     assert ("fused over" in report.operators[-1].why) == both, str(report)
+    # Where the upper's hot keys are known before the plan and hold the lower's, its plan over
+    # the lower's hot output has no branch for keys not hot; a full join's upper finds its
+    # hot keys in its own plan (nothing drives the join's output: it is not sampled through).
+    covered = both and name != "full join, then a window per key"
+    assert ("each of them hot here too" in report.operators[-1].why) == covered, str(report)
+    assert ("Sample" in spark.explained(optimized)) == (name == "full join, then a window per key")
     report.release()
     for frame in report.persisted:
         assert not frame.storageLevel.useMemory and not frame.storageLevel.useDisk

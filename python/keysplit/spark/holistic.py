@@ -58,7 +58,7 @@ from keysplit.spark.hot_keys import LOCAL_TOP_TASKS, SAMPLE_FRACTION
 from keysplit.spark.intake import is_spark_frame, session_for, shuffle_partitions
 from keysplit.spark.options import require_task_workers
 from keysplit.spark.report import Report, observed, observed_rows
-from keysplit.spark.sampled import SAMPLED, candidate_cuts, cuts_of, hot_in_sample
+from keysplit.spark.sampled import SAMPLED, candidate_cuts, cuts_before, cuts_of, hot_in_sample
 from keysplit.spark.statistics import KEY_HASH, InputSample, SampleRequest, cut_rows
 
 if TYPE_CHECKING:
@@ -85,8 +85,7 @@ _UPPER = PREFIX + "upper"
 
 #: The ranges a hot key's values are cut into for a percentile: the rows sorted to find a
 #: rank are about ``1/BUCKETS`` of the key's (two ranges' at most per level), and each task
-#: sends at most ``BUCKETS`` counts per hot key. A power of
-#: two (:meth:`SkewAggregate.bucketed`).
+#: sends at most ``BUCKETS`` counts per hot key.
 BUCKETS = 128
 assert BUCKETS & (BUCKETS - 1) == 0
 
@@ -264,11 +263,11 @@ class SkewAggregate:
         sampled = dict.fromkeys([*self.keys, *(name for values in self.counted for name in values)])
         return SampleRequest(self.prepared(), self.key_hash(), tuple(column(name) for name in sampled), self.keys)
 
-    def measured(self, handle: Session, sample: InputSample) -> tuple[SkewAggregate, DataFrame | None]:
-        """This aggregate, and :meth:`hot_entries` computed here from ``sample``
+    def measured(self, handle: Session, sample: InputSample) -> tuple[SkewAggregate, DataFrame | None, pl.DataFrame]:
+        """This aggregate, :meth:`hot_entries` computed here from ``sample``
         (:mod:`.statistics`) by the same rules (the distinct values of a key's sample counted
-        exactly), as a literal table: the plan then has no sampling stage. No entries when no
-        key is hot."""
+        exactly), as a literal table: the plan then has no sampling stage (no entries when no
+        key is hot); and the entries' keys (their key columns)."""
         import pyarrow as pa
 
         hot = sample.hot(self.workers)
@@ -279,7 +278,7 @@ class SkewAggregate:
             )
             hot = hot.join(spread, on=KEY_HASH, how="left").filter(pl.col(_DISTINCT) * REPEATS >= pl.col("sampled"))
         if hot.height == 0:
-            return self, None
+            return self, None, sample.key_values(hot)
         cuts: dict[int, list[list[Any]]] = {}
         for name in self.ranked:
             # A ranked column's non-null values, ascending: its nulls are not counted.
@@ -306,7 +305,8 @@ class SkewAggregate:
             for h in hot[KEY_HASH].sort()
         ]
         table = pa.table({_ENTRIES: pa.array([entries], pa.list_(entry))})
-        return self, handle.call("making the hot keys' table", lambda: handle.spark.createDataFrame(table))
+        made = handle.call("making the hot keys' table", lambda: handle.spark.createDataFrame(table))
+        return self, made, sample.key_values(hot)
 
     def looked_up(self, rows: DataFrame, entries: DataFrame, how: str) -> DataFrame:
         """``rows`` with their key's entry (null for a key not hot; ``how="inner"``: the hot
@@ -326,20 +326,17 @@ class SkewAggregate:
 
     def bucketed(self, rows: DataFrame, name: str) -> DataFrame:
         """``rows`` with column ``name``'s range among its key's cuts: how many cuts are
-        below the value, so that equal values share a range; null for a null value. Binary
-        lifting, one step of Spark's expressions each: with :data:`BUCKETS` a power of two
-        every candidate is one of the ``BUCKETS - 1`` cuts, so a step reads the range so far
-        twice (no bound check). Nothing may filter on the range: Spark would push the
-        filter down and inline the steps into it, ``2^steps`` copies."""
+        below the value (:func:`.cuts_before`), so that equal values share a range; null for
+        a null value."""
         from pyspark.sql import functions as F
 
-        value, cuts, bucket = column(name), column(_ENTRY).getField(_cuts(name)), _bucket(name)
-        rows = rows.withColumn(bucket, F.when(value.isNotNull(), F.lit(0)))
-        for step in reversed(range(BUCKETS.bit_length() - 1)):
-            so_far = column(bucket)
-            below = F.coalesce(F.try_element_at(cuts, so_far + F.lit(1 << step)) < value, F.lit(False))
-            rows = rows.withColumn(bucket, so_far + F.when(below, F.lit(1 << step)).otherwise(F.lit(0)))
-        return rows
+        value, cuts = column(name), column(_ENTRY).getField(_cuts(name))
+
+        def before(j: Column) -> Column:
+            # try_: Spark may evaluate it before the guard that keeps j in range.
+            return F.coalesce(F.try_element_at(cuts, j) < value, F.lit(False))
+
+        return cuts_before(rows, _bucket(name), before, BUCKETS - 1, value.isNotNull())
 
     def value_counts(self, rows: DataFrame, values: tuple[str, ...]) -> DataFrame:
         """Each key's ``rows`` per distinct ``values``: Spark's ``groupBy``, combined map-side
@@ -442,31 +439,25 @@ class SkewAggregate:
         frame = counts.groupBy(*self.keys).agg(*[value.alias(name) for name, value in aggregates.items()])
         return frame, list(aggregates)
 
-    def percentiles(self, hot: DataFrame, entries: DataFrame, name: str) -> list[tuple[DataFrame, list[str]]]:
-        """Per hot key, its rows and its rows with a value in column ``name``; and per hot
-        key with a value, its value at each level (:func:`_level` columns), as Spark's
-        ``percentile`` computes it; each with its columns' names. The key's rows are
-        counted per range of values (:meth:`bucketed`; each task sends a few rows per key);
-        those counts locate the ranges that hold the ranks Spark's interpolation reads
-        (``floor`` and ``ceil`` of ``(n - 1)·p``), and only those ranges' rows are read
-        again, counted per value and sorted: a few ``1/BUCKETS`` of the key's rows cross an
-        exchange."""
+    def percentiles(self, hot: DataFrame, entries: DataFrame, name: str) -> tuple[DataFrame, list[str]]:
+        """Per hot key with a value in column ``name``, its value at each level
+        (:func:`_level` columns), as Spark's ``percentile`` computes it, and those columns'
+        names. The key's values are counted per range (:meth:`bucketed`; each task sends a
+        few rows per key); those counts locate the ranges that hold the ranks Spark's
+        interpolation reads (``floor`` and ``ceil`` of ``(n - 1)·p``), and only those ranges'
+        rows are read again, counted per value and sorted: a few ``1/BUCKETS`` of the key's
+        rows cross an exchange. The key's rows and values are counted in :meth:`plan`'s
+        first piece."""
         from pyspark.sql import Window
         from pyspark.sql import functions as F
 
         bucket, levels, present = _bucket(name), self.levels[name], _present(name)
-        bucketed = self.bucketed(hot, name).select(*self.keys, bucket, name)
-        # Null values are the null range's, counted in the key's rows alone. One count: the
-        # two readers below then need the same aggregate, and Spark computes it once (with
-        # another count, each would prune it differently, and compute its own).
-        per_range = bucketed.groupBy(*self.keys, bucket).agg(F.count(F.lit(1)).alias(_ROWS))
-        per_range = per_range.withColumn(_COUNT, F.when(column(bucket).isNotNull(), column(_ROWS)).otherwise(0))
+        valued = hot.filter(column(name).isNotNull())
+        per_range = self.bucketed(valued, name).groupBy(*self.keys, bucket).agg(F.count(F.lit(1)).alias(_COUNT))
         by_key = Window.partitionBy(*self.keys).orderBy(bucket)
         whole = by_key.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)
         before = F.coalesce(F.sum(_COUNT).over(by_key.rowsBetween(Window.unboundedPreceding, -1)), F.lit(0))
-        per_range = per_range.withColumns(
-            {_ROWS: F.sum(_ROWS).over(whole), present: F.sum(_COUNT).over(whole), _BEFORE: before}
-        )
+        per_range = per_range.withColumns({present: F.sum(_COUNT).over(whole), _BEFORE: before})
         # The ranks Spark's interpolation reads (0-based, among the key's sorted values),
         # and which of the key's ranges holds each.
         needs = []
@@ -477,8 +468,6 @@ class SkewAggregate:
                 need = F.struct(F.lit(_rank(name, j, higher)).alias("rank"), local.alias("local"))
                 needs.append(F.when((local >= 0) & (local < column(_COUNT)), need))
         per_range = per_range.withColumn(_NEEDS, F.array_compact(F.array(*needs)))
-        # Every hot key's rows, also where it has no value (then its ranks are null).
-        totals = per_range.groupBy(*self.keys).agg(F.max(_ROWS).alias(_ROWS), F.max(present).alias(present))
         needed = per_range.filter(F.size(_NEEDS) > 0).select(*self.keys, bucket, present, _NEEDS)
         # A needed range's values lie above its lower cut and up to its upper one (its
         # range is how many cuts are below a value): the hot rows are read again, each
@@ -529,8 +518,7 @@ class SkewAggregate:
             interpolated = low + (position - lower_rank) * (high - low)
             same = (lower_rank == higher_rank) | (column(_rank(name, j, False)) == column(_rank(name, j, True)))
             results[_level(name, j)] = F.when(same, low).otherwise(interpolated)
-        levelled = values.select(*self.keys, *[value.alias(level) for level, value in results.items()])
-        return [(totals, [_ROWS, present]), (levelled, list(results))]
+        return values.select(*self.keys, *[value.alias(level) for level, value in results.items()]), list(results)
 
     def final(self, i: int, output: Output) -> Column:
         """Output ``i``'s value for a key split, from the gathered pieces."""
@@ -552,10 +540,14 @@ class SkewAggregate:
             value = F.coalesce(value, _zero(kind))
         return value
 
-    def plan(self, report: Report[HolisticReport] | None, entries: DataFrame | None = None) -> DataFrame:
+    def plan(
+        self, report: Report[HolisticReport] | None, entries: DataFrame | None = None, *, hot_only: bool = False
+    ) -> DataFrame:
         """The lazy plan; its hot keys' ``entries`` as :meth:`measured` made them, or
         (None) from :meth:`hot_entries`' sample in the plan. Where every key is counted
-        (:attr:`tallies_every_key`), :meth:`counted_plan`, which needs no hot key."""
+        (:attr:`tallies_every_key`), :meth:`counted_plan`, which needs no hot key.
+        ``hot_only``: every row's key is among the entries, and the plan has no branch for
+        keys not hot."""
         from pyspark.sql import functions as F
         from pyspark.sql.connect.observation import Observation
 
@@ -576,14 +568,22 @@ class SkewAggregate:
         # plan, seconds where the input is a split join's output).
         pieces: list[tuple[DataFrame, list[str]]] = []
         by_spark = [(i, output) for i, output in enumerate(self.outputs) if output.function == "spark"]
-        if by_spark or not self.counted:
-            aggregates = {_ROWS: F.count(F.lit(1)), **{_output(i): output.expression for i, output in by_spark}}
+        if by_spark or self.ranked or not self.counted:
+            # A percentile's rows and values per key are counted here, combined map-side,
+            # not from its per-range counts: those then have one reader, and Spark computes
+            # them once (with two readers that prune them differently it computed them
+            # twice: the hot rows bucketed twice).
+            aggregates = {
+                _ROWS: F.count(F.lit(1)),
+                **{_present(name): F.count(column(name)) for name in self.ranked},
+                **{_output(i): output.expression for i, output in by_spark},
+            }
             frame = hot.groupBy(*self.keys).agg(*[value.alias(name) for name, value in aggregates.items()])
             pieces.append((frame, list(aggregates)))
         for values in self.tallied:
             pieces.append(self.per_key(self.value_counts(hot, values), values))
         for name in self.ranked:
-            pieces.extend(self.percentiles(hot, entries, name))
+            pieces.append(self.percentiles(hot, entries, name))
         gathered = pieces[0][0]
         for piece, _ in pieces[1:]:
             gathered = gathered.unionByName(piece, allowMissingColumns=True)
@@ -599,7 +599,7 @@ class SkewAggregate:
             *[column(k) for k in self.keys],
             *[value.alias(names[len(self.keys) + i]) for i, value in enumerate(finals)],
         )
-        result = self.cold(entries, observe_cold).union(hot_result)
+        result = hot_result if hot_only else self.cold(entries, observe_cold).union(hot_result)
         if observations is not None:
             assert report is not None
             report.bind(lambda: self.report(observations))

@@ -642,6 +642,12 @@ class SkewJoin:
         grid = pa.Table.from_batches(list(task(top(iter(counts.to_batches())))))
         return grid if grid.num_rows > 1 else None
 
+    def grid_keys(self, measured: pa.Table) -> frozenset[tuple[Any, ...]]:
+        """The keys the ``measured`` grid splits (:meth:`branches`' hot branch), as tuples in
+        the join's key order."""
+        keys = [_key(j) for j in range(len(self.key_types))]
+        return frozenset(tuple(row[k] for k in keys) for row in measured.to_pylist() if row[GRID_ROWS] > 0)
+
     def plan(
         self, report: Report[JoinReport] | None, measured: pa.Table | None = None, *, hot_only: bool = False
     ) -> DataFrame:

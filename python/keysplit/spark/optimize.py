@@ -215,6 +215,9 @@ class _Candidate:
     report: Report[Any] | None = None
     #: A join's: each side's rows as Spark's plan statistics estimate them (None: unknown).
     estimated_rows: tuple[float | None, ...] = ()
+    #: For an operator judged from a join's statistics (``source``): its input sampled through
+    #: the join's driving side, taken where that judgement splits it (:func:`_sampled_again`).
+    through: SampleRequest | None = None
 
 
 def optimize(
@@ -297,6 +300,10 @@ def optimized(
         index: _decided(candidate, candidates, handle, options, observed=observed)
         for index, candidate in candidates.items()
     }
+    started_again = time.perf_counter()
+    again, reused_again = _sampled_again(decided, candidates, handle, options, tasks, observed=observed)
+    statistics += time.perf_counter() - started_again
+    sampled_inputs, reused = sampled_inputs + again, reused + reused_again
     _leave_under_kept_stragglers(decided, candidates, operators)
     # An operator fused over a split one below it; not over one that is itself fused (its
     # plan is not two branches by its keys).
@@ -313,8 +320,17 @@ def optimized(
             inputs = [rebuilt.frame(given) for given in candidate.operator.inputs]
             replacement: DataFrame | None
             if index in fused:
+                lower_build = decided[fused[index]][1]
+                assert lower_build is not None
                 replacement, decision = _fused(
-                    candidate, decision, build, operators[fused[index]], branches[fused[index]], handle, persisted
+                    candidate,
+                    decision,
+                    build,
+                    operators[fused[index]],
+                    lower_build,
+                    branches[fused[index]],
+                    handle,
+                    persisted,
                 )
             elif index in fused.values():
                 assert build.branches is not None
@@ -346,6 +362,37 @@ def optimized(
             )
         )
     return result, {id(_node(operators[index])): decision for index, decision in decisions.items()}
+
+
+def _sampled_again(
+    decided: dict[int, tuple[OperatorDecision, _Build | None]],
+    candidates: dict[int, _Candidate],
+    handle: Session,
+    options: SkewOptions,
+    tasks: int,
+    *,
+    observed: bool,
+) -> tuple[int, int]:
+    """Each operator judged from a join's statistics and split by that judgement, sampled
+    through the join's driving side (:attr:`_Candidate.through`) and decided again from its
+    own sample: its hot keys and cuts then known here, not sampled in its plan. At the
+    input's full width, as the query about to be split runs. The inputs sampled, and of those
+    the ones kept from an earlier call."""
+    again = {
+        index: candidate
+        for index, candidate in candidates.items()
+        if candidate.through is not None and decided[index][1] is not None
+    }
+    if not again:
+        return 0, 0
+    requests = [candidate.through for candidate in again.values() if candidate.through is not None]
+    samples, sampled, reused = sample_inputs(
+        handle, requests, options.seed, tasks, min_skew=options.min_skew, full_width=True
+    )
+    for (index, candidate), sample in zip(again.items(), samples, strict=True):
+        candidate.samples, candidate.source = [sample], None
+        decided[index] = _decided(candidate, candidates, handle, options, observed=observed)
+    return sampled, reused
 
 
 def _stacked(
@@ -431,7 +478,7 @@ def _split_under(
             return None
         node = node._child
     lower = rewritten[id(node)]
-    return lower if any(split <= keys for split in _split_columns(operators[lower])) else None
+    return lower if any(set(split) <= keys for split in _split_columns(operators[lower])) else None
 
 
 def _leave_under_kept_stragglers(
@@ -496,12 +543,13 @@ def _keeps_rows_and_keys(node: Any, keys: set[str]) -> bool:
     return False
 
 
-def _split_columns(lower: KeyedOperator) -> list[set[str]]:
+def _split_columns(lower: KeyedOperator) -> list[list[str]]:
     """The output columns of ``lower`` (a join or a window) that hold the key it splits by,
-    row for row: sets of names, any of which an operator above may group by."""
+    row for row, in its key's order: lists of names, any of which an operator above may
+    group by."""
     if lower.kind is Kind.WINDOW:
-        return [set(lower.names[0])]
-    left, right = set(lower.names[0]), set(lower.names[1])
+        return [list(lower.names[0])]
+    left, right = list(lower.names[0]), list(lower.names[1])
     if left == right:  # USING: the output's key columns are the key, whichever side it came from
         return [left]
     return {"inner": [left, right], "left": [left], "left_semi": [left], "left_anti": [left], "right": [right]}.get(
@@ -514,6 +562,7 @@ def _fused(
     decision: OperatorDecision,
     build: _Build,
     lower: KeyedOperator,
+    lower_build: _Build,
     branches: tuple[DataFrame, DataFrame],
     handle: Session,
     persisted: list[DataFrame],
@@ -529,12 +578,30 @@ def _fused(
     by_spark = _through(candidate.operator.frame, lower, branches[0])
     refused = _persisted([hot], handle, persisted)
     kept = "persisted (memory and disk)" if refused is None else f"not persisted (the server refused: {refused})"
+    covered = _covers(candidate.operator, build, lower, lower_build)
     decision = replace(
         decision,
         why=f"{decision.why}; fused over {lower.label}'s split: Spark's own operator over the keys it left to "
-        f"Spark, keysplit's over its hot keys' output ({kept})",
+        f"Spark, keysplit's over its hot keys' output ({kept}"
+        f"{', each of them hot here too' if covered else ''})",
     )
-    return by_spark.union(build.whole([hot])), decision
+    assert build.hot_only is not None or not covered
+    split = build.hot_only([hot]) if covered and build.hot_only is not None else build.whole([hot])
+    return by_spark.union(split), decision
+
+
+def _covers(upper: KeyedOperator, build: _Build, lower: KeyedOperator, lower_build: _Build) -> bool:
+    """Whether ``upper``, fused over ``lower``, splits every key ``lower`` splits (its keys
+    those of ``lower``'s split): then its plan over ``lower``'s hot keys' output has no branch
+    for keys not hot (which would read that output for no row)."""
+    if build.hot_only is None or build.hot_keys is None or lower_build.hot_keys is None:
+        return False
+    names = list(upper.names[0])
+    for split in _split_columns(lower):
+        if sorted(split) == sorted(names):
+            order = [names.index(name) for name in split]
+            return lower_build.hot_keys <= {tuple(key[i] for i in order) for key in build.hot_keys}
+    return False
 
 
 def _through(frame: DataFrame, lower: KeyedOperator, part: DataFrame) -> DataFrame:
@@ -659,7 +726,7 @@ def _planned(
     unmeasured: OperatorDecision | None = None
     if not measured:
         source = _join_on_the_same_keys(operator, operators, candidates)
-        driving = None if source is not None else _driving_join(operator, operators, candidates)
+        driving = _driving_join(operator, operators, candidates)
         if source is None and driving is None and not in_plan:
             lower = next(lower for found in below for lower in found if not lower.kind.keeps_rows)
             unmeasured = left(
@@ -691,7 +758,13 @@ def _planned(
     candidate.source = source
     candidate.in_plan = not measured and source is None and driving is None
     if driving is not None:
-        candidate.requests = [_sampled_through(candidate, candidates[driving[0]], driving[1], seed)]
+        request = _sampled_through(candidate, candidates[driving[0]], driving[1], seed)
+        if source is None:
+            candidate.requests = [request]
+        else:
+            # Judged first from the join's statistics; sampled through only where those find it
+            # split (:func:`_sampled_again`).
+            candidate.through = request
     windows = [lower for found in below for lower in found if lower.kind.keeps_rows]
     if measured and windows and not isinstance(candidate.planned, SkewJoin):
         _measured_under_windows(candidate, windows, operators, candidates, handle)
@@ -977,6 +1050,10 @@ class _Build:
     #: Whether ``whole`` reads each input once (one branch): then an input that is another
     #: split plan is read as it is, neither persisted nor fused over.
     reads_once: bool = False
+    #: The keys its plan splits, as tuples in the operator's key order (None: not known here).
+    hot_keys: frozenset[tuple[Any, ...]] | None = None
+    #: Its plan over rows whose keys are all among ``hot_keys``: no branch for keys not hot.
+    hot_only: Callable[[list[DataFrame]], DataFrame] | None = None
 
 
 def _decided(
@@ -1088,11 +1165,12 @@ def _decided(
         build = _Build(
             lambda inputs: replace(planned, left=inputs[0], right=inputs[1]).plan(verb_report, grid),
             lambda inputs: replace(planned, left=inputs[0], right=inputs[1]).branches(verb_report, grid),
+            hot_keys=planned.grid_keys(grid),
         )
 
     else:
         [sample] = candidate.samples
-        measured, entries = _over(planned, planned.frame, sample.fraction).measured(handle, sample)
+        measured, entries, entry_keys = _over(planned, planned.frame, sample.fraction).measured(handle, sample)
         if entries is None:
             return left(
                 "few values",
@@ -1101,9 +1179,27 @@ def _decided(
                 hot,
             )
 
+        branched = _branches(measured, lambda over: over.branches(verb_report, entries))
+        hot_only: Callable[[list[DataFrame]], DataFrame] | None = None
+        if isinstance(measured, SkewAggregate):
+            aggregate = measured
+
+            def hot_only(inputs: list[DataFrame]) -> DataFrame:
+                over = _over(aggregate, inputs[0])
+                assert isinstance(over, SkewAggregate)
+                return over.plan(verb_report, entries, hot_only=True)
+
+        elif branched is not None:
+
+            def hot_only(inputs: list[DataFrame]) -> DataFrame:
+                assert branched is not None
+                return branched(inputs)[1]
+
         build = _Build(
             lambda inputs: _over(measured, inputs[0]).plan(verb_report, entries),
-            _branches(measured, lambda over: over.branches(verb_report, entries)),
+            branched,
+            hot_keys=frozenset(entry_keys.iter_rows()),
+            hot_only=hot_only,
         )
 
     decision = OperatorDecision(
@@ -1156,7 +1252,18 @@ def _finished(candidate: _Candidate, build: _Build) -> _Build:
         cold, hot = branches(inputs)
         return finish(cold, names), finish(hot, names)
 
-    return _Build(whole, finished if branches is not None else None, build.reads_once)
+    hot_only = build.hot_only
+
+    def finished_hot(inputs: list[DataFrame]) -> DataFrame:
+        assert hot_only is not None
+        return finish(hot_only(inputs), names)
+
+    return replace(
+        build,
+        whole=whole,
+        branches=finished if branches is not None else None,
+        hot_only=finished_hot if hot_only is not None else None,
+    )
 
 
 def _in_plan(planned: _Planned, inputs: list[DataFrame], report: Report[Any] | None) -> DataFrame:

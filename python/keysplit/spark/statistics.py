@@ -198,7 +198,13 @@ class InputSample:
 
 
 def sample_inputs(
-    handle: Session, requests: Sequence[SampleRequest], seed: int, workers: int, *, min_skew: float
+    handle: Session,
+    requests: Sequence[SampleRequest],
+    seed: int,
+    workers: int,
+    *,
+    min_skew: float,
+    full_width: bool = False,
 ) -> tuple[list[InputSample], int, int]:
     """Each request's sample, in one scan of its input, every input at once (one Spark job
     each, side by side): the statistics a query's plan is decided from; with the inputs
@@ -217,7 +223,8 @@ def sample_inputs(
     A scan runs in few tasks (:func:`_scan_tasks`), except the second one where a key holds
     ``min_skew`` (the cost guard's factor) mean tasks' rows: that query is about to be split
     and run at its full width, where one task scanning for the statistics would stand alone
-    (at 4x10^6 rows on 32 slots, computed: 0.51 s of a window's 3.7 s)."""
+    (at 4x10^6 rows on 32 slots, computed: 0.51 s of a window's 3.7 s); ``full_width``: every
+    scan at the input's own splits (inputs sampled once their query is known to be split)."""
 
     def scanned(frame: DataFrame, fraction: float, presampled: bool, tasks: int | None) -> pa.Table:
         if fraction < 1 and not presampled:
@@ -242,7 +249,7 @@ def sample_inputs(
             fraction = request.fraction
         else:
             fraction = sample_fraction(_estimated(plan))
-        tasks = _scan_tasks(plan, workers)
+        tasks = None if full_width else _scan_tasks(plan, workers)
         keys_alone = None if kept is not None else _keys_alone(request, frame)
         if keys_alone is not None:
             table = scanned(keys_alone, fraction, request.presampled, tasks)

@@ -46,7 +46,6 @@ run did.
 
 from __future__ import annotations
 
-import math
 import warnings
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
@@ -64,7 +63,7 @@ from keysplit.spark.report import Report, observed, observed_rows
 from keysplit.spark.row_index import COUNT, PARTITION, indexed
 from keysplit.spark.row_index import INDEX as ROW_INDEX
 from keysplit.spark.row_index import TOTAL as ROWS_TOTAL
-from keysplit.spark.sampled import SAMPLED, UPPER, candidate_cuts, cuts_of, hot_in_sample
+from keysplit.spark.sampled import SAMPLED, UPPER, candidate_cuts, count_true, cuts_before, cuts_of, hot_in_sample
 from keysplit.spark.statistics import KEY_HASH, InputSample, SampleRequest, cut_rows
 from keysplit.spark.window_spec import (
     AGGREGATES,
@@ -506,15 +505,16 @@ class SkewWindow:
         [values] = cuts.values()
         return replace(self, cut_values=tuple(zip(*values, strict=True)))
 
-    def measured(self, handle: Session, sample: InputSample) -> tuple[SkewWindow, DataFrame | None]:
+    def measured(self, handle: Session, sample: InputSample) -> tuple[SkewWindow, DataFrame | None, pl.DataFrame]:
         """This window with what ``sample`` (:mod:`.statistics`) measured (:meth:`with_cut_values`),
-        and :meth:`hot_entries` computed here from it by the same rules, as a literal table: the
-        plan then has no sampling stage. No entries when no key is hot."""
+        :meth:`hot_entries` computed here from it by the same rules, as a literal table: the
+        plan then has no sampling stage (no entries when no key is hot); and the entries'
+        keys (their partition columns)."""
         import pyarrow as pa
 
         hot = sample.hot(self.workers)
         if hot.height == 0:
-            return self, None
+            return self, None, sample.key_values(hot)
         n, c = self.workers, self.candidates
         # Each key's chunks as in the plan's own, hottest key first, each chunk on a partition
         # of its own (:attr:`cells`).
@@ -542,9 +542,8 @@ class SkewWindow:
             ]
         )
         table = pa.table({_ENTRIES: pa.array([entries], pa.list_(entry))})
-        return replace(self.with_cut_values(cuts), cells=cells), handle.call(
-            "making the hot keys' table", lambda: handle.spark.createDataFrame(table)
-        )
+        made = handle.call("making the hot keys' table", lambda: handle.spark.createDataFrame(table))
+        return replace(self.with_cut_values(cuts), cells=cells), made, sample.key_values(hot)
 
     def joined_by_key(self, rows: DataFrame, other: DataFrame, how: str, *, by_chunk: bool = False) -> DataFrame:
         """``rows`` joined to ``other`` by the partition values, null-safe (a null key is a
@@ -589,12 +588,10 @@ class SkewWindow:
         (:meth:`ordered_fields`: its ascending order is the window's), the cuts' made once per
         hot key (:meth:`hot_rows`), the row's once per row; where a descending column's type
         is not turned around there, column by column (:meth:`precedes`). The cuts are sorted,
-        so those before the row are a prefix: ``j`` is counted in two flat sums of about
-        ``√C`` comparisons each, first whole blocks of ``S`` cuts, then the cuts of the row's
-        block. Why: comparing column by column with every cut made the stage's generated
-        method too long for the JVM to compile (15 KB of bytecode, interpreted: 11 µs a row
-        against Spark's 1 µs for its whole window), and a binary search's chain of columns,
-        each reading the one before, Spark's partition pruning expands exponentially. With
+        so those before the row are a prefix, counted by :func:`.cuts_before`. Why: comparing
+        column by column with every cut made the stage's generated method too long for the
+        JVM to compile (15 KB of bytecode, interpreted: 11 µs a row against Spark's 1 µs for
+        its whole window). With
         :attr:`cut_values` (no ``partitionBy``, measured before the plan), ``j`` counts the
         cuts before the row as literals of the order columns' types, compared column by
         column: constants fold, and the code stays small (:data:`LITERAL_COMPARISONS`)."""
@@ -602,10 +599,6 @@ class SkewWindow:
 
         if not self.request.order:
             return rows.withColumn(_CHUNK, F.pmod(row_hash(self.seed, self.schema), column(_CHUNKS)).cast("int"))
-        last = self.candidates - 1
-
-        def count(terms: list[Column]) -> Column:
-            return sum((F.when(term, 1).otherwise(0) for term in terms), F.lit(0))
 
         def chunk_of(j: Column) -> Column:
             # Never null (a hot row's key has chunks), and said so: a nullable chunk, the key
@@ -618,7 +611,7 @@ class SkewWindow:
                 [F.lit(value).cast(kind) for value, kind in zip(cut, self.order_types, strict=True)]
                 for cut in self.cut_values
             ]
-            return rows.withColumn(_CHUNK, chunk_of(count([self.precedes(cut) for cut in literals])))
+            return rows.withColumn(_CHUNK, chunk_of(count_true([self.precedes(cut) for cut in literals])))
 
         ordered = self.ordered_fields([column(name) for name in self.orders])
         if ordered is not None:
@@ -634,13 +627,8 @@ class SkewWindow:
             def before(j: Column) -> Column:
                 return self.precedes([F.try_element_at(column(_cuts(i)), j) for i in range(len(self.orders))])
 
-        size = max(1, math.isqrt(last))
-        blocks = count([before(F.lit(m * size)) for m in range(1, last // size + 1)])
-        rows = rows.withColumn(_CHUNK, F.when(column(_CHUNKS).isNotNull(), blocks * F.lit(size)))
-        within = [
-            (column(_CHUNK) + F.lit(t) <= F.lit(last)) & before(column(_CHUNK) + F.lit(t)) for t in range(1, size)
-        ]
-        rows = rows.withColumn(_CHUNK, chunk_of(column(_CHUNK) + count(within)))
+        rows = cuts_before(rows, _CHUNK, before, self.candidates - 1, column(_CHUNKS).isNotNull())
+        rows = rows.withColumn(_CHUNK, chunk_of(column(_CHUNK)))
         return rows.drop(_ROW_KEY) if ordered is not None else rows
 
     def cut_keys(self, entry: Column) -> Column:
@@ -718,11 +706,15 @@ class SkewWindow:
                     totals[f"{PREFIX}{spec.function}{k}"] = (getattr(F, spec.function)(arg), spec.function, None)
             if self.positional(spec):
                 before, after = _reach(spec)
+                # The chunk's last (first) rows' values, its last (first) row first. One row's
+                # by Spark's two-argument max_by (min_by), a declarative aggregate, at half the
+                # time of its k-row form (an object aggregate) for the same array.
                 if before:
-                    # The chunk's last rows' values, its last row first.
-                    totals[f"{PREFIX}tail{k}"] = (F.max_by(arg, key, before), "tail", before)
+                    tail = F.array(F.max_by(arg, key)) if before == 1 else F.max_by(arg, key, before)
+                    totals[f"{PREFIX}tail{k}"] = (tail, "tail", before)
                 if after:
-                    totals[f"{PREFIX}head{k}"] = (F.min_by(arg, key, after), "head", after)
+                    head = F.array(F.min_by(arg, key)) if after == 1 else F.min_by(arg, key, after)
+                    totals[f"{PREFIX}head{k}"] = (head, "head", after)
             elif spec.function in ENDS:
                 # The chunk's first or last value (not null, with ignorenulls: min_by and
                 # max_by pass over a null ordering).
