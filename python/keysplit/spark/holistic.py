@@ -62,7 +62,7 @@ from keysplit.spark.sampled import SAMPLED, candidate_cuts, cuts_before, cuts_of
 from keysplit.spark.statistics import KEY_HASH, InputSample, SampleRequest, cut_rows
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
 
     from pyspark.sql import Column, DataFrame, SparkSession
     from pyspark.sql.types import DataType, StructType
@@ -541,13 +541,19 @@ class SkewAggregate:
         return value
 
     def plan(
-        self, report: Report[HolisticReport] | None, entries: DataFrame | None = None, *, hot_only: bool = False
+        self,
+        report: Report[HolisticReport] | None,
+        entries: DataFrame | None = None,
+        *,
+        hot_only: bool = False,
+        hold: Callable[[DataFrame], DataFrame] | None = None,
     ) -> DataFrame:
         """The lazy plan; its hot keys' ``entries`` as :meth:`measured` made them, or
         (None) from :meth:`hot_entries`' sample in the plan. Where every key is counted
         (:attr:`tallies_every_key`), :meth:`counted_plan`, which needs no hot key.
         ``hot_only``: every row's key is among the entries, and the plan has no branch for
-        keys not hot."""
+        keys not hot. ``hold``: what the input passes through before its readers (each piece
+        reads it)."""
         from pyspark.sql import functions as F
         from pyspark.sql.connect.observation import Observation
 
@@ -560,7 +566,7 @@ class SkewAggregate:
                 return rows
             return rows.observe(observations[0], F.count(F.lit(1)).alias("rows"))
 
-        prepared = self.prepared()
+        prepared = self.prepared() if hold is None else hold(self.prepared())
         if entries is None:
             entries = self.hot_entries(prepared)
         hot = self.looked_up(prepared, entries, "inner")

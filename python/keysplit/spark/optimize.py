@@ -77,6 +77,10 @@ if TYPE_CHECKING:
 
     from keysplit.spark.session import Session
 
+    #: A plan over its inputs' rows whose keys are all hot, and what the rows its branches
+    #: read pass through (:func:`_fused` persists them there).
+    _HotOnly = Callable[[list[DataFrame], Callable[[DataFrame], DataFrame]], DataFrame]
+
 _WINDOW_PREFIX = "__keysplit_o_w"
 
 _Planned = SkewWindow | SkewAggregate | SkewJoin
@@ -576,17 +580,27 @@ def _fused(
     assert candidate.operator.frame is not None
     hot = _through(candidate.operator.inputs[0], lower, branches[1])
     by_spark = _through(candidate.operator.frame, lower, branches[0])
-    refused = _persisted([hot], handle, persisted)
+    held: list[str | None] = []
+
+    def hold(rows: DataFrame) -> DataFrame:
+        held.append(_persisted([rows], handle, persisted))
+        return rows
+
+    if build.hot_only is not None and _covers(candidate.operator, build, lower, lower_build):
+        # Each of lower's hot keys is hot here: no branch for keys not hot, and what its
+        # branches read is persisted where its plan says (a window's rows with their chunks).
+        split, what = build.hot_only([hot], hold), "each of them hot here too: its rows as its branches read them"
+    else:
+        split, what = build.whole([hot]), "that output"
+    if not held:
+        hold(hot)
+    [refused] = held
     kept = "persisted (memory and disk)" if refused is None else f"not persisted (the server refused: {refused})"
-    covered = _covers(candidate.operator, build, lower, lower_build)
     decision = replace(
         decision,
         why=f"{decision.why}; fused over {lower.label}'s split: Spark's own operator over the keys it left to "
-        f"Spark, keysplit's over its hot keys' output ({kept}"
-        f"{', each of them hot here too' if covered else ''})",
+        f"Spark, keysplit's over its hot keys' output ({what} {kept})",
     )
-    assert build.hot_only is not None or not covered
-    split = build.hot_only([hot]) if covered and build.hot_only is not None else build.whole([hot])
     return by_spark.union(split), decision
 
 
@@ -1053,7 +1067,7 @@ class _Build:
     #: The keys its plan splits, as tuples in the operator's key order (None: not known here).
     hot_keys: frozenset[tuple[Any, ...]] | None = None
     #: Its plan over rows whose keys are all among ``hot_keys``: no branch for keys not hot.
-    hot_only: Callable[[list[DataFrame]], DataFrame] | None = None
+    hot_only: _HotOnly | None = None
 
 
 def _decided(
@@ -1180,20 +1194,22 @@ def _decided(
             )
 
         branched = _branches(measured, lambda over: over.branches(verb_report, entries))
-        hot_only: Callable[[list[DataFrame]], DataFrame] | None = None
+        hot_only: _HotOnly | None = None
         if isinstance(measured, SkewAggregate):
             aggregate = measured
 
-            def hot_only(inputs: list[DataFrame]) -> DataFrame:
+            def hot_only(inputs: list[DataFrame], hold: Callable[[DataFrame], DataFrame]) -> DataFrame:
                 over = _over(aggregate, inputs[0])
                 assert isinstance(over, SkewAggregate)
-                return over.plan(verb_report, entries, hot_only=True)
+                return over.plan(verb_report, entries, hot_only=True, hold=hold)
 
         elif branched is not None:
+            window = measured
 
-            def hot_only(inputs: list[DataFrame]) -> DataFrame:
-                assert branched is not None
-                return branched(inputs)[1]
+            def hot_only(inputs: list[DataFrame], hold: Callable[[DataFrame], DataFrame]) -> DataFrame:
+                over = _over(window, inputs[0])
+                assert isinstance(over, SkewWindow)
+                return over.branches(verb_report, entries, hold=hold)[1]
 
         build = _Build(
             lambda inputs: _over(measured, inputs[0]).plan(verb_report, entries),
@@ -1254,9 +1270,9 @@ def _finished(candidate: _Candidate, build: _Build) -> _Build:
 
     hot_only = build.hot_only
 
-    def finished_hot(inputs: list[DataFrame]) -> DataFrame:
+    def finished_hot(inputs: list[DataFrame], hold: Callable[[DataFrame], DataFrame]) -> DataFrame:
         assert hot_only is not None
-        return finish(hot_only(inputs), names)
+        return finish(hot_only(inputs, hold), names)
 
     return replace(
         build,

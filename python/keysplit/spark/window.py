@@ -1049,12 +1049,19 @@ class SkewWindow:
         return self.frame.withColumns(columns).limit(0)
 
     def branches(
-        self, report: Report[WindowSplitReport] | None, entries: DataFrame | None = None
+        self,
+        report: Report[WindowSplitReport] | None,
+        entries: DataFrame | None = None,
+        *,
+        hold: Callable[[DataFrame], DataFrame] | None = None,
     ) -> tuple[DataFrame, DataFrame]:
         """:meth:`plan`'s two branches, whose union it is: the keys not hot through Spark's
         own window (its output hash-partitioned by the partition columns, as Spark's), and
         the hot keys' rows split. An operator on those keys above reads each apart
-        (:func:`keysplit.spark.optimize` fuses it so). Not for :attr:`per_key_only` windows."""
+        (:func:`keysplit.spark.optimize` fuses it so). Not for :attr:`per_key_only` windows.
+        ``hold``: what the hot rows, with their chunks, pass through before the two readers
+        of them (the window's exchange, the chunks' totals): persisted there, each row's chunk
+        is found once."""
         from pyspark.sql import functions as F
         from pyspark.sql.connect.observation import Observation
 
@@ -1066,6 +1073,8 @@ class SkewWindow:
             entries = self.hot_entries(prepared)
         rows = self.chunked(self.hot_rows(prepared, entries))
         rows = rows.withColumn(_CELL, self.cell()).drop(_KEY_HASH, _CHUNKS, _FIRST_CELL, *self.cut_columns, _CUT_KEYS)
+        if hold is not None:
+            rows = hold(rows)
         observations: tuple[Any, Any, Any] | None = (
             (Observation(), Observation(), Observation()) if report is not None else None
         )
