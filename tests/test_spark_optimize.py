@@ -91,6 +91,7 @@ def _split_keys(decision) -> list:
 def _queries(facts, dims) -> dict:
     """Each query, and per keyed operator (inputs first) its rule and, where split, its hot key."""
     by_key = Window.partitionBy("k").orderBy("t", "u")
+    by_copy = by_key.orderBy("t", "u", "d")
     # A join on a uniform key (no hot key), whose output the operator above reads on k.
     uniform = facts.withColumn("j", F.col("u") % 500).join(dims.withColumnRenamed("k", "j"), "j")
     return {
@@ -102,6 +103,12 @@ def _queries(facts, dims) -> dict:
         ),
         "full join, then a window per key": (
             facts.join(dims, "k", "full").withColumn("run", F.sum("u").over(by_key)),
+            [("skew", HOT), ("skew", HOT)],
+        ),
+        # Sampled through the join's left side; its hot rows persisted with their chunks. (Key
+        # 3's rows meet two rows of dims: d orders those copies, as a lag needs.)
+        "join, then a running sum and a lag per key": (
+            facts.join(dims, "k").withColumns({"run": F.sum("u").over(by_copy), "last": F.lag("v").over(by_copy)}),
             [("skew", HOT), ("skew", HOT)],
         ),
         # Its input's sample: the join's left side sampled, joined to the whole right side.
@@ -135,6 +142,7 @@ SAMPLED_INPUTS = {
     # left side (a second scan): its hot keys and cuts known before the plan.
     "join, then a median and a count per key": 3,
     "full join, then a window per key": 2,
+    "join, then a running sum and a lag per key": 3,
     "a join on a uniform key, then a mode per the hot key": 3,
     # A lag's window samples its rows with their positions (its order has ties): the
     # aggregate's columns are read in that scan too.
@@ -150,6 +158,7 @@ SAMPLED_INPUTS = {
         "left join",
         "join, then a median and a count per key",
         "full join, then a window per key",
+        "join, then a running sum and a lag per key",
         "a join on a uniform key, then a mode per the hot key",
         "a select with a window, then percentiles per key",
         "a lag's difference, then a percentile per key",

@@ -58,7 +58,7 @@ from keysplit.spark.hot_keys import LOCAL_TOP_TASKS, SAMPLE_FRACTION
 from keysplit.spark.intake import is_spark_frame, session_for, shuffle_partitions
 from keysplit.spark.options import require_task_workers
 from keysplit.spark.report import Report, observed, observed_rows
-from keysplit.spark.sampled import SAMPLED, candidate_cuts, cuts_before, cuts_of, hot_in_sample
+from keysplit.spark.sampled import SAMPLED, candidate_cuts, cuts_of, hot_in_sample
 from keysplit.spark.statistics import KEY_HASH, InputSample, SampleRequest, cut_rows
 
 if TYPE_CHECKING:
@@ -85,7 +85,7 @@ _UPPER = PREFIX + "upper"
 
 #: The ranges a hot key's values are cut into for a percentile: the rows sorted to find a
 #: rank are about ``1/BUCKETS`` of the key's (two ranges' at most per level), and each task
-#: sends at most ``BUCKETS`` counts per hot key.
+#: sends at most ``BUCKETS`` counts per hot key. A power of two (:meth:`SkewAggregate.bucketed`).
 BUCKETS = 128
 assert BUCKETS & (BUCKETS - 1) == 0
 
@@ -326,17 +326,23 @@ class SkewAggregate:
 
     def bucketed(self, rows: DataFrame, name: str) -> DataFrame:
         """``rows`` with column ``name``'s range among its key's cuts: how many cuts are
-        below the value (:func:`.cuts_before`), so that equal values share a range; null for
-        a null value."""
+        below the value, so that equal values share a range; null for a null value. Binary
+        lifting, one step of Spark's expressions each: with :data:`BUCKETS` a power of two
+        every candidate is one of the ``BUCKETS - 1`` cuts, so a step reads the range so far
+        twice (no bound check). Nothing may filter on the range: Spark would push the
+        filter down and inline the steps into it, ``2^steps`` copies. (Counted as the
+        window counts a row's chunk, in two flat sums of about ``√BUCKETS`` comparisons each
+        reading the key's entry, the stage took 2.7x the task time: 5.2 s against 1.9 s for
+        3.6x10^6 hot rows of a join's output at 4x10^6 rows.)"""
         from pyspark.sql import functions as F
 
-        value, cuts = column(name), column(_ENTRY).getField(_cuts(name))
-
-        def before(j: Column) -> Column:
-            # try_: Spark may evaluate it before the guard that keeps j in range.
-            return F.coalesce(F.try_element_at(cuts, j) < value, F.lit(False))
-
-        return cuts_before(rows, _bucket(name), before, BUCKETS - 1, value.isNotNull())
+        value, cuts, bucket = column(name), column(_ENTRY).getField(_cuts(name)), _bucket(name)
+        rows = rows.withColumn(bucket, F.when(value.isNotNull(), F.lit(0)))
+        for step in reversed(range(BUCKETS.bit_length() - 1)):
+            so_far = column(bucket)
+            below = F.coalesce(F.try_element_at(cuts, so_far + F.lit(1 << step)) < value, F.lit(False))
+            rows = rows.withColumn(bucket, so_far + F.when(below, F.lit(1 << step)).otherwise(F.lit(0)))
+        return rows
 
     def value_counts(self, rows: DataFrame, values: tuple[str, ...]) -> DataFrame:
         """Each key's ``rows`` per distinct ``values``: Spark's ``groupBy``, combined map-side

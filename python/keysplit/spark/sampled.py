@@ -9,13 +9,12 @@ its rows are cut into ranges at.
 
 from __future__ import annotations
 
-import math
 from typing import TYPE_CHECKING
 
 from keysplit.spark.columns import column
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
+    from collections.abc import Sequence
 
     from pyspark.sql import Column, DataFrame
     from pyspark.sql.window import WindowSpec
@@ -90,28 +89,3 @@ def cuts_of(candidates: Column, value: str, c: int) -> Column:
         lambda row: F.array_repeat(row.getField(value), (row.getField("high") - row.getField("low")).cast("int")),
     )
     return F.slice(F.flatten(repeated), 1, c - 1)
-
-
-def cuts_before(rows: DataFrame, name: str, before: Callable[[Column], Column], last: int, where: Column) -> DataFrame:
-    """``rows`` with column ``name``: how many of a row's sorted cuts ``1 .. last`` come before
-    it, where ``before(j)`` says whether cut ``j`` does (a prefix of the cuts, being sorted;
-    False past the last); null where ``where`` is false. Counted in two flat sums of about
-    ``√last`` comparisons each, first whole blocks of ``S`` cuts, then the cuts of the row's
-    block. A binary search is a chain of ``log2(last)`` steps, each reading the one before:
-    Spark's partition pruning expands it exponentially, and its generated code took twice as
-    long to compile and warm up (3.6x10^6 rows, 127 cuts, 16 tasks on local[2]: a stage's
-    first tasks 0.83-0.88 s against 0.40-0.43 s, the others 0.08 s)."""
-    from pyspark.sql import functions as F
-
-    size = max(1, math.isqrt(last))
-    blocks = count_true([before(F.lit(m * size)) for m in range(1, last // size + 1)])
-    rows = rows.withColumn(name, F.when(where, blocks * F.lit(size)))
-    within = [(column(name) + F.lit(t) <= F.lit(last)) & before(column(name) + F.lit(t)) for t in range(1, size)]
-    return rows.withColumn(name, column(name) + count_true(within))
-
-
-def count_true(terms: Sequence[Column]) -> Column:
-    """How many of the boolean ``terms`` are true, as one flat sum."""
-    from pyspark.sql import functions as F
-
-    return sum((F.when(term, 1).otherwise(0) for term in terms), F.lit(0))
