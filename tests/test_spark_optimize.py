@@ -426,6 +426,10 @@ def test_a_statistics_scan_of_many_splits_runs_in_few_tasks_and_samples_the_same
     huge = spark.spark.range(0, 10**11, 1, 24).select((F.col("id") % 1_000).alias("k"), "id")
     shuffled = many.join(many.withColumnRenamed("id", "other").hint("merge"), "k")
     assert statistics._scan_tasks(spark.explained(many, "cost"), WORKERS) == 1
+    # At least a task per core the executors have (local[2]: two), at most one per worker.
+    assert spark.task_slots == 2
+    assert statistics._scan_tasks(spark.explained(many, "cost"), WORKERS, spark.task_slots) == 2
+    assert statistics._scan_tasks(spark.explained(many, "cost"), 1, spark.task_slots) == 1
     assert statistics._scan_tasks(spark.explained(huge, "cost"), WORKERS) == WORKERS
     assert statistics._scan_tasks(spark.explained(shuffled, "cost"), WORKERS) is None
     assert statistics._scan_tasks("no plan", WORKERS) is None
@@ -442,8 +446,8 @@ def test_a_statistics_scan_of_many_splits_runs_in_few_tasks_and_samples_the_same
 
     # A key that passes the cost guard's factor (k = 0 in 40 % of the rows): the query is
     # about to be split at its full width, so the second scan (its ordering too) runs at the
-    # input's own 24 splits, the first (the key alone) still in one task; under the factor,
-    # both in one task. The same rows either way.
+    # input's own 24 splits, the first (the key alone) still in a task per core; under the
+    # factor, both so. The same rows either way.
     hot = many.withColumn("k", F.when(F.col("id") % 5 < 2, F.lit(0)).otherwise(F.col("k")))
     api = StatusApi(spark)
     scanned = {}
@@ -454,7 +458,7 @@ def test_a_statistics_scan_of_many_splits_runs_in_few_tasks_and_samples_the_same
         [sample], _, _ = statistics.sample_inputs(spark, [request], 3, WORKERS, min_skew=factor)
         scanned[factor] = sorted(sample.table.column("id").to_pylist())
         tasks = sorted(s["numTasks"] for s in api.stages_after(last) if s["status"] == "COMPLETE")
-        assert tasks == ([1, 24] if factor == MIN_SKEW else [1, 1]), (factor, tasks)
+        assert tasks == ([2, 24] if factor == MIN_SKEW else [2, 2]), (factor, tasks)
     assert scanned[MIN_SKEW] == scanned[1_000.0] and len(scanned[MIN_SKEW]) > 300_000 // 40
     forget_statistics()
 

@@ -422,6 +422,14 @@ class Session:
                 raise raised from error
             raise error
 
+    @functools.cached_property
+    def task_slots(self) -> int:
+        """The tasks the server's executors run at once, as Spark's default parallelism says
+        (the splits it gives a ``range``, read from its plan: no job runs); 1 where the plan
+        does not say."""
+        found = re.search(r"splits=(?:Some\()?(\d+)", self.explained(self.spark.range(1)))
+        return max(1, int(found.group(1))) if found else 1
+
     def explained(self, frame: Any, mode: str = "simple", *, timeout: float | None = None) -> str:
         """Spark's ``explain`` text of ``frame`` in ``mode`` (``simple``: the physical plan;
         ``cost``: with the optimiser's statistics). An analysis call: no job runs."""
