@@ -33,9 +33,9 @@ branches (:func:`_fused`); on other keys it reads that one's output persisted
 An operator whose input is another keyed operator's output is measured without running that
 operator where it can be: through windows (which keep their rows), from a join's statistics
 on the join's keys, or with a join's driving side sampled (also, in a second statistics job,
-for one on the join's keys that the join's statistics split: :func:`_sampled_again`). Otherwise (above an aggregate, a
-full join on other keys) it is left to Spark and the report says so; split it by hand with
-the verb the report names, whose plan samples in the plan.
+for one on the join's keys that the join's statistics split: :func:`_sampled_again`).
+Otherwise (above an aggregate, a full join on other keys) it is left to Spark and the report
+says so; split it by hand with the verb the report names, whose plan samples in the plan.
 
 Nothing is set on the session and nothing is shipped to the server: it runs wherever Spark
 Connect does.
