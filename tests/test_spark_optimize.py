@@ -200,9 +200,9 @@ def test_every_hot_operator_of_a_chain_is_split_and_the_result_is_sparks(spark, 
     assert dict(spark.spark.conf.getAll) == settings
 
 
-def test_the_statistics_read_a_windows_ordering_only_where_a_key_is_hot(facts):
+def test_the_statistics_read_a_windows_ordering_only_where_a_key_may_be_split(facts):
     # Keys first (statistics.sample_inputs): the key alone is sampled, and the ordering too
-    # only where a key is hot; the sample kept says which it read. By u (a permutation) no
+    # only where the cost guard may split a key; the sample kept says which it read. By u (a permutation) no
     # key is hot; by k, HOT holds 60 %.
     statistics = importlib.import_module("keysplit.spark.statistics")
     for key, hot in (("u", False), ("k", True)):
@@ -438,28 +438,36 @@ def test_a_statistics_scan_of_many_splits_runs_in_few_tasks_and_samples_the_same
     key_hash = F.xxhash64(F.lit(0), F.col("id"))
     request = statistics.SampleRequest(many, key_hash, keys=("id",), fraction=0.05)
     forget_statistics()
-    [sample], scans, _ = statistics.sample_inputs(spark, [request], 3, WORKERS, min_skew=MIN_SKEW)
+    [sample], scans, _ = statistics.sample_inputs(spark, [request], 3, WORKERS, min_skew=MIN_SKEW, min_rows=1)
     by_task = many.select(key_hash.alias(statistics.KEY_HASH)).sample(fraction=0.05, seed=3).toArrow()
     picked = sample.table.column(statistics.KEY_HASH).to_pylist()
     assert scans == 1 and 0 < len(picked) < 300_000 // 10
     assert sorted(picked) == sorted(by_task.column(statistics.KEY_HASH).to_pylist())
 
-    # A key that passes the cost guard's factor (k = 0 in 40 % of the rows): the query is
-    # about to be split at its full width, so the second scan (its ordering too) runs at the
-    # input's own 24 splits, the first (the key alone) still in a task per core; under the
-    # factor, both so. The same rows either way.
+    # A key that passes the cost guard (k = 0 in 40 % of the rows): the query is about to be
+    # split at its full width, so the second scan (its ordering too) runs at the input's own
+    # 24 splits, the first (the key alone) in a task per core. Under the guard's factor, or
+    # its rows, the guard cannot split it: the key alone is scanned, its ordering never read.
     hot = many.withColumn("k", F.when(F.col("id") % 5 < 2, F.lit(0)).otherwise(F.col("k")))
     api = StatusApi(spark)
     scanned = {}
-    for factor in (MIN_SKEW, 1_000.0):
+    for factor, least in ((MIN_SKEW, 1), (1_000.0, 1), (MIN_SKEW, 10**6)):
         request = statistics.SampleRequest(hot, F.xxhash64(F.lit(0), F.col("k")), (F.col("id"),), ("k",), fraction=0.05)
         forget_statistics()
         last = api.last_stage()
-        [sample], _, _ = statistics.sample_inputs(spark, [request], 3, WORKERS, min_skew=factor)
-        scanned[factor] = sorted(sample.table.column("id").to_pylist())
+        [sample], _, _ = statistics.sample_inputs(spark, [request], 3, WORKERS, min_skew=factor, min_rows=least)
+        scanned[factor, least] = sample.table
         tasks = sorted(s["numTasks"] for s in api.stages_after(last) if s["status"] == "COMPLETE")
-        assert tasks == ([2, 24] if factor == MIN_SKEW else [2, 2]), (factor, tasks)
-    assert scanned[MIN_SKEW] == scanned[1_000.0] and len(scanned[MIN_SKEW]) > 300_000 // 40
+        assert tasks == ([2, 24] if (factor, least) == (MIN_SKEW, 1) else [2]), (factor, least, tasks)
+        assert sample.skew(WORKERS) is not None and sample.skew(WORKERS) > WORKERS / 3
+    # The same rows each time (their key hashes), the ordering read only where split.
+    whole = scanned[MIN_SKEW, 1]
+    assert None not in whole.column("id").to_pylist() and whole.num_rows > 300_000 // 40
+    for alone in (scanned[1_000.0, 1], scanned[MIN_SKEW, 10**6]):
+        assert set(alone.column("id").to_pylist()) == {None}
+        assert sorted(alone.column(statistics.KEY_HASH).to_pylist()) == sorted(
+            whole.column(statistics.KEY_HASH).to_pylist()
+        )
     forget_statistics()
 
 

@@ -539,7 +539,7 @@ def _planned_broadcasts(handle: Session, operators: list[KeyedOperator]) -> dict
     for index, join in enumerate(operators):
         if join.kind is not Kind.JOIN or join.frame is None:
             continue
-        side = broadcast_side(handle, join.frame)
+        side = broadcast_side(handle.explained(join.frame))
         if side is None:
             continue
         planned[index] = side

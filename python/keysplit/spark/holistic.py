@@ -823,16 +823,19 @@ def planned_aggregate(
     """:func:`holistic_agg`'s plan's parts from its checked arguments (no Spark job runs)."""
     seed = require_seed(seed)
     workers = require_task_workers(shuffle_partitions(handle) if workers is None else require_workers(workers))
-    schema = handle.call("reading the schema", lambda: frame.schema)
-    missing = [name for name in names if schema.names.count(name) != 1]
-    if missing:
-        raise ConfigError(
-            f"holistic_agg groups by columns of the frame; {missing} are not (one each) among {schema.names}"
+    from pyspark.errors import AnalysisException
+
+    try:
+        schema, target = handle.gathered(
+            "reading the aggregate's schemas",
+            lambda: frame.schema,
+            lambda: frame.groupBy(*names).agg(*columns).schema,
         )
-    clashes = [name for name in schema.names if name.startswith(PREFIX)]
-    if clashes:
-        raise ConfigError(f"columns starting with {PREFIX!r} are keysplit's own; rename {clashes}")
-    target = handle.call("reading the aggregate's schema", lambda: frame.groupBy(*names).agg(*columns).schema)
+    except AnalysisException:
+        # Spark's error for a column it cannot find, after keysplit's, which names the fix.
+        _check_names(names, handle.call("reading the schema", lambda: frame.schema))
+        raise
+    _check_names(names, schema)
     arguments, copies = _arguments(columns, schema)
     copied = (
         handle.call(
@@ -845,3 +848,16 @@ def planned_aggregate(
     kinds = {f.name: f.dataType for f in [*schema.fields, *copied]}
     outputs, levels = _outputs(columns, target.names[len(names) :], kinds, arguments)
     return SkewAggregate(frame, names, tuple(outputs), tuple(copies), workers, seed, target, levels)
+
+
+def _check_names(names: tuple[str, ...], schema: StructType) -> None:
+    """Raises where a grouping column is not one column of ``schema``, or a column is named
+    as keysplit's own."""
+    missing = [name for name in names if schema.names.count(name) != 1]
+    if missing:
+        raise ConfigError(
+            f"holistic_agg groups by columns of the frame; {missing} are not (one each) among {schema.names}"
+        )
+    clashes = [name for name in schema.names if name.startswith(PREFIX)]
+    if clashes:
+        raise ConfigError(f"columns starting with {PREFIX!r} are keysplit's own; rename {clashes}")

@@ -14,12 +14,11 @@ them inside an :class:`Intake`: a progress line on stderr naming each action, an
 from __future__ import annotations
 
 import contextlib
-import weakref
 from typing import TYPE_CHECKING, TypeGuard
 
 from keysplit._errors import ConfigError, ConfigTypeError
 from keysplit._progress import PhaseProgress
-from keysplit.spark.session import DEFAULT_QUERY_TIMEOUT, Session
+from keysplit.spark.session import DEFAULT_QUERY_TIMEOUT, OPENED, Session
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Mapping
@@ -36,10 +35,6 @@ RUN_SETTINGS = {
     "spark.sql.objectHashAggregate.sortBased.fallbackThreshold": "65536",
 }
 
-# The keysplit Session a PySpark session was last used through, so that a DataFrame's own
-# session keeps its server, cluster and timeouts.
-_sessions: weakref.WeakValueDictionary[int, Session] = weakref.WeakValueDictionary()
-
 
 def is_spark_frame(data: object) -> TypeGuard[DataFrame]:
     """Whether ``data`` is a PySpark DataFrame (Connect or classic)."""
@@ -50,10 +45,12 @@ def as_session(given: Session | SparkSession) -> Session:
     """``given`` as a keysplit :class:`Session`: itself, or the one a PySpark session was
     opened through, or a wrapper with the default query timeout."""
     if isinstance(given, Session):
-        _sessions[id(given.spark)] = given
+        # The one a PySpark session was last used through: its DataFrames' verbs keep its
+        # server, cluster and timeouts.
+        OPENED[id(given.spark)] = given
         return given
     if type(given).__module__.startswith("pyspark.sql") and type(given).__name__ == "SparkSession":
-        known = _sessions.get(id(given))
+        known = OPENED.get(id(given))
         if known is not None and known.spark is given:
             return known
         return Session(given, url="(given session)", server=None, query_timeout=DEFAULT_QUERY_TIMEOUT)

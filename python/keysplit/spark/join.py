@@ -140,10 +140,10 @@ _RIGHT_MARK = PREFIX + "right_mark"
 _PLANNED_JOIN = re.compile(r"(BroadcastHashJoin|BroadcastNestedLoopJoin|SortMergeJoin|ShuffledHashJoin)[^\n]*")
 
 
-def broadcast_side(handle: Session, joined: DataFrame) -> str | None:
-    """``"left"`` or ``"right"``: the side Spark's physical plan of ``joined`` (a join at its
-    top) broadcasts; None when it shuffles both. An analysis call: no job runs."""
-    found = _PLANNED_JOIN.search(handle.explained(joined))
+def broadcast_side(physical: str) -> str | None:
+    """``"left"`` or ``"right"``: the side Spark's physical plan (``explain``'s text) of a
+    join at its top broadcasts; None when it shuffles both."""
+    found = _PLANNED_JOIN.search(physical)
     if found is None or not found.group(1).startswith("Broadcast"):
         return None
     return "right" if "BuildRight" in found.group(0) else "left"
@@ -594,7 +594,16 @@ class SkewJoin:
         sides = ["left"] if self.existence else ["left", "right"]
         names = tuple(_key(j) for j in range(len(self.key_types)))
         return [
-            SampleRequest(self._side(side), self.key_hash(), keys, names, self.present(), fraction) for side in sides
+            SampleRequest(
+                self._side(side),
+                self.key_hash(),
+                keys,
+                names,
+                self.present(),
+                fraction,
+                statistics_of=self.left if side == "left" else self.right,
+            )
+            for side in sides
         ]
 
     def measured_grid(self, samples: Sequence[InputSample]) -> pa.Table | None:
@@ -1082,22 +1091,28 @@ def planned_join(
     left: DataFrame, right: DataFrame, on: Any, how: str, *, workers: int | None, seed: int, handle: Session
 ) -> SkewJoin:
     """:func:`join`'s arguments checked, and its plan's parts (no Spark job runs)."""
+    from pyspark.errors import AnalysisException
+
     how = join_type(how)
     if right.sparkSession is not left.sparkSession:
         raise ConfigError("join's sides belong to two Spark sessions; make both in one")
     seed = require_seed(seed)
     keys = join_keys(on, left, right)
-    left_schema, right_schema = handle.call("reading the schemas", lambda: (left.schema, right.schema))
-    for side, names, schema in (("left", keys.left, left_schema), ("right", keys.right, right_schema)):
-        missing = [name for name in names if name not in schema.names]
-        if missing:
-            raise KeyInputError(f"join key {missing} is not a column of the {side} side; its columns: {schema.names}")
-        twice = [name for name in names if schema.names.count(name) > 1]
-        if twice:
-            raise KeyInputError(
-                f"join key {twice} names two columns of the {side} side ({schema.names}), as Spark's own join "
-                "would find ambiguous; name them apart first, e.g. with toDF(...)"
-            )
+    spark_join = left.join(right, on, how)
+    try:
+        left_schema, right_schema, target, physical = handle.gathered(
+            "reading the join's schemas and plan",
+            lambda: left.schema,
+            lambda: right.schema,
+            lambda: spark_join.schema,
+            lambda: handle.explained(spark_join),
+        )
+    except AnalysisException:
+        # Spark's error for a key it cannot find, after keysplit's, which names the fix.
+        left_schema, right_schema = handle.gathered("reading the schemas", lambda: left.schema, lambda: right.schema)
+        _check_keys(keys, left_schema, right_schema)
+        raise
+    _check_keys(keys, left_schema, right_schema)
     key_types = [
         join_key_type(
             quoted(a) if a == b else f"{quoted(a)} = {quoted(b)}", left_schema[a].dataType, right_schema[b].dataType
@@ -1106,8 +1121,6 @@ def planned_join(
     ]
     partitions = shuffle_partitions(handle)
     workers = partitions if workers is None else require_workers(workers)
-    spark_join = left.join(right, on, how)
-    target = handle.call("reading the join's schema", lambda: spark_join.schema)
     return SkewJoin(
         left=left,
         right=right,
@@ -1120,9 +1133,23 @@ def planned_join(
         right_schema=right_schema,
         target=target,
         key_types=key_types,
-        broadcast=broadcast_side(handle, spark_join),
+        broadcast=broadcast_side(physical),
         on=on,
     )
+
+
+def _check_keys(keys: JoinKeys, left_schema: StructType, right_schema: StructType) -> None:
+    """Raises where a join key is not one column of its side."""
+    for side, names, schema in (("left", keys.left, left_schema), ("right", keys.right, right_schema)):
+        missing = [name for name in names if name not in schema.names]
+        if missing:
+            raise KeyInputError(f"join key {missing} is not a column of the {side} side; its columns: {schema.names}")
+        twice = [name for name in names if schema.names.count(name) > 1]
+        if twice:
+            raise KeyInputError(
+                f"join key {twice} names two columns of the {side} side ({schema.names}), as Spark's own join "
+                "would find ambiguous; name them apart first, e.g. with toDF(...)"
+            )
 
 
 #: Each DataFrame :func:`join` returned, with its plan: a join on its output may keep its cells.

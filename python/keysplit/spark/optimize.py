@@ -44,6 +44,7 @@ Connect does.
 from __future__ import annotations
 
 import copy
+import functools
 import logging
 import time
 from dataclasses import dataclass, field, replace
@@ -271,6 +272,17 @@ def optimized(
     reported, and one of these whose input cannot be measured finds its hot keys in its own
     plan (the user asked for it split)."""
     handle = session_for(frame, options.session)
+    with handle.explains_kept():
+        return _optimized(frame, options, handle, report, only)
+
+
+def _optimized(
+    frame: DataFrame,
+    options: SkewOptions,
+    handle: Session,
+    report: Report[OptimizeReport] | None,
+    only: Mapping[int, Report[Any] | None] | None,
+) -> tuple[DataFrame, dict[int, OperatorDecision]]:
     seed, min_skew = options.seed, options.min_skew
     started = time.perf_counter()
     tasks = options.workers if options.workers is not None else shuffle_partitions(handle)
@@ -291,7 +303,9 @@ def optimized(
     planning = time.perf_counter() - started
     requests = [request for candidate in candidates.values() for request in candidate.requests]
     started = time.perf_counter()
-    samples, sampled_inputs, reused = sample_inputs(handle, requests, seed, tasks, min_skew=options.min_skew)
+    samples, sampled_inputs, reused = sample_inputs(
+        handle, requests, seed, tasks, min_skew=options.min_skew, min_rows=options.min_rows
+    )
     statistics = time.perf_counter() - started
     started = time.perf_counter()
     for candidate in candidates.values():
@@ -392,7 +406,7 @@ def _sampled_again(
         return 0, 0
     requests = [candidate.through for candidate in again.values() if candidate.through is not None]
     samples, sampled, reused = sample_inputs(
-        handle, requests, options.seed, tasks, min_skew=options.min_skew, full_width=True
+        handle, requests, options.seed, tasks, min_skew=options.min_skew, min_rows=options.min_rows, full_width=True
     )
     for (index, candidate), sample in zip(again.items(), samples, strict=True):
         candidate.samples, candidate.source = [sample], None
@@ -972,7 +986,9 @@ def _join_candidate(operator: KeyedOperator, node: Any, handle: Session, workers
     if planned.broadcast is not None:
         raise _Broadcast(planned.broadcast)
     # Both sides at one fraction, the larger side's: the grid's bounds read one.
-    estimates = [estimated_rows(handle, side) for side in (left, right)]
+    estimates = handle.gathered(
+        "reading the plan's statistics", *(functools.partial(estimated_rows, handle, side) for side in (left, right))
+    )
     fraction = sample_fraction(max((e for e in estimates if e is not None), default=None))
     planned = replace(planned, sample_fraction=fraction)
     return _Candidate(operator, node, planned, planned.sample_requests(fraction), estimated_rows=tuple(estimates))

@@ -29,6 +29,7 @@ import tempfile
 import threading
 import time
 import weakref
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 from urllib.parse import urlsplit
@@ -333,6 +334,11 @@ def _first_line(error: BaseException) -> str:
     return text.splitlines()[0] if text else type(error).__name__
 
 
+#: Each live :class:`Session` by its PySpark session's ``id``: a verb given a DataFrame of a
+#: session opened here finds it (its timeout, its server, what it has read of the server).
+OPENED: weakref.WeakValueDictionary[int, Session] = weakref.WeakValueDictionary()
+
+
 class Session:
     """A Spark Connect session and, when it started them, the embedded server behind it and
     the standalone cluster the server drives.
@@ -360,6 +366,9 @@ class Session:
         self.cluster = cluster
         self.query_timeout = query_timeout
         self._closed = False
+        OPENED[id(spark)] = self
+        #: While :meth:`explains_kept` is open: each plan's ``explain`` text by mode and plan.
+        self._explains: dict[tuple[str, bytes], str] | None = None
         #: Called with each action's name as :meth:`call` starts it (progress displays).
         self.observers: list[Callable[[str], None]] = []
 
@@ -432,8 +441,41 @@ class Session:
 
     def explained(self, frame: Any, mode: str = "simple", *, timeout: float | None = None) -> str:
         """Spark's ``explain`` text of ``frame`` in ``mode`` (``simple``: the physical plan;
-        ``cost``: with the optimiser's statistics). An analysis call: no job runs."""
-        return str(self.call("reading the plan", lambda: frame._explain_string(mode=mode), timeout=timeout))
+        ``cost``: with the optimiser's statistics). An analysis call: no job runs; while
+        :meth:`explains_kept` is open, one per plan and mode."""
+        kept, plan = self._explains, getattr(frame, "_plan", None)
+        key = None if kept is None or plan is None else (mode, plan.to_proto(frame._session.client).SerializeToString())
+        if kept is not None and key is not None and key in kept:
+            return kept[key]
+        text = str(self.call("reading the plan", lambda: frame._explain_string(mode=mode), timeout=timeout))
+        if kept is not None and key is not None:
+            kept[key] = text
+        return text
+
+    @contextlib.contextmanager
+    def explains_kept(self) -> Iterator[None]:
+        """While open, :meth:`explained` asks the server once per plan and mode: one planning
+        pass (``optimize``'s) reads an input's statistics for several decisions. Closed, the
+        texts are dropped: a plan over files may be planned otherwise once they change."""
+        outer = self._explains
+        if outer is None:
+            self._explains = {}
+        try:
+            yield
+        finally:
+            if outer is None:
+                self._explains = None
+
+    def gathered(self, what: str, *actions: Callable[[], Any]) -> list[Any]:
+        """Each of ``actions`` (analysis calls, each a round trip to the server; no job runs)
+        at once, their results in order: the wait of the slowest, not of them all. The first
+        failure in that order is raised."""
+
+        def run() -> list[Any]:
+            with ThreadPoolExecutor(max_workers=len(actions)) as pool:
+                return list(pool.map(lambda action: action(), actions))
+
+        return self.call(what, run) if len(actions) > 1 else [self.call(what, actions[0])]
 
     def _attempt(self, what: str, action: Callable[[], Any], limit: float) -> tuple[bool, Any]:
         """Runs ``action`` once in a thread of its own, for at most ``limit`` seconds:

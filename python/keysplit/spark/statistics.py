@@ -146,6 +146,9 @@ class SampleRequest:
     #: Whether ``frame`` is already a sample at ``fraction`` (a join's output, its driving
     #: side sampled: each output row comes from one row of that side).
     presampled: bool = False
+    #: A frame of ``frame``'s rows whose plan statistics are read for it (a join's side, of
+    #: which ``frame`` renames the columns): one analysis call for every decision.
+    statistics_of: DataFrame | None = None
 
 
 @dataclass(frozen=True)
@@ -206,6 +209,7 @@ def sample_inputs(
     workers: int,
     *,
     min_skew: float,
+    min_rows: int,
     full_width: bool = False,
 ) -> tuple[list[InputSample], int, int]:
     """Each request's sample, in one scan of its input, every input at once (one Spark job
@@ -216,14 +220,14 @@ def sample_inputs(
 
     Keys first: a request that reads columns beside its key (a window's ordering, a
     percentile's values) has its input sampled for the key alone, its columns null, and read
-    again with them only where a key is hot at ``workers`` tasks (:meth:`InputSample.hot`):
-    only a hot key's columns are ever read (its cuts, its grid), and most inputs have none.
+    again with them only where the cost guard may split a key (it holds ``min_skew`` mean
+    tasks' rows of ``workers`` and ``min_rows`` rows, as ``optimize`` decides): only such a
+    key's columns are ever read (its cuts, its grid), and most inputs have none.
     A scan of the key alone decodes less (10^7 trades and 2x10^6 quotes keyed by series,
     ordered by time: 0.74-0.81 s against 0.98-1.17 s on local[2], warm); where a key is hot,
     the input is scanned twice.
 
-    A scan runs in few tasks (:func:`_scan_tasks`), except the second one where a key holds
-    ``min_skew`` (the cost guard's factor) mean tasks' rows: that query is about to be split
+    A scan runs in few tasks (:func:`_scan_tasks`), except the second one: that query is about to be split
     and run at its full width, where one task scanning for the statistics would stand alone
     (at 4x10^6 rows on 32 slots, computed: 0.51 s of a window's 3.7 s); ``full_width``: every
     scan at the input's own splits (inputs sampled once their query is known to be split)."""
@@ -235,16 +239,16 @@ def sample_inputs(
             # Each task then reads several of the input's splits: the same rows, sampled by
             # their own split's seed, fewer fixed costs.
             frame = frame.coalesce(tasks)
-        return frame.toArrow()
+        return _arrow(frame)
 
     def sampled(request: SampleRequest) -> InputSample:
         frame = request.frame if request.where is None else request.frame.filter(request.where)
         whole = frame.select(request.key_hash.alias(KEY_HASH), *request.columns)
         key = _kept_key(whole, (request.fraction, request.presampled, seed, SAMPLE_ROWS, MIN_FRACTION))
         kept = _KEPT.get(key) if key is not None else None
-        if kept is not None and (kept.whole or not _any_hot(kept.table, workers)):
+        if kept is not None and (kept.whole or not kept.splits(workers, min_skew, min_rows)):
             return InputSample(kept.fraction, kept.table, request.keys, reused=True)
-        plan = handle.explained(request.frame, "cost")
+        plan = handle.explained(request.statistics_of or request.frame, "cost")
         if kept is not None:
             fraction = kept.fraction
         elif request.fraction is not None:
@@ -254,14 +258,12 @@ def sample_inputs(
         tasks = None if full_width else _scan_tasks(plan, workers, handle.task_slots)
         keys_alone = None if kept is not None else _keys_alone(request, frame)
         if keys_alone is not None:
-            table = scanned(keys_alone, fraction, request.presampled, tasks)
-            skew = InputSample(1.0, table).skew(workers)
-            if skew is None:
+            alone = _Sample(fraction, scanned(keys_alone, fraction, request.presampled, tasks), whole=False)
+            if not alone.splits(workers, min_skew, min_rows):
                 if key is not None:
-                    _KEPT.put(key, _Sample(fraction, table, whole=False))
-                return InputSample(fraction, table, request.keys)
-            if skew >= min_skew:
-                tasks = None
+                    _KEPT.put(key, alone)
+                return InputSample(fraction, alone.table, request.keys)
+            tasks = None
         table = scanned(whole, fraction, request.presampled, tasks)
         if key is not None:
             _KEPT.put(key, _Sample(fraction, table, whole=True))
@@ -281,6 +283,20 @@ def sample_inputs(
         for request, (scan, columns) in zip(requests, positions, strict=True)
     ]
     return samples, len(scans), sum(scan.reused for scan in scans)
+
+
+def _arrow(frame: DataFrame) -> pa.Table:
+    """``frame.toArrow()``, typed by the schema its results carry: no analysis call before the
+    job (``toArrow`` asks for the schema first, a round trip of 10-20 ms)."""
+    from pyspark.sql.connect.dataframe import DataFrame as ConnectFrame
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    if not isinstance(frame, ConnectFrame):
+        return frame.toArrow()
+    table, schema = frame._to_table()
+    if schema is None:
+        schema = frame.schema
+    return table.cast(to_arrow_schema(schema, error_on_duplicated_field_names_in_struct=True, timezone="UTC"))
 
 
 def _keys_alone(request: SampleRequest, frame: DataFrame) -> DataFrame | None:
@@ -303,10 +319,6 @@ def _keys_alone(request: SampleRequest, frame: DataFrame) -> DataFrame | None:
         for c, name in zip(request.columns, names, strict=True)
     ]
     return frame.select(request.key_hash.alias(KEY_HASH), *nulls)
-
-
-def _any_hot(table: pa.Table, workers: int) -> bool:
-    return InputSample(1.0, table).skew(workers) is not None
 
 
 def _shared_scans(requests: Sequence[SampleRequest]) -> tuple[list[SampleRequest], list[tuple[int, list[int]]]]:
@@ -410,6 +422,15 @@ class _Sample:
     fraction: float
     table: pa.Table
     whole: bool
+
+    def splits(self, workers: int, min_skew: float, min_rows: int) -> bool:
+        """Whether the cost guard may split its hottest key (optimize's ``_decided``, by the same
+        figures): it holds ``min_skew`` mean tasks' rows of ``workers`` and ``min_rows`` rows."""
+        sample = InputSample(self.fraction, self.table)
+        skew = sample.skew(workers)
+        if skew is None or skew < min_skew:
+            return False
+        return float(sample.hot(workers)["sampled"][0]) / self.fraction >= min_rows
 
 
 class _Kept:

@@ -1272,14 +1272,22 @@ def planned_window(
     request = window_request(columns)
     seed = require_seed(seed)
     workers = require_task_workers(shuffle_partitions(handle) if workers is None else require_workers(workers))
-    schema = handle.call("reading the schema", lambda: frame.schema)
-    clashes = [name for name in [*schema.names, *columns] if name.startswith(PREFIX)]
-    if clashes:
-        raise ConfigError(f"columns starting with {PREFIX!r} are keysplit's own; rename {clashes}")
+    from pyspark.errors import AnalysisException
+
     with warnings.catch_warnings():
         # PySpark's warning that a window with no partitionBy runs in one task: this one is split.
         warnings.filterwarnings("ignore", message="WARN WindowExpression: No Partition Defined")
-        target = handle.call("reading the window's schema", lambda: frame.withColumns(dict(columns)).schema)
+        try:
+            schema, target = handle.gathered(
+                "reading the window's schemas",
+                lambda: frame.schema,
+                lambda: frame.withColumns(dict(columns)).schema,
+            )
+        except AnalysisException:
+            # Spark's error for a column it cannot find, after keysplit's, which names the fix.
+            _check_names(columns, handle.call("reading the schema", lambda: frame.schema))
+            raise
+    _check_names(columns, schema)
     planned = SkewWindow(frame, request, workers, seed, schema, target, tuple(columns.items()))
     # The types turn a descending order around (ordered_fields), for the chunks' cuts too.
     # With no partitionBy, for its cuts as literals (SkewWindow.with_cut_values) too.
@@ -1289,3 +1297,10 @@ def planned_window(
         kinds = handle.call("reading the order's types", lambda: frame.select(*orders).schema)
         planned = replace(planned, order_types=tuple(f.dataType for f in kinds.fields))
     return planned
+
+
+def _check_names(columns: Mapping[str, Column], schema: StructType) -> None:
+    """Raises where a column is named as keysplit's own."""
+    clashes = [name for name in [*schema.names, *columns] if name.startswith(PREFIX)]
+    if clashes:
+        raise ConfigError(f"columns starting with {PREFIX!r} are keysplit's own; rename {clashes}")
