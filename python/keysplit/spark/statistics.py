@@ -60,11 +60,13 @@ SAMPLE_ROWS = 200_000
 #: The smallest fraction sampled, whatever the input's estimated size: a plan's estimate may
 #: be far above its rows (a filter keeps its input's size), and too small a sample sees no key.
 MIN_FRACTION = 0.002
-#: The bytes (as Spark's plan estimates them) a statistics scan's task reads at least, as
-#: Spark packs files into a scan's splits by default: a scan of a file per task costs more in
-#: each task's fixed cost than in its rows (the key of 1.2x10^7 rows in 64 files: 0.70 s in
-#: 64 tasks, 0.48 s in 32, 0.30 s in 6 on local[2]).
-SCAN_TASK_BYTES = 128 << 20
+#: The bytes (as Spark's plan estimates them) a statistics scan's task reads at least: a
+#: scan of a file per task costs more in each task's fixed cost than in its rows (the key of
+#: 1.2x10^7 rows in 64 files: 0.70 s in 64 tasks, 0.48 s in 32, 0.30 s in 6 on local[2]);
+#: a scan in as few tasks as the cores stands alone on a wider cluster (the key of 4x10^6
+#: rows, 104 MiB of files, in 2 tasks: 0.106 s its longest task, a quarter of a split join's
+#: computed 32-slot makespan; in 4, 0.054-0.078 s).
+SCAN_TASK_BYTES = 32 << 20
 #: The most rows a join side's sample is expected to hold (its estimated rows times the
 #: fraction) for the sample to be broadcast where a keyed operator above the join is measured
 #: through it (a few tens of MiB at most; Spark's plan statistics overestimate a file's rows).
