@@ -673,6 +673,11 @@ class SkewWindow:
         the key found among them by :meth:`key_hash`)."""
         from pyspark.sql import functions as F
 
+        if self.request.whole_frame and self.cut_values:
+            # Its one key's entry is known here (every chunk of the ordering from the first
+            # cell, cut at literals): no row is joined to the entries, whose copy in every row
+            # cost more than the window's own exchange (2.3 of 4.0 task-s at 10^7 rows).
+            return prepared.withColumns({_CHUNKS: F.lit(self.candidates), _FIRST_CELL: F.lit(0)})
         fields = [_CHUNKS, _FIRST_CELL, *(self.cut_columns if self.request.order else [])]
         if self.request.order and self.ordered_fields([column(name) for name in self.orders]) is not None:
             # Once per hot key, on the one row of entries (chunked compares a row with them).
