@@ -823,18 +823,12 @@ def planned_aggregate(
     """:func:`holistic_agg`'s plan's parts from its checked arguments (no Spark job runs)."""
     seed = require_seed(seed)
     workers = require_task_workers(shuffle_partitions(handle) if workers is None else require_workers(workers))
-    from pyspark.errors import AnalysisException
-
-    try:
-        schema, target = handle.gathered(
-            "reading the aggregate's schemas",
-            lambda: frame.schema,
-            lambda: frame.groupBy(*names).agg(*columns).schema,
-        )
-    except AnalysisException:
-        # Spark's error for a column it cannot find, after keysplit's, which names the fix.
-        _check_names(names, handle.call("reading the schema", lambda: frame.schema))
-        raise
+    schema, target = handle.gathered(
+        "reading the aggregate's schemas",
+        lambda: frame.schema,
+        lambda: frame.groupBy(*names).agg(*columns).schema,
+        check=lambda: _check_names(names, handle.call("reading the schema", lambda: frame.schema)),
+    )
     _check_names(names, schema)
     arguments, copies = _arguments(columns, schema)
     copied = (

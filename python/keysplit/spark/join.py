@@ -1091,27 +1091,20 @@ def planned_join(
     left: DataFrame, right: DataFrame, on: Any, how: str, *, workers: int | None, seed: int, handle: Session
 ) -> SkewJoin:
     """:func:`join`'s arguments checked, and its plan's parts (no Spark job runs)."""
-    from pyspark.errors import AnalysisException
-
     how = join_type(how)
     if right.sparkSession is not left.sparkSession:
         raise ConfigError("join's sides belong to two Spark sessions; make both in one")
     seed = require_seed(seed)
     keys = join_keys(on, left, right)
     spark_join = left.join(right, on, how)
-    try:
-        left_schema, right_schema, target, physical = handle.gathered(
-            "reading the join's schemas and plan",
-            lambda: left.schema,
-            lambda: right.schema,
-            lambda: spark_join.schema,
-            lambda: handle.explained(spark_join),
-        )
-    except AnalysisException:
-        # Spark's error for a key it cannot find, after keysplit's, which names the fix.
-        left_schema, right_schema = handle.gathered("reading the schemas", lambda: left.schema, lambda: right.schema)
-        _check_keys(keys, left_schema, right_schema)
-        raise
+    left_schema, right_schema, target, physical = handle.gathered(
+        "reading the join's schemas and plan",
+        lambda: left.schema,
+        lambda: right.schema,
+        lambda: spark_join.schema,
+        lambda: handle.explained(spark_join),
+        check=lambda: _check_keys(keys, *handle.call("reading the schemas", lambda: (left.schema, right.schema))),
+    )
     _check_keys(keys, left_schema, right_schema)
     key_types = [
         join_key_type(

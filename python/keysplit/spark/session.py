@@ -466,16 +466,23 @@ class Session:
             if outer is None:
                 self._explains = None
 
-    def gathered(self, what: str, *actions: Callable[[], Any]) -> list[Any]:
+    def gathered(self, what: str, *actions: Callable[[], Any], check: Callable[[], None] | None = None) -> list[Any]:
         """Each of ``actions`` (analysis calls, each a round trip to the server; no job runs)
         at once, their results in order: the wait of the slowest, not of them all. The first
-        failure in that order is raised."""
+        failure in that order is raised; where it is Spark's ``AnalysisException``, ``check``
+        runs first, so that a verb's own error, which names the fix, comes before Spark's."""
+        from pyspark.errors import AnalysisException
 
         def run() -> list[Any]:
             with ThreadPoolExecutor(max_workers=len(actions)) as pool:
                 return list(pool.map(lambda action: action(), actions))
 
-        return self.call(what, run) if len(actions) > 1 else [self.call(what, actions[0])]
+        try:
+            return self.call(what, run) if len(actions) > 1 else [self.call(what, actions[0])]
+        except AnalysisException:
+            if check is not None:
+                check()
+            raise
 
     def _attempt(self, what: str, action: Callable[[], Any], limit: float) -> tuple[bool, Any]:
         """Runs ``action`` once in a thread of its own, for at most ``limit`` seconds:

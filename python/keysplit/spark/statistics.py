@@ -229,10 +229,11 @@ def sample_inputs(
     ordered by time: 0.74-0.81 s against 0.98-1.17 s on local[2], warm); where a key is hot,
     the input is scanned twice.
 
-    A scan runs in few tasks (:func:`_scan_tasks`), except the second one: that query is about to be split
-    and run at its full width, where one task scanning for the statistics would stand alone
-    (at 4x10^6 rows on 32 slots, computed: 0.51 s of a window's 3.7 s); ``full_width``: every
-    scan at the input's own splits (inputs sampled once their query is known to be split)."""
+    A scan runs in few tasks (:func:`_scan_tasks`), except the second one: that query is
+    about to be split and run at its full width, where one task scanning for the statistics
+    would stand alone (at 4x10^6 rows on 32 slots, computed: 0.51 s of a window's 3.7 s);
+    ``full_width``: every scan at the input's own splits (inputs sampled once their query is
+    known to be split)."""
 
     def scanned(frame: DataFrame, fraction: float, presampled: bool, tasks: int | None) -> pa.Table:
         if fraction < 1 and not presampled:

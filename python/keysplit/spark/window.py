@@ -1277,21 +1277,15 @@ def planned_window(
     request = window_request(columns)
     seed = require_seed(seed)
     workers = require_task_workers(shuffle_partitions(handle) if workers is None else require_workers(workers))
-    from pyspark.errors import AnalysisException
-
     with warnings.catch_warnings():
         # PySpark's warning that a window with no partitionBy runs in one task: this one is split.
         warnings.filterwarnings("ignore", message="WARN WindowExpression: No Partition Defined")
-        try:
-            schema, target = handle.gathered(
-                "reading the window's schemas",
-                lambda: frame.schema,
-                lambda: frame.withColumns(dict(columns)).schema,
-            )
-        except AnalysisException:
-            # Spark's error for a column it cannot find, after keysplit's, which names the fix.
-            _check_names(columns, handle.call("reading the schema", lambda: frame.schema))
-            raise
+        schema, target = handle.gathered(
+            "reading the window's schemas",
+            lambda: frame.schema,
+            lambda: frame.withColumns(dict(columns)).schema,
+            check=lambda: _check_names(columns, handle.call("reading the schema", lambda: frame.schema)),
+        )
     _check_names(columns, schema)
     planned = SkewWindow(frame, request, workers, seed, schema, target, tuple(columns.items()))
     # The types turn a descending order around (ordered_fields), for the chunks' cuts too.
