@@ -202,8 +202,8 @@ def test_every_hot_operator_of_a_chain_is_split_and_the_result_is_sparks(spark, 
 
 def test_the_statistics_read_a_windows_ordering_only_where_a_key_may_be_split(facts):
     # Keys first (statistics.sample_inputs): the key alone is sampled, and the ordering too
-    # only where the cost guard may split a key; the sample kept says which it read. By u (a permutation) no
-    # key is hot; by k, HOT holds 60 %.
+    # only where the cost guard may split a key; the sample kept says which it read. By u (a
+    # permutation) no key is hot; by k, HOT holds 60 %.
     statistics = importlib.import_module("keysplit.spark.statistics")
     for key, hot in (("u", False), ("k", True)):
         forget_statistics()

@@ -1147,7 +1147,7 @@ def _decided(
         hottest = sample.hot(planned.workers)
         skew = sample.skew(planned.workers)
         keys = sample.key_values(hottest)
-        rows = float(hottest["sampled"][0]) / sample.fraction if hottest.height else 0.0
+        rows = sample.hottest_rows(planned.workers)
         measured_on = "its rows per key" if source is None else f"{source.operator.label}'s rows per key"
     hot = keys.height
     names = operator.names[0] if len(operator.names[0]) == keys.width else keys.columns

@@ -198,6 +198,19 @@ class InputSample:
         hot = self.hot(workers)
         return float(hot["upper"][0]) * workers / max(self.table.num_rows, 1) if hot.height else None
 
+    def hottest_rows(self, workers: int) -> float:
+        """The hottest key's rows, estimated (its sampled rows over the fraction); 0 where no
+        key is hot at ``workers`` tasks."""
+        hot = self.hot(workers)
+        return float(hot["sampled"][0]) / self.fraction if hot.height else 0.0
+
+    def may_split(self, workers: int, min_skew: float, min_rows: int) -> bool:
+        """Whether the cost guard may split its hottest key, by the figures optimize's
+        decision reads: it holds ``min_skew`` mean tasks' rows of ``workers``, and ``min_rows``
+        rows."""
+        skew = self.skew(workers)
+        return skew is not None and skew >= min_skew and self.hottest_rows(workers) >= min_rows
+
     def key_values(self, hot: pl.DataFrame) -> pl.DataFrame:
         """The key columns of the ``hot`` keys (by :data:`KEY_HASH`), hottest first."""
         rows = self.rows.unique(KEY_HASH, keep="first").select(KEY_HASH, *self.keys)
@@ -249,7 +262,9 @@ def sample_inputs(
         whole = frame.select(request.key_hash.alias(KEY_HASH), *request.columns)
         key = _kept_key(whole, (request.fraction, request.presampled, seed, SAMPLE_ROWS, MIN_FRACTION))
         kept = _KEPT.get(key) if key is not None else None
-        if kept is not None and (kept.whole or not kept.splits(workers, min_skew, min_rows)):
+        if kept is not None and (
+            kept.whole or not InputSample(kept.fraction, kept.table).may_split(workers, min_skew, min_rows)
+        ):
             return InputSample(kept.fraction, kept.table, request.keys, reused=True)
         plan = handle.explained(request.statistics_of or request.frame, "cost")
         if kept is not None:
@@ -261,11 +276,11 @@ def sample_inputs(
         tasks = None if full_width else _scan_tasks(plan, workers, handle.task_slots)
         keys_alone = None if kept is not None else _keys_alone(request, frame)
         if keys_alone is not None:
-            alone = _Sample(fraction, scanned(keys_alone, fraction, request.presampled, tasks), whole=False)
-            if not alone.splits(workers, min_skew, min_rows):
+            alone = InputSample(fraction, scanned(keys_alone, fraction, request.presampled, tasks), request.keys)
+            if not alone.may_split(workers, min_skew, min_rows):
                 if key is not None:
-                    _KEPT.put(key, alone)
-                return InputSample(fraction, alone.table, request.keys)
+                    _KEPT.put(key, _Sample(fraction, alone.table, whole=False))
+                return alone
             tasks = None
         table = scanned(whole, fraction, request.presampled, tasks)
         if key is not None:
@@ -425,15 +440,6 @@ class _Sample:
     fraction: float
     table: pa.Table
     whole: bool
-
-    def splits(self, workers: int, min_skew: float, min_rows: int) -> bool:
-        """Whether the cost guard may split its hottest key (optimize's ``_decided``, by the same
-        figures): it holds ``min_skew`` mean tasks' rows of ``workers`` and ``min_rows`` rows."""
-        sample = InputSample(self.fraction, self.table)
-        skew = sample.skew(workers)
-        if skew is None or skew < min_skew:
-            return False
-        return float(sample.hot(workers)["sampled"][0]) / self.fraction >= min_rows
 
 
 class _Kept:
