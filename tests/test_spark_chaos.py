@@ -440,6 +440,35 @@ def test_an_optimized_query_survives_a_kill_in_its_slowest_stage(cluster, api, d
     plan.get.release()
 
 
+def test_a_window_of_peer_values_survives_a_kill_in_its_first_and_slowest_stages(cluster, api, directory):
+    # A running sum, a rank and a cumulative share over the whole frame ordered by the Zipf
+    # key (at most 5,000 values of 400,000 rows): optimize computes each from its group of
+    # peers and moves no row (the groups' totals map-side, a window over the groups, broadcast
+    # back to the rows). Killed in its first stage and its slowest, equal to Spark's one-task
+    # window.
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    frame = cluster.spark.read.parquet(str(directory))
+    w = Window.orderBy("key")
+    query = frame.withColumns({"run": F.sum("value").over(w), "rank": F.rank().over(w), "share": F.cume_dist().over(w)})
+    plan = Report()
+    optimized = optimize(query, workers=16, min_rows=0, report=plan)
+    [decision] = plan.get.operators
+    assert decision.rewritten and "no row moved" in decision.why, str(plan.get)
+
+    def action() -> pl.DataFrame:
+        return fetched(optimized)
+
+    expected = fetched(query)
+    clean, stages = stages_of(api, action, twice=False)
+    assert clean.equals(expected)
+    assert decision.report.get.by_peers
+    points = [At(ordinal=ordinal) for ordinal in sorted({0, slowest(stages)})]
+    for result, kills in run_killing_at(api, cluster.cluster.pid, action, points):
+        assert result.equals(expected), f"a different window after {kills}"
+
+
 def test_a_partitioned_write_survives_a_kill_in_its_counts_and_its_write(cluster, api, directory, data, tmp_path):
     # The Zipf facts written partitioned by min(key, 20) (key 1, 61 % of the rows, in files of
     # 20,000 rows: a task each): killed in the counts' first stage and in the write's, the

@@ -416,6 +416,63 @@ def test_a_window_without_partition_by_is_cut_at_literal_values_of_any_order(fac
     assert decision.report.get.hot["rows"].to_list() == [ROWS] and decision.report.get.hot["chunks"][0] > 1
 
 
+@pytest.mark.parametrize(
+    "order",
+    [
+        pytest.param(lambda: ["t"], id="ties and nulls"),
+        pytest.param(lambda: [F.col("s").desc_nulls_last(), F.month("day")], id="string descending, a month"),
+        pytest.param(
+            lambda: [F.when(F.col("u") % 23 == 1, F.lit(float("nan"))).otherwise(F.round(F.col("v"), 1)).desc()],
+            id="double with NaN and negative zero, descending",
+        ),
+    ],
+)
+def test_a_window_without_partition_by_of_peer_values_moves_no_row(facts, order):
+    # Running aggregates over Spark's RANGE frame and the ranks are one value per group of
+    # equal order values (peers): where the sample sees such groups large (t: 2,000 values
+    # for 40,000 rows), each value is its group's, from the groups' totals in order, and no
+    # row moves. Exact, integer and decimal sums, ties, nulls, NaN and -0.0 alike.
+    w = Window.orderBy(*order())
+    columns = {
+        "run": F.sum("u").over(w),
+        "count": F.count("t").over(w),
+        "rows": F.count(F.lit(1)).over(w),
+        "low": F.min("s").over(w),
+        "high": F.max("price").over(w),
+        "mean": F.avg("u").over(w),
+        "price_mean": F.avg("price").over(w),
+        "price_sum": F.sum("price").over(w),
+        "rank": F.rank().over(w),
+        "dense": F.dense_rank().over(w),
+        "percent": F.percent_rank().over(w),
+        "cume": F.cume_dist().over(w),
+        "total": F.sum("u").over(Window.partitionBy()),
+    }
+    query = facts.withColumns(columns)
+    optimized, report = _optimized(query)
+    [decision] = report.operators
+    assert decision.rewritten and "no row moved" in decision.why, str(report)
+    ours = pl.from_arrow(optimized.toArrow()).sort("u")
+    assert ours.equals(pl.from_arrow(query.toArrow()).sort("u"))
+    split = decision.report.get
+    assert split.by_peers and split.hot["rows"].to_list() == [ROWS], split
+    # Its groups are the order's distinct values (each a dense rank).
+    assert split.hot["chunks"][0] == ours["dense"].max(), split
+
+
+def test_a_window_without_partition_by_of_peer_values_over_a_unique_order_is_cut_into_ranges(facts):
+    # u is unique: each group of peers a row, a sample cannot see them large, and the rows are
+    # cut into ranges as for any other column.
+    w = Window.orderBy("u")
+    query = facts.withColumns({"run": F.sum("u").over(w), "rank": F.rank().over(w)})
+    optimized, report = _optimized(query)
+    [decision] = report.operators
+    assert decision.rewritten and "no row moved" not in decision.why, str(report)
+    assert _rows(optimized) == _rows(query)
+    split = decision.report.get
+    assert not split.by_peers and split.hot["chunks"][0] > 1, split
+
+
 def test_a_statistics_scan_of_many_splits_runs_in_few_tasks_and_samples_the_same_rows(spark):
     # A scan task has a fixed cost: the key of a small input split over many tasks is read in
     # one task per SCAN_TASK_BYTES of its estimate, at most one per worker, and never where

@@ -22,7 +22,8 @@ from pyspark.sql import Window
 from pyspark.sql import functions as F
 
 from keysplit import ConfigError, ConfigTypeError
-from keysplit.spark import Report, WindowSplitReport, skewed, window, with_row_index
+from keysplit.spark import OptimizeReport, Report, WindowSplitReport, optimize, skewed, window, with_row_index
+from keysplit.spark.window import PEER_GROUP_ROWS, estimated_values
 from keysplit.spark.window_spec import MAX_REACH
 
 ROWS = 40_000
@@ -362,6 +363,35 @@ def _digest(frame) -> tuple[int, int]:
     return int(row[0]), int(row[1])
 
 
+@pytest.mark.parametrize(
+    ("groups", "rows_each", "unique", "fraction"),
+    [
+        (100_000, 100, 0, 0.02),
+        (100_000, 100, 0, 0.0045),
+        (10_000, 1_000, 0, 0.02),
+        (0, 0, 10_000_000, 0.02),
+        (50_000, 20, 5_000_000, 0.02),
+        (90_000, 100, 1_000_000, 0.002),
+    ],
+)
+def test_distinct_order_values_estimated_from_a_sample(groups, rows_each, unique, fraction):
+    # Values of 100 or 1,000 rows each are counted within 10 %, and bounded within 5x (the
+    # groups of a window's peers are then broadcast). Unique values alone: far above a
+    # sixteenth of the rows (no window is computed from such groups). Unique values beside
+    # common ones, which Chao's estimate misses: the bound still holds them.
+    rng = np.random.default_rng(11)
+    sizes = np.concatenate([np.full(groups, rows_each), np.ones(unique, dtype=np.int64)])
+    sampled = rng.binomial(sizes, fraction)
+    estimate, bound = estimated_values(pl.Series(sampled[sampled > 0]), fraction)
+    truth = groups + unique
+    rows = int(sizes.sum())
+    assert bound >= truth * 0.9, (estimate, bound, truth)
+    if not unique:
+        assert abs(estimate - truth) <= truth / 10 and bound <= 5 * truth, (estimate, bound)
+    elif not groups:
+        assert estimate > rows / PEER_GROUP_ROWS, (estimate, bound)
+
+
 def test_millions_of_rows_without_partition_by_equal_sparks(spark, tmp_path):
     # At scale: 2 M rows in file splits, ordered by a column of heavy ties and the id; the
     # window verb (its sample in the plan) and with_row_index, each against Spark's own.
@@ -381,6 +411,15 @@ def test_millions_of_rows_without_partition_by_equal_sparks(spark, tmp_path):
     assert digest == _digest(rows.withColumns(columns)) and digest[0] == 2_000_000
     [whole] = report.get.hot.iter_rows(named=True)
     assert whole["largest_chunk"] <= 2 * 2_000_000 / whole["chunks"], report.get.hot
+    # Running aggregates and ranks over t alone (50,000 values of 40 rows) under optimize:
+    # each value from its group of peers, no row moved.
+    by_t = Window.orderBy("t")
+    peers = {"running": F.sum("x").over(by_t), "mean": F.avg("x").over(by_t), "rank": F.rank().over(by_t)}
+    measured: Report[OptimizeReport] = Report()
+    ours = optimize(rows.withColumns(peers), min_rows=0, report=measured)
+    assert _digest(ours) == _digest(rows.withColumns(peers))
+    [decision] = measured.get.operators
+    assert decision.report.get.by_peers and decision.report.get.hot["chunks"].to_list() == [50_000]
     numbered = with_row_index(rows)
     expected = rows.select(
         (F.row_number().over(Window.orderBy(F.monotonically_increasing_id())) - 1).cast("long").alias("index"), "*"

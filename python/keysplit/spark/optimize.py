@@ -1179,6 +1179,7 @@ def _decided(
             hot,
         )
     build: _Build
+    how = ""
     if source is not None:
         # Its input is not sampled: the verb finds the hot keys in its own plan.
         assert not isinstance(planned, SkewJoin)
@@ -1202,7 +1203,7 @@ def _decided(
     else:
         [sample] = candidate.samples
         measured, entries, entry_keys = _over(planned, planned.frame, sample.fraction).measured(handle, sample)
-        if entries is None:
+        if entries is None and not (isinstance(measured, SkewWindow) and measured.by_peers):
             return left(
                 "few values",
                 "the hot keys' sampled values repeat: partial aggregation combines them map-side",
@@ -1210,6 +1211,8 @@ def _decided(
                 hot,
             )
 
+        if isinstance(measured, SkewWindow) and measured.by_peers:
+            how = "; every value from its row's group of equal order values, no row moved"
         branched = _branches(measured, lambda over: over.branches(verb_report, entries))
         hot_only: _HotOnly | None = None
         if isinstance(measured, SkewAggregate):
@@ -1241,7 +1244,7 @@ def _decided(
         True,
         "skew",
         f"the hottest key's work is {skew:.1f}x a mean task's ({measured_on}; cost guard: {min_skew:g}x): {hot} "
-        "hot keys",
+        f"hot keys{how}",
         skew,
         hot,
         verb_report,
@@ -1254,9 +1257,9 @@ def _branches(
     planned: SkewWindow | SkewAggregate, branched: Callable[[SkewWindow], tuple[DataFrame, DataFrame]]
 ) -> Callable[[list[DataFrame]], tuple[DataFrame, DataFrame]] | None:
     """What makes a window's two branches over its rebuilt inputs (``branched`` of the window
-    over them); None for an aggregate, and a window whose values are one per key (no row of
-    it is split)."""
-    if not isinstance(planned, SkewWindow) or planned.per_key_only:
+    over them); None for an aggregate, and a window whose values are one per key or per group
+    of peers (no row of it moves)."""
+    if not isinstance(planned, SkewWindow) or planned.per_key_only or planned.by_peers:
         return None
     window = planned
 

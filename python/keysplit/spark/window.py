@@ -38,6 +38,15 @@ is cut into ranges as a hot key's is, into ``C`` chunks. Its entry is an aggrega
 whole sample, one row even where the sample is empty (one chunk then), so every row is
 always the hot branch's: there is no branch of Spark's own, and no lookup of keys not hot.
 
+**Groups of peers.** Where every column is the same for rows with equal order values
+(peers): running aggregates over Spark's RANGE frame, ``rank``, ``dense_rank``,
+``percent_rank``, ``cume_dist`` (:attr:`SkewWindow.peer_determined`), and the sample, measured
+before the plan, sees the groups of peers of a window with no ``partitionBy`` hold
+:data:`PEER_GROUP_ROWS` rows or more on average, no row moves (:meth:`SkewWindow.per_peer`):
+each group's totals by Spark's ``groupBy``, combined map-side, the values over the groups in
+order by Spark's window (one row a group), joined back to the rows (broadcast, where the
+sample bounds the groups under :data:`BROADCAST_GROUPS`).
+
 When nothing is hot the hot keys' row is not there, and adaptive execution drops the hot
 keys' branches and the lookup of the others: the plan is Spark's window, plus the sample's
 stages. A row's chunk depends on its values only, so a re-run task sends it where the first
@@ -103,6 +112,8 @@ _SORT_KEY = PREFIX + "sort_key"
 _ROW_KEY = PREFIX + "row_key"
 _CUT_KEYS = PREFIX + "cut_keys"
 _ENTRY = PREFIX + "entry"
+#: A row's chunk where it is within reach of the chunk's edges, else null.
+_EDGE_CHUNK = PREFIX + "edge_chunk"
 _ENTRIES = PREFIX + "entries"
 _CANDIDATES = PREFIX + "candidates"
 
@@ -131,6 +142,16 @@ def _local(k: int) -> str:
 #: The most chunks a hot key is cut into: with more workers, a key holding more than
 #: ``MAX_CHUNKS`` mean tasks' rows has chunks of more than one mean task.
 MAX_CHUNKS = 128
+#: The fewest rows a group of equal order values (peers) holds on average, as the sample
+#: estimates it, for a window with no ``partitionBy`` whose every value is its row's peer
+#: group's to be computed from the groups (:meth:`SkewWindow.per_peer`): its one task then
+#: windows a sixteenth of the rows or fewer.
+PEER_GROUP_ROWS = 16
+#: The most groups of peers, bounded from the sample (:meth:`SkewWindow.peer_groups`), that are
+#: broadcast to the rows; more are joined to them by Spark's choice of join.
+BROADCAST_GROUPS = 2_000_000
+#: Functions whose value is the same for every row of a group of peers (RANGE frames aside).
+PEER_RANKING = ("rank", "dense_rank", "percent_rank", "cume_dist")
 #: The most literal comparisons (cuts times order columns) a row's chunk is found by
 #: (:meth:`SkewWindow.with_cut_values`): 62 compiled and ran at 0.2 task-s over 10^7 rows, where
 #: a struct compared with cuts from an array cost 2.6; comparisons of columns, not literals,
@@ -162,6 +183,10 @@ class SkewWindow:
     #: can outnumber the workers (six hot keys of TPC-H's Zipf part keys: 35 chunks), and
     #: two chunks in one task made it 2.3x the mean.
     cells: int | None = None
+    #: Every value from its row's group of peers (:meth:`per_peer`), chosen where measured.
+    by_peers: bool = False
+    #: ... and the groups broadcast to the rows.
+    broadcast_peers: bool = False
 
     @property
     def parts(self) -> list[str]:
@@ -269,6 +294,131 @@ class SkewWindow:
         joined = self.joined_by_key(rows, per_key, "inner")
         names = {spec.name: _local(k) for k, spec in enumerate(self.request.columns)}
         return joined.select(*[column(names.get(f.name, f.name)).alias(f.name) for f in self.target.fields])
+
+    @property
+    def peer_determined(self) -> bool:
+        """Whether every column's value is the same for every row of a group of peers (rows of
+        one partition with equal order values): an aggregate over a RANGE frame from the
+        partition's start to the current row's last peer, or over the whole partition, and
+        ``rank``, ``dense_rank``, ``percent_rank``, ``cume_dist``. Then each value is a function
+        of the groups' totals, in order (:meth:`per_peer`)."""
+        if not self.request.order:
+            return False
+        return all(
+            spec.function in PEER_RANKING
+            or (
+                spec.function in AGGREGATES
+                and spec.frame is not None
+                and (spec.frame.kind == "whole" or (spec.frame.kind == "running" and not spec.frame.rows))
+            )
+            for spec in self.request.columns
+        )
+
+    def peer_groups(self, sample: InputSample) -> tuple[float, float]:
+        """The input's groups of peers (rows of one partition with equal order values)
+        estimated from ``sample``, and a bound on them (:func:`estimated_values`)."""
+        counts = sample.rows.group_by([*self.parts, *self.orders]).len()
+        return estimated_values(counts["len"], sample.fraction)
+
+    def per_peer(self, report: Report[WindowSplitReport] | None) -> DataFrame:
+        """The plan when :attr:`by_peers`: no row moves. Each group of peers' totals (its rows,
+        and its sums, counts, minimums, maximums) by Spark's ``groupBy`` over the partition and
+        order values, combined map-side; the columns' values over the groups, by Spark's window
+        in the user's ordering (one row a group: running totals of the groups before and its
+        own); joined back to the rows by those values, null-safe. A NaN and a negative zero
+        are peers of NaN and zero, in Spark's grouping and join as in its window."""
+        from pyspark.sql import Window
+        from pyspark.sql import functions as F
+        from pyspark.sql.connect.observation import Observation
+
+        prepared = self.prepared()
+        keys = [*self.parts, *self.orders]
+        totals = [F.count(F.lit(1)).alias(_ROWS)]
+        for k, spec in enumerate(self.request.columns):
+            if spec.argument is None or spec.function not in AGGREGATES:
+                continue
+            arg = column(self.argument(k))
+            if spec.function in ("count", "avg"):
+                totals.append(F.count(arg).alias(f"{PREFIX}c{k}"))
+            if spec.function == "sum":
+                totals.append(F.sum(arg).alias(f"{PREFIX}s{k}"))
+            if spec.function == "avg":
+                kind = _average_sum_type(self.target[spec.name].dataType)
+                totals.append(F.sum(arg.cast(kind)).alias(f"{PREFIX}s{k}"))
+            if spec.function in ("min", "max"):
+                totals.append(getattr(F, spec.function)(arg).alias(f"{PREFIX}{spec.function}{k}"))
+        groups = prepared.groupBy(*keys).agg(*totals)
+        observations: tuple[Any, Any] = (Observation(), Observation())
+        if report is not None:
+            groups = groups.observe(
+                observations[1],
+                F.count(F.lit(1)).alias("groups"),
+                F.max(_ROWS).alias("largest"),
+                F.min(_ROWS).alias("smallest"),
+            )
+        whole = Window.partitionBy(*keys[: len(self.parts)])
+        upto = whole.orderBy(*self.sort_orders()).rowsBetween(Window.unboundedPreceding, Window.currentRow)
+        rows_upto = F.sum(_ROWS).over(upto)
+        rows_before = rows_upto - column(_ROWS)
+        partition_rows = F.sum(_ROWS).over(whole)
+        values = {}
+        for k, spec in enumerate(self.request.columns):
+            frame = whole if spec.frame is not None and spec.frame.kind == "whole" else upto
+            name = spec.function
+            if name == "count":
+                value = F.sum(_ROWS if spec.argument is None else f"{PREFIX}c{k}").over(frame)
+            elif name == "sum":
+                value = F.sum(f"{PREFIX}s{k}").over(frame)
+            elif name in ("min", "max"):
+                value = getattr(F, name)(f"{PREFIX}{name}{k}").over(frame)
+            elif name == "avg":
+                value = self.average(k, F.sum(f"{PREFIX}s{k}").over(frame), F.sum(f"{PREFIX}c{k}").over(frame))
+            elif name == "rank":
+                value = rows_before + 1
+            elif name == "dense_rank":
+                value = F.row_number().over(whole.orderBy(*self.sort_orders()))
+            elif name == "percent_rank":
+                value = F.when(
+                    partition_rows > 1, rows_before.cast("double") / (partition_rows - 1).cast("double")
+                ).otherwise(F.lit(0.0))
+            else:
+                value = rows_upto.cast("double") / partition_rows.cast("double")
+            values[_local(k)] = value.cast(self.target[spec.name].dataType)
+        by_group = groups.select(*keys, *[value.alias(name) for name, value in values.items()])
+        rows = prepared
+        if report is not None:
+            rows = rows.observe(observations[0], F.count(F.lit(1)).alias("rows"))
+            report.bind(lambda: self.peer_report(observations))
+        joined = joined_on(rows, by_group, "inner", null_safe=keys, broadcast=self.broadcast_peers)
+        names = {spec.name: _local(k) for k, spec in enumerate(self.request.columns)}
+        return joined.select(*[column(names.get(f.name, f.name)).alias(f.name) for f in self.target.fields])
+
+    def peer_report(self, observations: tuple[Any, Any]) -> WindowSplitReport | None:
+        """:meth:`per_peer`'s report: the whole frame's one key, its groups of peers as its
+        chunks."""
+        rows, groups = observed(observations[0]), observed(observations[1])
+        if not rows:
+            return None
+        [name] = self.request.partition_names
+        hot = pl.DataFrame(
+            {
+                name: [0],
+                "rows": [int(rows["rows"])],
+                "chunks": [int(groups.get("groups", 0))],
+                "largest_chunk": [groups.get("largest")],
+                "smallest_chunk": [groups.get("smallest")],
+            },
+            schema={
+                name: pl.Int32,
+                "rows": pl.Int64,
+                "chunks": pl.Int32,
+                "largest_chunk": pl.Int64,
+                "smallest_chunk": pl.Int64,
+            },
+        )
+        return WindowSplitReport(
+            workers=self.workers, rows=int(rows["rows"]), sample_fraction=self.sample_fraction, hot=hot, by_peers=True
+        )
 
     def sort_key(self) -> Column:
         """One struct whose ascending order is the window's ordering, each column's direction
@@ -510,12 +660,20 @@ class SkewWindow:
         """This window with what ``sample`` (:mod:`.statistics`) measured (:meth:`with_cut_values`),
         :meth:`hot_entries` computed here from it by the same rules, as a literal table: the
         plan then has no sampling stage (no entries when no key is hot); and the entries'
-        keys (their partition columns)."""
+        keys (their partition columns). A window with no ``partitionBy`` whose every value is
+        its row's group of peers' (:attr:`peer_determined`) is computed from the groups
+        (:attr:`by_peers`, no entries) where they hold :data:`PEER_GROUP_ROWS` rows or more on
+        average (:meth:`peer_groups`)."""
         import pyarrow as pa
 
         hot = sample.hot(self.workers)
         if hot.height == 0:
             return self, None, sample.key_values(hot)
+        if self.request.whole_frame and self.peer_determined and not self.in_input_order:
+            groups, bound = self.peer_groups(sample)
+            if groups * PEER_GROUP_ROWS <= sample.table.num_rows / sample.fraction:
+                by_peers = replace(self, by_peers=True, broadcast_peers=bound <= BROADCAST_GROUPS)
+                return by_peers, None, sample.key_values(hot)
         n, c = self.workers, self.candidates
         # Each key's chunks as in the plan's own, hottest key first, each chunk on a partition
         # of its own (:attr:`cells`).
@@ -553,8 +711,33 @@ class SkewWindow:
         return joined_on(rows, other, how, null_safe=self.parts, equal=[_CHUNK] if by_chunk else [], broadcast=by_chunk)
 
     def with_carries(self, rows: DataFrame, carries: DataFrame) -> DataFrame:
-        """``rows`` with their chunk's carry (broadcast), by partition values and chunk."""
-        return self.joined_by_key(rows, carries, "left", by_chunk=True)
+        """``rows`` with their chunk's carry (broadcast), by partition values and chunk. The
+        rows past the chunk's edges (:meth:`summaries`' tails and heads, arrays of up to
+        :data:`.window_spec.MAX_REACH` values) join only the rows within reach of an edge:
+        copied into every row, a tail of 100 values cost more than the window (avg over
+        ``rowsBetween(-100, 0)``, 10^7 rows: 49 task-seconds, the window's own 11)."""
+        from pyspark.sql import functions as F
+
+        edges = [
+            name for name in carries.columns if name.startswith((_BEFORE + PREFIX + "tail", _AFTER + PREFIX + "head"))
+        ]
+        rows = self.joined_by_key(rows, carries.drop(*edges), "left", by_chunk=True)
+        if not edges:
+            return rows
+        reaches = [_reach(spec) for spec in self.request.columns if self.positional(spec)]
+        before, after = max(r[0] for r in reaches), max(r[1] for r in reaches)
+        rn, own = column(f"{_local(self.positional_columns[0])}_rn"), column(_OWN + _ROWS)
+        near = (rn <= F.lit(before)) | (own - rn < F.lit(after))
+        rows = rows.withColumn(_EDGE_CHUNK, F.when(near, column(_CHUNK)))
+        at_edges = carries.select(*self.parts, column(_CHUNK).alias(_EDGE_CHUNK), *edges)
+        return joined_on(rows, at_edges, "left", null_safe=self.parts, equal=[_EDGE_CHUNK], broadcast=True).drop(
+            _EDGE_CHUNK
+        )
+
+    @property
+    def positional_columns(self) -> list[int]:
+        """The columns that are :meth:`positional`, by index."""
+        return [k for k, spec in enumerate(self.request.columns) if self.positional(spec)]
 
     @property
     def cut_columns(self) -> list[str]:
@@ -741,9 +924,16 @@ class SkewWindow:
         if any(spec.function == "dense_rank" for spec in self.request.columns):
             distinct = F.count_distinct(F.struct(*[column(name) for name in self.orders]))
             totals[_DISTINCT] = (distinct, "sum", None)
-        chunk_totals = observe(
-            rows.groupBy(*self.parts, _CHUNK).agg(*[value.alias(name) for name, (value, _, _) in totals.items()])
-        )
+        values = [value.alias(name) for name, (value, _, _) in totals.items()]
+        if self.request.whole_frame:
+            # By the chunk alone: a tail or head of k rows (an aggregate Spark sorts its rows
+            # for) then sorts by one int column, which Spark's radix sort takes, not by the
+            # constant partition column first.
+            [part] = self.parts
+            chunk_totals = rows.groupBy(_CHUNK).agg(*values).select(self.request.partition[0].alias(part), "*")
+        else:
+            chunk_totals = rows.groupBy(*self.parts, _CHUNK).agg(*values)
+        chunk_totals = observe(chunk_totals)
         by_chunk = Window.partitionBy(*self.parts).orderBy(_CHUNK)
         prior = by_chunk.rowsBetween(Window.unboundedPreceding, -1)
         following = by_chunk.rowsBetween(1, Window.unboundedFollowing)
@@ -1039,6 +1229,8 @@ class SkewWindow:
         (None) from :meth:`hot_entries`' sample in the plan."""
         if self.per_key_only:
             return self.per_key(report)
+        if self.by_peers:
+            return self.per_peer(report)
         cold, hot = self.branches(report, entries)
         return hot if self.request.whole_frame else cold.union(hot)
 
@@ -1167,10 +1359,38 @@ class WindowSplitReport:
     #: Why Spark's own window ran instead of keysplit's (the cost guard's rule, with its
     #: figures), or None when keysplit's plan ran.
     left_to_spark: str | None = None
+    #: Whether each value came from its row's group of peers, no row moved: the key's
+    #: ``chunks`` are then its groups of equal order values, the ``largest_chunk`` and
+    #: ``smallest_chunk`` their rows.
+    by_peers: bool = False
 
     @property
     def mean_task_rows(self) -> float:
         return self.rows / max(self.workers, 1)
+
+
+def estimated_values(sampled: pl.Series, fraction: float) -> tuple[float, float]:
+    """The distinct values of an input, estimated from a Bernoulli sample of it at
+    ``fraction`` (``sampled``: the sampled rows of each value seen), and a bound on them.
+
+    The estimate is Chao's: the values seen, plus ``f1² / 2 f2`` unseen, from those seen once
+    (``f1``) and twice (``f2``). It is low where rare values are many beside common ones (a
+    lower bound in expectation), which costs :meth:`SkewWindow.per_peer` time, never
+    exactness. The bound adds, as values of their own, the rows that the values seen once
+    stand for beyond what values like the common ones would give: values of ``m`` rows are
+    seen about ``λ = m · fraction`` times, so that ``f1 / f2 = 2 / λ`` and ``f3 / f2 = λ / 3``;
+    with ``λ`` from ``f3`` (at its count's upper bound) the excess ``e = f1 - 2 f2 / λ`` of
+    values seen once each stands for ``1 / fraction`` rows, each counted a value."""
+    once = int((sampled == 1).sum())
+    twice = int((sampled == 2).sum())
+    thrice = int((sampled == 3).sum())
+    unseen = once * once / (2 * twice) if twice else once * (once - 1) / 2
+    estimate = sampled.len() + unseen
+    if not twice or not thrice:
+        return estimate, sampled.len() - once + once / fraction
+    seen_each = 3 * (thrice + 2 * math.sqrt(thrice)) / twice
+    excess = max(0.0, once - 2 * twice / seen_each)
+    return estimate, estimate + excess / fraction
 
 
 def _entry_position() -> Column:
