@@ -112,8 +112,6 @@ _SORT_KEY = PREFIX + "sort_key"
 _ROW_KEY = PREFIX + "row_key"
 _CUT_KEYS = PREFIX + "cut_keys"
 _ENTRY = PREFIX + "entry"
-#: A row's chunk where it is within reach of the chunk's edges, else null.
-_EDGE_CHUNK = PREFIX + "edge_chunk"
 _ENTRIES = PREFIX + "entries"
 _CANDIDATES = PREFIX + "candidates"
 
@@ -711,33 +709,8 @@ class SkewWindow:
         return joined_on(rows, other, how, null_safe=self.parts, equal=[_CHUNK] if by_chunk else [], broadcast=by_chunk)
 
     def with_carries(self, rows: DataFrame, carries: DataFrame) -> DataFrame:
-        """``rows`` with their chunk's carry (broadcast), by partition values and chunk. The
-        rows past the chunk's edges (:meth:`summaries`' tails and heads, arrays of up to
-        :data:`.window_spec.MAX_REACH` values) join only the rows within reach of an edge:
-        copied into every row, a tail of 100 values cost more than the window (avg over
-        ``rowsBetween(-100, 0)``, 10^7 rows: 49 task-seconds, the window's own 11)."""
-        from pyspark.sql import functions as F
-
-        edges = [
-            name for name in carries.columns if name.startswith((_BEFORE + PREFIX + "tail", _AFTER + PREFIX + "head"))
-        ]
-        rows = self.joined_by_key(rows, carries.drop(*edges), "left", by_chunk=True)
-        if not edges:
-            return rows
-        reaches = [_reach(spec) for spec in self.request.columns if self.positional(spec)]
-        before, after = max(r[0] for r in reaches), max(r[1] for r in reaches)
-        rn, own = column(f"{_local(self.positional_columns[0])}_rn"), column(_OWN + _ROWS)
-        near = (rn <= F.lit(before)) | (own - rn < F.lit(after))
-        rows = rows.withColumn(_EDGE_CHUNK, F.when(near, column(_CHUNK)))
-        at_edges = carries.select(*self.parts, column(_CHUNK).alias(_EDGE_CHUNK), *edges)
-        return joined_on(rows, at_edges, "left", null_safe=self.parts, equal=[_EDGE_CHUNK], broadcast=True).drop(
-            _EDGE_CHUNK
-        )
-
-    @property
-    def positional_columns(self) -> list[int]:
-        """The columns that are :meth:`positional`, by index."""
-        return [k for k, spec in enumerate(self.request.columns) if self.positional(spec)]
+        """``rows`` with their chunk's carry (broadcast), by partition values and chunk."""
+        return self.joined_by_key(rows, carries, "left", by_chunk=True)
 
     @property
     def cut_columns(self) -> list[str]:
@@ -924,16 +897,9 @@ class SkewWindow:
         if any(spec.function == "dense_rank" for spec in self.request.columns):
             distinct = F.count_distinct(F.struct(*[column(name) for name in self.orders]))
             totals[_DISTINCT] = (distinct, "sum", None)
-        values = [value.alias(name) for name, (value, _, _) in totals.items()]
-        if self.request.whole_frame:
-            # By the chunk alone: a tail or head of k rows (an aggregate Spark sorts its rows
-            # for) then sorts by one int column, which Spark's radix sort takes, not by the
-            # constant partition column first.
-            [part] = self.parts
-            chunk_totals = rows.groupBy(_CHUNK).agg(*values).select(self.request.partition[0].alias(part), "*")
-        else:
-            chunk_totals = rows.groupBy(*self.parts, _CHUNK).agg(*values)
-        chunk_totals = observe(chunk_totals)
+        chunk_totals = observe(
+            rows.groupBy(*self.parts, _CHUNK).agg(*[value.alias(name) for name, (value, _, _) in totals.items()])
+        )
         by_chunk = Window.partitionBy(*self.parts).orderBy(_CHUNK)
         prior = by_chunk.rowsBetween(Window.unboundedPreceding, -1)
         following = by_chunk.rowsBetween(1, Window.unboundedFollowing)
