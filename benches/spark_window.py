@@ -42,7 +42,9 @@ salting, and a seventh family, ``input order`` (a row number and ``ntile`` over
 Spark's (Spark's plan uses one core of two), the computed 32-slot makespan at least 8x
 better, and at 10^6 rows no worse than 1.5x Spark's wall. A third plan, ``optimize``
 (``keysplit.spark.optimize`` of Spark's query, its cost guard off), samples before the plan and
-cuts at literals; ``--guarded`` adds ``optimize`` with its default guard, which may leave a
+cuts at literals, or, where every column is the same for rows with equal order values (running
+aggregates, ranks) and the sample sees such groups large, computes each value from its group
+and moves no row; ``--guarded`` adds ``optimize`` with its default guard, which may leave a
 small input to Spark::
 
     python benches/spark_window.py --whole-frame --rows 1e7 --setup local
