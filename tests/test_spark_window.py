@@ -434,6 +434,8 @@ def test_with_row_index_of_bad_input_and_an_empty_frame(frame):
         with_row_index(frame, offset=1.5)
     with pytest.raises(ConfigTypeError, match="works on a Spark DataFrame"):
         with_row_index(_table(10))
+    with pytest.raises(ConfigError, match="are keysplit's own; rename"):
+        with_row_index(frame.withColumn("__keysplit_i_n", F.lit(1)))
     assert with_row_index(frame.limit(0)).collect() == []
 
 
@@ -473,6 +475,11 @@ def test_what_is_not_split_is_refused_by_name(frame):
         window(frame, {"a": F.lag("x", MAX_REACH + 1).over(w)})
     with pytest.raises(ConfigTypeError, match="Spark DataFrame"):
         window(pl.DataFrame({"k": [1]}), {"a": F.sum("x").over(w)})
+    # A column named as the plan's own, in the input or among the new ones.
+    with pytest.raises(ConfigError, match=r"\['__keysplit_w_chunk'\]"):
+        window(frame.withColumn("__keysplit_w_chunk", F.lit(1)), {"a": F.sum("x").over(w)})
+    with pytest.raises(ConfigError, match=r"\['__keysplit_w_a'\]"):
+        window(frame, {"__keysplit_w_a": F.sum("x").over(w)})
     with pytest.raises(ConfigError, match="at least one column"):
         window(frame, {})
     with pytest.raises(ConfigError, match="workers"):

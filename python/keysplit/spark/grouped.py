@@ -70,7 +70,7 @@ from keysplit.spark.group_runner import (
 )
 from keysplit.spark.hot_keys import WHOLE_KEY_PLACED_FROM
 from keysplit.spark.ingest import IngestOptions, choose_path, to_spark
-from keysplit.spark.intake import is_spark_frame, run_settings, session_for
+from keysplit.spark.intake import is_spark_frame, refuse_reserved, run_settings, session_for
 from keysplit.spark.options import DEFAULT_CAPACITY, make_grouper, order_columns, require_key, require_task_workers
 from keysplit.spark.placement import COUNT, SLICE, TOTAL, Placer
 from keysplit.spark.report import Report, observed, observed_rows
@@ -220,9 +220,7 @@ class GroupedMap:
     def __post_init__(self) -> None:
         self.input_schema = self.session.call("reading the schema", lambda: self.frame.schema)
         names = [f.name for f in self.input_schema.fields]
-        clashes = [n for n in [*names, *self.columns] if n.startswith(PREFIX)]
-        if clashes:
-            raise ConfigError(f"columns starting with {PREFIX!r} are keysplit's own; rename {clashes}")
+        refuse_reserved([*names, *self.columns], PREFIX)
         require_key_type(self.input_schema, self.key)
         timezone = self.session.call(
             "reading the time zone", lambda: self.session.spark.conf.get("spark.sql.session.timeZone")

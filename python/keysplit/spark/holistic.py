@@ -55,7 +55,7 @@ from keysplit._errors import ConfigError, ConfigTypeError
 from keysplit.spark.columns import column, holds_a_map, joined_on
 from keysplit.spark.expressions import NOT_LITERAL, function_call, literal, reference_name
 from keysplit.spark.hot_keys import LOCAL_TOP_TASKS, SAMPLE_FRACTION
-from keysplit.spark.intake import is_spark_frame, session_for, shuffle_partitions
+from keysplit.spark.intake import is_spark_frame, refuse_reserved, session_for, shuffle_partitions
 from keysplit.spark.options import require_task_workers
 from keysplit.spark.report import Report, observed, observed_rows
 from keysplit.spark.sampled import SAMPLED, candidate_cuts, cuts_of, hot_in_sample
@@ -852,6 +852,4 @@ def _check_names(names: tuple[str, ...], schema: StructType) -> None:
         raise ConfigError(
             f"holistic_agg groups by columns of the frame; {missing} are not (one each) among {schema.names}"
         )
-    clashes = [name for name in schema.names if name.startswith(PREFIX)]
-    if clashes:
-        raise ConfigError(f"columns starting with {PREFIX!r} are keysplit's own; rename {clashes}")
+    refuse_reserved(schema.names, PREFIX)

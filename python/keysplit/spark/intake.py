@@ -21,7 +21,7 @@ from keysplit._progress import PhaseProgress
 from keysplit.spark.session import DEFAULT_QUERY_TIMEOUT, OPENED, Session
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator, Mapping
+    from collections.abc import Iterable, Iterator, Mapping
 
     from pyspark.sql import DataFrame, SparkSession
 
@@ -39,6 +39,14 @@ RUN_SETTINGS = {
 def is_spark_frame(data: object) -> TypeGuard[DataFrame]:
     """Whether ``data`` is a PySpark DataFrame (Connect or classic)."""
     return type(data).__name__ == "DataFrame" and type(data).__module__.startswith("pyspark.sql")
+
+
+def refuse_reserved(names: Iterable[str], prefix: str) -> None:
+    """Raises where a column (of the input, or one a verb adds) is named as the verb's own
+    columns are (``prefix``): the plan would read the user's column for its own."""
+    clashes = [name for name in names if name.startswith(prefix)]
+    if clashes:
+        raise ConfigError(f"columns starting with {prefix!r} are keysplit's own; rename {clashes}")
 
 
 def as_session(given: Session | SparkSession) -> Session:

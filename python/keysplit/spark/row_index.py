@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 from keysplit._checks import require_int
 from keysplit._errors import ConfigError, ConfigTypeError
 from keysplit.spark.columns import column
-from keysplit.spark.intake import is_spark_frame, session_for
+from keysplit.spark.intake import is_spark_frame, refuse_reserved, session_for
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -110,9 +110,7 @@ def with_row_index(
     names = handle.call("reading the schema", lambda: frame.columns)
     if name in names:
         raise ConfigError(f"with_row_index: the frame already has a column {name!r}; pass another name=")
-    clashes = [given for given in names if given.startswith(PREFIX)]
-    if clashes:
-        raise ConfigError(f"columns starting with {PREFIX!r} are keysplit's own; rename {clashes}")
+    refuse_reserved(names, PREFIX)
     from pyspark.sql import functions as F
 
     index: Column = column(INDEX) + F.lit(offset)

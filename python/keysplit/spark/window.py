@@ -67,7 +67,7 @@ from keysplit._errors import ConfigError, ConfigTypeError
 from keysplit.spark.columns import column, joined_on, row_hash
 from keysplit.spark.expressions import column_name, function_call, rewritten
 from keysplit.spark.hot_keys import LOCAL_TOP_TASKS, SAMPLE_FRACTION
-from keysplit.spark.intake import is_spark_frame, session_for, shuffle_partitions
+from keysplit.spark.intake import is_spark_frame, refuse_reserved, session_for, shuffle_partitions
 from keysplit.spark.options import require_task_workers
 from keysplit.spark.report import Report, observed, observed_rows
 from keysplit.spark.row_index import COUNT, PARTITION, indexed
@@ -1486,6 +1486,4 @@ def planned_window(
 
 def _check_names(columns: Mapping[str, Column], schema: StructType) -> None:
     """Raises where a column is named as keysplit's own."""
-    clashes = [name for name in [*schema.names, *columns] if name.startswith(PREFIX)]
-    if clashes:
-        raise ConfigError(f"columns starting with {PREFIX!r} are keysplit's own; rename {clashes}")
+    refuse_reserved([*schema.names, *columns], PREFIX)
