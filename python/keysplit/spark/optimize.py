@@ -1203,7 +1203,8 @@ def _decided(
     else:
         [sample] = candidate.samples
         measured, entries, entry_keys = _over(planned, planned.frame, sample.fraction).measured(handle, sample)
-        if entries is None and not (isinstance(measured, SkewWindow) and measured.by_peers):
+        by_peers = isinstance(measured, SkewWindow) and measured.by_peers
+        if entries is None and not by_peers:
             return left(
                 "few values",
                 "the hot keys' sampled values repeat: partial aggregation combines them map-side",
@@ -1211,7 +1212,7 @@ def _decided(
                 hot,
             )
 
-        if isinstance(measured, SkewWindow) and measured.by_peers:
+        if by_peers:
             how = "; every value from its row's group of equal order values, no row moved"
         branched = _branches(measured, lambda over: over.branches(verb_report, entries))
         hot_only: _HotOnly | None = None

@@ -290,6 +290,11 @@ class SkewWindow:
             rows = rows.observe(observations[0], F.count(F.lit(1)).alias("rows"))
             report.bind(lambda: self.report(observations))
         joined = self.joined_by_key(rows, per_key, "inner")
+        return self.with_locals_as_columns(joined)
+
+    def with_locals_as_columns(self, joined: DataFrame) -> DataFrame:
+        """The output's columns from ``joined``, each window column from its value
+        (:func:`_local`) where one value serves a key or a group of peers."""
         names = {spec.name: _local(k) for k, spec in enumerate(self.request.columns)}
         return joined.select(*[column(names.get(f.name, f.name)).alias(f.name) for f in self.target.fields])
 
@@ -354,8 +359,9 @@ class SkewWindow:
                 F.max(_ROWS).alias("largest"),
                 F.min(_ROWS).alias("smallest"),
             )
-        whole = Window.partitionBy(*keys[: len(self.parts)])
-        upto = whole.orderBy(*self.sort_orders()).rowsBetween(Window.unboundedPreceding, Window.currentRow)
+        whole = Window.partitionBy(*self.parts)
+        ordered = whole.orderBy(*self.sort_orders())
+        upto = ordered.rowsBetween(Window.unboundedPreceding, Window.currentRow)
         rows_upto = F.sum(_ROWS).over(upto)
         rows_before = rows_upto - column(_ROWS)
         partition_rows = F.sum(_ROWS).over(whole)
@@ -374,7 +380,7 @@ class SkewWindow:
             elif name == "rank":
                 value = rows_before + 1
             elif name == "dense_rank":
-                value = F.row_number().over(whole.orderBy(*self.sort_orders()))
+                value = F.row_number().over(ordered)
             elif name == "percent_rank":
                 value = F.when(
                     partition_rows > 1, rows_before.cast("double") / (partition_rows - 1).cast("double")
@@ -388,8 +394,7 @@ class SkewWindow:
             rows = rows.observe(observations[0], F.count(F.lit(1)).alias("rows"))
             report.bind(lambda: self.peer_report(observations))
         joined = joined_on(rows, by_group, "inner", null_safe=keys, broadcast=self.broadcast_peers)
-        names = {spec.name: _local(k) for k, spec in enumerate(self.request.columns)}
-        return joined.select(*[column(names.get(f.name, f.name)).alias(f.name) for f in self.target.fields])
+        return self.with_locals_as_columns(joined)
 
     def peer_report(self, observations: tuple[Any, Any]) -> WindowSplitReport | None:
         """:meth:`per_peer`'s report: the whole frame's one key, its groups of peers as its
