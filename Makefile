@@ -10,6 +10,9 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 DEPS_STAMP := $(VENV)/.requirements-dev.stamp
+# Read by the prerequisites of $(DEPS_STAMP), so defined before that rule (make expands a
+# rule's prerequisites as it reads them).
+BUILD_TOOLS_STAMP := $(VENV)/.build-tools.stamp
 DIST_DIR := dist
 # What the release wheel and the sdist are built from: a change rebuilds them, and nothing
 # else does (a second `make` reuses the build).
@@ -48,7 +51,6 @@ $(DEPS_STAMP): requirements-dev.txt requirements-test.txt | $(BUILD_TOOLS_STAMP)
 
 # What the release build needs, first and alone, so that it can start before the rest of
 # the development packages are installed.
-BUILD_TOOLS_STAMP := $(VENV)/.build-tools.stamp
 build-tools: $(BUILD_TOOLS_STAMP)
 $(BUILD_TOOLS_STAMP): requirements-dev.txt | $(BIN)/python
 	$(BIN)/python -m pip install --quiet --upgrade pip

@@ -374,6 +374,19 @@ def test_chunks_that_outnumber_the_workers_each_get_a_partition_of_their_own(spa
     assert per_task["count"].max() <= hot["largest_chunk"].max(), (per_task, hot)
 
 
+#: Total orders of every kind of column the whole frame's cuts are literals of: ties, nulls,
+#: NaN and both directions as Spark sorts them.
+TOTAL_ORDERS = [
+    pytest.param(lambda: [F.col("s").desc_nulls_last(), "u"], id="string descending, nulls last"),
+    pytest.param(lambda: [F.col("day").desc(), "price", "u"], id="date descending, decimal"),
+    pytest.param(
+        lambda: [F.when(F.col("u") % 23 == 1, F.lit(float("nan"))).otherwise(F.col("v")).desc_nulls_first(), "u"],
+        id="double with NaN, descending",
+    ),
+    pytest.param(lambda: [F.timestamp_seconds(F.col("t") * 3600), "u"], id="timestamp with nulls"),
+]
+
+
 def test_a_window_without_partition_by_is_explained_and_split(spark, facts):
     # Spark's plan moves every row to one task: explain_skew names the window verb, and
     # optimize cuts the whole frame's ordering into ranges (its one "key", hot on any number
@@ -391,18 +404,7 @@ def test_a_window_without_partition_by_is_explained_and_split(spark, facts):
     assert decision.report.get.hot["rows"].to_list() == [ROWS] and decision.report.get.hot["chunks"][0] > 1
 
 
-@pytest.mark.parametrize(
-    "order",
-    [
-        pytest.param(lambda: [F.col("s").desc_nulls_last(), "u"], id="string descending, nulls last"),
-        pytest.param(lambda: [F.col("day").desc(), "price", "u"], id="date descending, decimal"),
-        pytest.param(
-            lambda: [F.when(F.col("u") % 23 == 1, F.lit(float("nan"))).otherwise(F.col("v")).desc_nulls_first(), "u"],
-            id="double with NaN, descending",
-        ),
-        pytest.param(lambda: [F.timestamp_seconds(F.col("t") * 3600), "u"], id="timestamp with nulls"),
-    ],
-)
+@pytest.mark.parametrize("order", TOTAL_ORDERS)
 def test_a_window_without_partition_by_is_cut_at_literal_values_of_any_order(facts, order):
     # Measured before the plan, the whole frame's cuts are compared with each row as literals
     # of the order columns' types: ties, nulls, NaN and both directions as Spark sorts them.
@@ -414,6 +416,44 @@ def test_a_window_without_partition_by_is_cut_at_literal_values_of_any_order(fac
     ours = pl.from_arrow(optimized.toArrow()).sort("u")
     assert ours.equals(pl.from_arrow(query.toArrow()).sort("u"))
     assert decision.report.get.hot["rows"].to_list() == [ROWS] and decision.report.get.hot["chunks"][0] > 1
+
+
+@pytest.mark.parametrize("order", TOTAL_ORDERS)
+def test_a_window_without_partition_by_finds_its_chunks_edge_rows_in_sampled_bands(spark, facts, order):
+    # lag, lead and bounded frames read rows past a chunk's edges, first and last its ends.
+    # Measured before the plan, each chunk's first and last rows lie in bands the sample
+    # bounds (a sampled row is a row), collected by a hash aggregate: no min_by/max_by sorts
+    # every row. The sparse values leave some chunks no sampled value (their band is whole).
+    w = Window.orderBy(*order())
+    sparse = F.when(F.col("u") % 997 == 3, F.col("u"))
+    columns = {
+        "prev": F.lag("u", 2).over(w),
+        "next": F.lead("s", 3, "none").over(w),
+        "around": F.sum("u").over(w.rowsBetween(-5, 4)),
+        "first": F.first("u").over(w),
+        "first_seen": F.first(sparse, ignorenulls=True).over(w),
+        "last_seen": F.last(sparse, ignorenulls=True).over(w),
+        "last": F.last("s").over(w.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)),
+    }
+    query = facts.withColumns(columns)
+    optimized, report = _optimized(query)
+    [decision] = report.operators
+    assert decision.rewritten and decision.rule == "skew", str(report)
+    ours = pl.from_arrow(optimized.toArrow()).sort("u")
+    assert ours.equals(pl.from_arrow(query.toArrow()).sort("u"))
+    plan = spark.explained(optimized)
+    assert "__keysplit_w_heads" in plan and "max_by" not in plan and "min_by" not in plan, plan
+
+
+def test_a_band_short_of_its_edge_fails_the_query_instead_of_a_wrong_value(facts, monkeypatch):
+    # Every row of 40,000 is sampled: a band two sampled rows short of a lag of 3 holds one
+    # row of the three its chunk's next reads, and the plan's check fails the query.
+    monkeypatch.setattr(importlib.import_module("keysplit.spark.window"), "BAND_MARGIN", -2)
+    query = facts.withColumn("prev", F.lag("u", 3).over(Window.orderBy("t", "u")))
+    optimized, report = _optimized(query)
+    assert report.operators[0].rewritten, str(report)
+    with pytest.raises(Exception, match="edge band holds fewer rows than its edge reads"):
+        optimized.collect()
 
 
 @pytest.mark.parametrize(

@@ -411,6 +411,12 @@ def test_millions_of_rows_without_partition_by_equal_sparks(spark, tmp_path):
     assert digest == _digest(rows.withColumns(columns)) and digest[0] == 2_000_000
     [whole] = report.get.hot.iter_rows(named=True)
     assert whole["largest_chunk"] <= 2 * 2_000_000 / whole["chunks"], report.get.hot
+    # The same under optimize, cut at literals measured before the plan: each chunk's edge
+    # rows from bands its sample (a tenth of the rows) bounds, a last value seen among them.
+    edges = {**columns, "seen": F.last(F.when(F.col("x") > 590, F.col("x")), ignorenulls=True).over(w)}
+    banded = optimize(rows.withColumns(edges), min_rows=0)
+    assert _digest(banded) == _digest(rows.withColumns(edges))
+    assert "__keysplit_w_heads" in spark.explained(banded)
     # Running aggregates and ranks over t alone (50,000 values of 40 rows) under optimize:
     # each value from its group of peers, no row moved.
     by_t = Window.orderBy("t")
