@@ -469,6 +469,47 @@ def test_a_window_of_peer_values_survives_a_kill_in_its_first_and_slowest_stages
         assert result.equals(expected), f"a different window after {kills}"
 
 
+def test_a_window_of_edge_reads_cut_at_literals_survives_a_kill_in_its_first_and_slowest_stages(
+    cluster, api, directory
+):
+    # A lag, a lead, a bounded sum and the first and last values (one with ignorenulls over
+    # a sparse column) over the whole frame ordered by the Zipf key and the value: optimize
+    # cuts it at literals from its statistics and finds each chunk's edge rows in the bands
+    # the sample bounds (a hash aggregate of the rows in them). Killed in its first stage
+    # and its slowest, equal to Spark's one-task window.
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    frame = cluster.spark.read.parquet(str(directory))
+    w = Window.orderBy("key", F.col("value").desc())
+    query = frame.withColumns(
+        {
+            "prev": F.lag("rid", 2).over(w),
+            "next": F.lead("rid", 1, -1).over(w),
+            "around": F.sum("rid").over(w.rowsBetween(-3, 2)),
+            "first": F.first("rid").over(w.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)),
+            "last_sparse": F.last(F.when(F.col("rid") % 1000 == 7, F.col("rid")), ignorenulls=True).over(
+                w.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)
+            ),
+        }
+    )
+    plan = Report()
+    optimized = optimize(query, workers=16, min_rows=0, report=plan)
+    [decision] = plan.get.operators
+    assert decision.rewritten, str(plan.get)
+    assert "__keysplit_w_heads" in cluster.explained(optimized)
+
+    def action() -> pl.DataFrame:
+        return fetched(optimized)
+
+    expected = fetched(query)
+    clean, stages = stages_of(api, action, twice=False)
+    assert clean.equals(expected)
+    points = [At(ordinal=ordinal) for ordinal in sorted({0, slowest(stages)})]
+    for result, kills in run_killing_at(api, cluster.cluster.pid, action, points):
+        assert result.equals(expected), f"a different window after {kills}"
+
+
 def test_a_partitioned_write_survives_a_kill_in_its_counts_and_its_write(cluster, api, directory, data, tmp_path):
     # The Zipf facts written partitioned by min(key, 20) (key 1, 61 % of the rows, in files of
     # 20,000 rows: a task each): killed in the counts' first stage and in the write's, the

@@ -1012,8 +1012,11 @@ class SkewWindow:
             arg = column(self.argument(k)) if spec.argument is not None else F.lit(1)
             if spec.function in AGGREGATES and spec.argument is not None:
                 totals[f"{PREFIX}c{k}"] = (F.count(arg), "sum", None)
-                if spec.function in ("sum", "avg"):
+                if spec.function == "sum":
                     totals[f"{PREFIX}s{k}"] = (F.sum(arg), "sum", None)
+                if spec.function == "avg":
+                    total_kind = _average_sum_type(self.target[spec.name].dataType)
+                    totals[f"{PREFIX}s{k}"] = (F.sum(arg.cast(total_kind)), "sum", None)
                 if spec.function in ("min", "max"):
                     totals[f"{PREFIX}{spec.function}{k}"] = (getattr(F, spec.function)(arg), spec.function, None)
             if self.positional(spec):
@@ -1182,11 +1185,15 @@ class SkewWindow:
             values = positional if self.positional(spec) else others
             if self.positional(spec):
                 values[f"{_local(k)}_rn"] = F.row_number().over(self.by_position())
-            if name in AGGREGATES:
+            if name == "avg":
+                # Spark's avg is its sum, in the type it sums in, over its count, the two
+                # a row near an edge adds to: no third aggregate over the frame (a bounded
+                # frame's is summed again for every row).
+                total_kind = _average_sum_type(self.target[spec.name].dataType)
+                values[f"{_local(k)}_s"] = F.sum(arg.cast(total_kind)).over(w)
+                values[f"{_local(k)}_c"] = F.count(arg).over(w)
+            elif name in AGGREGATES:
                 values[_local(k)] = getattr(F, name)(arg).over(w)
-                if name == "avg":
-                    values[f"{_local(k)}_s"] = F.sum(arg).over(w)
-                    values[f"{_local(k)}_c"] = F.count(arg).over(w)
             elif name in OFFSETS:
                 values[_local(k)] = getattr(F, name)(arg, spec.offset, spec.default).over(w)
             elif name in ENDS:
@@ -1226,6 +1233,8 @@ class SkewWindow:
             before, after = _reach(spec)
             rn, own = column(f"{_local(k)}_rn"), column(_OWN + _ROWS)
             near = (rn <= F.lit(before)) | (own - rn < F.lit(after))
+            if name == "avg":
+                local = self.average(k, column(f"{_local(k)}_s"), column(f"{_local(k)}_c"))
             return F.when(near, self.across_edges(k, spec).cast(kind)).otherwise(local.cast(kind))
         if name in ENDS:
             edge = total(name, _KEY if whole else _BEFORE)
