@@ -737,14 +737,14 @@ class SkewWindow:
             row = positions[at]
             return tuple(sample.table.column(name)[row].as_py() for name in self.orders)
 
-        def nth(picked: list[int], count: int, first: bool) -> int | None:
+        def nth(picked: Sequence[int], count: int, first: bool) -> int | None:
             """The position ``count`` rows into ``picked`` from its start (or end), if any."""
             if count > len(picked):
                 return None
             return picked[count - 1] if first else picked[-count]
 
-        heads = tuple(bound(nth(list(range(a, b + 1)), head_rows + BAND_MARGIN, True)) for a, b in chunks)
-        tails = tuple(bound(nth(list(range(a, b + 1)), tail_rows + BAND_MARGIN, False)) for a, b in chunks)
+        heads = tuple(bound(nth(range(a, b + 1), head_rows + BAND_MARGIN, True)) for a, b in chunks)
+        tails = tuple(bound(nth(range(a, b + 1), tail_rows + BAND_MARGIN, False)) for a, b in chunks)
         present = []
         for k, spec in enumerate(self.request.columns):
             if spec.function in ENDS and spec.ignore_nulls:
@@ -1311,10 +1311,10 @@ class SkewWindow:
         rn = column(f"{_local(k)}_rn")
         own = column(_OWN + _ROWS)
         local = column(_local(k))
-        tail = column(f"{_BEFORE}{PREFIX}tail{k}")
-        head = column(f"{_AFTER}{PREFIX}head{k}")
-        kind = self.target[spec.name].dataType
         if spec.function in OFFSETS:
+            tail = column(f"{_BEFORE}{PREFIX}tail{k}")
+            head = column(f"{_AFTER}{PREFIX}head{k}")
+            kind = self.target[spec.name].dataType
             default = spec.default if spec.default is not None else F.lit(None)
             before, after = _reach(spec)
             if before:
