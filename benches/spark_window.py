@@ -35,7 +35,9 @@ Writes ``benches/results/spark_window[_cluster].json``.
 ``--whole-frame``: the same families with no ``partitionBy`` (``Window.orderBy("t")``, the
 whole DataFrame one partition, which Spark sorts and scans in one task; pandas-on-Spark's
 ``cumsum``, ``diff`` and ``shift`` are such windows), on one input (``--share`` unused), no
-salting, and a seventh family, ``input order`` (a row number and ``ntile`` over
+salting, and two more families: ``ties`` (``row_number``, a running ``sum``, ``lag`` and a
+``rowsBetween(-5, 5)`` sum, all over ``Window.orderBy("t")`` alone: no tie-breaker, as users
+write it), and ``input order`` (a row number and ``ntile`` over
 ``Window.orderBy(F.monotonically_increasing_id())``, ranked where the rows are); writes
 ``benches/results/spark_global_window[_cluster].json``. Its targets (issue
 47): the hottest window task at most 2x the mean, the wall on ``local[2]`` at most 0.7x
@@ -129,6 +131,14 @@ def families(partition: list[str]) -> dict[str, Callable[[], dict[str, Any]]]:
         },
     }
     if not partition:
+        # What users write most: no tie-breaker, so Spark's order among peers is the rows'
+        # order into its one task, which keysplit follows (the input's order).
+        ranked["ties"] = lambda: {
+            "n": F.row_number().over(by_t),
+            "run_sum": F.sum("v").over(by_t),
+            "previous": F.lag("v", 1).over(by_t),
+            "around_sum": F.sum("v").over(by_t.rowsBetween(-5, 5)),
+        }
         # Numbering rows in the input's order: each row ranked where it is, none moved.
         in_order = Window.orderBy(F.monotonically_increasing_id())
         ranked["input order"] = lambda: {"n": F.row_number().over(in_order), "tile": F.ntile(16).over(in_order)}

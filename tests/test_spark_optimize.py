@@ -445,6 +445,49 @@ def test_a_window_without_partition_by_finds_its_chunks_edge_rows_in_sampled_ban
     assert "__keysplit_w_heads" in plan and "max_by" not in plan and "min_by" not in plan, plan
 
 
+@pytest.mark.parametrize(
+    ("order", "radix"),
+    [
+        pytest.param(lambda: [F.col("t")], True, id="long with ties and nulls"),
+        pytest.param(lambda: [F.col("t").desc()], True, id="long descending, nulls last"),
+        pytest.param(lambda: [F.timestamp_seconds(F.col("t") * 3600)], True, id="timestamp"),
+        pytest.param(lambda: [F.col("t").cast("double").desc_nulls_first()], True, id="double descending, nulls first"),
+        pytest.param(lambda: [F.col("s")], False, id="string (not sorted by radix)"),
+    ],
+)
+def test_peers_of_one_nullable_order_column_are_in_spark_s_radix_sorter_s_order(spark, facts, order, radix):
+    # Without a tie-breaker, Spark's order among peers is its sorter's: sorting one column
+    # by radix, it moves a non-null row to the end of its buffer for each null that arrives,
+    # so peers are not in the input's order. Every column that reads that order equals
+    # Spark's, row for row, in one window operator over the user's ordering.
+    w = Window.orderBy(*order())
+    columns = {
+        "n": F.row_number().over(w),
+        "tile": F.ntile(7).over(w),
+        "prev": F.lag("u", 1).over(w),
+        "around": F.sum("u").over(w.rowsBetween(-3, 3)),
+        "run": F.sum("u").over(w),
+        "first": F.first("u").over(w),
+        "last": F.last("u").over(w),
+    }
+    query = facts.withColumns(columns)
+    optimized, report = _optimized(query)
+    assert report.operators[0].rewritten, str(report)
+    expected = pl.from_arrow(query.toArrow()).sort("u")
+    assert pl.from_arrow(optimized.toArrow()).sort("u").equals(expected)
+    in_input_order = facts.select(
+        "u", F.row_number().over(Window.orderBy(*order(), F.monotonically_increasing_id())).alias("n")
+    )
+    numbered = pl.from_arrow(in_input_order.toArrow()).sort("u")
+    moved = int((numbered["n"] != expected["n"]).sum())
+    plan = spark.explained(optimized)
+    # Spark's radix sort moved peers (the case is not the input's order), and the plan
+    # follows it; a string's sort keeps the input's order, and no nulls are listed.
+    assert (moved > 0) == radix and ("__keysplit_w_nulls" in plan) == radix, (moved, plan)
+    windows = [line for line in plan.splitlines() if "Window [" in line and "__keysplit_w_cell" in line]
+    assert len(windows) == 1, plan
+
+
 def test_a_band_short_of_its_edge_fails_the_query_instead_of_a_wrong_value(facts, monkeypatch):
     # Every row of 40,000 is sampled: a band two sampled rows short of a lag of 3 holds one
     # row of the three its chunk's next reads, and the plan's check fails the query.

@@ -73,7 +73,7 @@ from keysplit.spark.hot_keys import LOCAL_TOP_TASKS, SAMPLE_FRACTION
 from keysplit.spark.intake import is_spark_frame, refuse_reserved, session_for, shuffle_partitions
 from keysplit.spark.options import require_task_workers
 from keysplit.spark.report import Report, observed, observed_rows
-from keysplit.spark.row_index import COUNT, PARTITION, indexed
+from keysplit.spark.row_index import COUNT, PARTITION, PLACE_BITS, indexed
 from keysplit.spark.row_index import INDEX as ROW_INDEX
 from keysplit.spark.row_index import TOTAL as ROWS_TOTAL
 from keysplit.spark.sampled import SAMPLED, UPPER, candidate_cuts, cuts_of, hot_in_sample
@@ -120,6 +120,15 @@ _CANDIDATES = PREFIX + "candidates"
 _HEADS = PREFIX + "heads"
 _TAILS = PREFIX + "tails"
 _VALUED = PREFIX + "valued"
+#: The times (consecutive indices) of the input's rows whose one order value is null, in the
+#: input's order, then where each row that Spark's radix sorter moves ends (:meth:`SkewWindow.by_spark_ties`).
+_MOVED = PREFIX + "moved"
+_TIMES = PREFIX + "times"
+_PARTS = PREFIX + "parts"
+_PARTITION = PREFIX + "partition"
+_COUNT = PREFIX + "count"
+_NULLS = PREFIX + "nulls"
+_START = PREFIX + "start"
 
 
 def _part(i: int) -> str:
@@ -229,6 +238,10 @@ class SkewWindow:
     by_peers: bool = False
     #: ... and the groups broadcast to the rows.
     broadcast_peers: bool = False
+    #: Spark sorts the window's one order column by radix (no ``partitionBy``, a type its
+    #: sort prefix orders whole, nullable): its order among peers is its radix sorter's
+    #: (:meth:`by_spark_ties`), not the input's.
+    radix_ties: bool = False
 
     @property
     def parts(self) -> list[str]:
@@ -261,10 +274,11 @@ class SkewWindow:
                 orders.append(base.desc_nulls_first() if key.nulls_first else base.desc_nulls_last())
         return orders
 
-    def prepared(self) -> DataFrame:
+    def prepared(self, *, positioned: bool = True) -> DataFrame:
         """The input with the window's partition and order expressions and the functions'
-        arguments as columns of their own (and, for :meth:`sort_key`, each row's position
-        in the input)."""
+        arguments as columns of their own, and where :attr:`needs_position` (and
+        ``positioned``: the sample needs none) each row's place among its peers in Spark's
+        window (:data:`_POSITION`)."""
         from pyspark.sql import functions as F
 
         request = self.request
@@ -278,9 +292,102 @@ class SkewWindow:
         ]
         arguments = {self.argument(k): c.argument for k, c in enumerate(request.columns) if c.argument is not None}
         extra += [argument.alias(name) for name, argument in arguments.items() if name.startswith(PREFIX)]
-        if self.needs_sort_key:
-            extra.append(F.monotonically_increasing_id().alias(_POSITION))
-        return self.frame.select("*", *extra)
+        if not (positioned and self.needs_position):
+            return self.frame.select("*", *extra)
+        rows = self.frame.select("*", *extra, F.monotonically_increasing_id().alias(_POSITION))
+        return self.at_spark_places(rows, self.spark_places(rows)) if self.radix_ties else rows
+
+    def spark_places(self, rows: DataFrame) -> DataFrame:
+        """What :meth:`at_spark_places` reads: per input partition of ``rows`` (with their
+        :data:`_POSITION`) holding rows that Spark's window moves among their peers
+        (:attr:`radix_ties`), the places they end at, in the partition's order.
+
+        Spark's sorter keeps the rows that reach its one task in a buffer, the nulls at its
+        start: a null arriving moves the first non-null row to the end to make room
+        (``UnsafeInMemorySorter.insertRecord``), and the radix sort is stable. So non-null
+        peers are in the buffer's order, not the input's. With ``Z`` nulls, the rows moved are
+        the non-null ones among the input's first ``Z``: the row at time ``s`` (its index in the
+        input) is moved by the ``s``-th null to where that null arrived, and if that was at a
+        time ``e < Z``, moved again by the ``e``-th; its place is the last such null's. A row not
+        moved keeps its own (``monotonically_increasing_id``: the input's order, as the times).
+
+        One aggregate over the input counts each input partition's rows and lists its nulls'
+        places; in one task then, the nulls' times and where each chain of moves ends (halving
+        the moves left each round: ``log2 Z`` rounds over an array of ``Z`` longs), each
+        partition's share of the moved rows' places, broadcast and joined by partition. Why:
+        with ties and nulls (1 % of 10^6 rows), 5.6 % of the rows' row numbers in the input's
+        order differed from Spark's."""
+        from pyspark.sql import Window
+        from pyspark.sql import functions as F
+
+        [order] = self.orders
+        partition = F.shiftright(column(_POSITION), PLACE_BITS).cast("int")
+        place = column(_POSITION).bitwiseAND(F.lit((1 << PLACE_BITS) - 1))
+        rows = rows.withColumn(_PARTITION, partition)
+        # Each null's place is a group of its own, counted with the partition's other rows by
+        # Spark's generated hash aggregate (a list of them in its object aggregate, per row:
+        # 1.6-1.9 task-s at 10^7 rows); the few groups are then listed.
+        groups = rows.groupBy(_PARTITION, F.when(column(order).isNull(), place).alias(_NULLS))
+        counted = (
+            groups.agg(F.count(F.lit(1)).alias(_COUNT))
+            .groupBy(_PARTITION)
+            .agg(F.sum(_COUNT).alias(_COUNT), F.sort_array(F.collect_list(_NULLS)).alias(_NULLS))
+        )
+        before = Window.partitionBy(F.lit(0)).orderBy(_PARTITION).rowsBetween(Window.unboundedPreceding, -1)
+        counted = counted.withColumn(_START, F.coalesce(F.sum(_COUNT).over(before), F.lit(0)))
+        listed = counted.agg(F.sort_array(F.collect_list(F.struct(_PARTITION, _START, _COUNT, _NULLS))).alias(_PARTS))
+
+        def each_null(value: Callable[[Column, Column], Column]) -> Column:
+            return F.flatten(F.transform(_PARTS, lambda p: F.transform(p[_NULLS], lambda at: value(p, at))))
+
+        times = each_null(lambda p, at: p[_START] + at)
+        positions = each_null(lambda p, at: F.shiftleft(p[_PARTITION].cast("long"), PLACE_BITS) + at)
+        nulls = F.size(_TIMES)
+        # ends[j]: the null whose time the row the j-th null moves reaches (itself if that is
+        # past the first Z times), after 2^round moves.
+        ends = F.transform(_TIMES, lambda time, j: F.when(time < nulls, time).otherwise(j.cast("long")))
+
+        def halved(ends: Column, _: Column) -> Column:
+            return F.transform(ends, lambda e: F.element_at(ends, (e + 1).cast("int")))
+
+        rounds = (F.ceil(F.log2(nulls + 1)) + 1).cast("int")
+        # Each array made once (one row through an exchange): Spark's optimizer would otherwise
+        # put its expression in each lambda that reads it, computing it again for every element.
+        moved = listed.select(_PARTS, times.alias(_TIMES), positions.alias(_MOVED)).repartition(1)
+        ended = F.aggregate(F.sequence(F.lit(1), rounds), ends, halved)
+        moved = moved.select(
+            _PARTS, F.transform(ended, lambda e: F.element_at(_MOVED, (e + 1).cast("int"))).alias(_MOVED)
+        )
+        moved = moved.repartition(1)
+        return moved.select(
+            F.inline(
+                F.transform(
+                    _PARTS,
+                    lambda p: F.struct(
+                        p[_PARTITION].alias(_PARTITION),
+                        F.slice(
+                            _MOVED,
+                            (p[_START] + 1).cast("int"),
+                            F.greatest(F.least(p[_COUNT], F.size(_MOVED) - p[_START]), F.lit(0)).cast("int"),
+                        ).alias(_MOVED),
+                    ),
+                )
+            )
+        ).filter(F.size(_MOVED) > 0)
+
+    def at_spark_places(self, rows: DataFrame, places: DataFrame) -> DataFrame:
+        """``rows`` with :data:`_POSITION` their place among peers in Spark's window
+        (:meth:`spark_places`, broadcast): a moved row's, or its own."""
+        from pyspark.sql import functions as F
+
+        [order] = self.orders
+        partition = F.shiftright(column(_POSITION), PLACE_BITS).cast("int")
+        place = column(_POSITION).bitwiseAND(F.lit((1 << PLACE_BITS) - 1))
+        rows = rows.withColumn(_PARTITION, partition).join(F.broadcast(places), _PARTITION, "left")
+        share = column(_MOVED)
+        was_moved = column(order).isNotNull() & share.isNotNull() & (place < F.size(share))
+        position = F.when(was_moved, F.element_at(share, (place + 1).cast("int"))).otherwise(column(_POSITION))
+        return rows.withColumn(_POSITION, position).drop(_PARTITION, _MOVED)
 
     def positional(self, spec: WindowColumn) -> bool:
         """Whether a column's value depends on the rows' positions among equal order values
@@ -290,6 +397,17 @@ class SkewWindow:
         (:data:`_POSITION`), in the window and in the rows a chunk carries alike, so that
         every row sees one order, and that one."""
         return spec.function in OFFSETS or (spec.frame is not None and spec.frame.kind == "sliding")
+
+    @property
+    def needs_position(self) -> bool:
+        """Whether rows carry their place among peers (:data:`_POSITION`): for :meth:`sort_key`,
+        and with no ``partitionBy`` for a column that follows the rows' order
+        (:func:`_follows_rows`), as the chunk's presort (:meth:`branches`), a radix sort, moves
+        peers around."""
+        if self.needs_sort_key:
+            return True
+        whole = self.request.whole_frame and bool(self.request.order)
+        return whole and not self.per_key_only and any(_follows_rows(spec) for spec in self.request.columns)
 
     @property
     def needs_sort_key(self) -> bool:
@@ -670,7 +788,7 @@ class SkewWindow:
             if spec.function in ENDS and spec.ignore_nulls and self.request.whole_frame
         ]
         columns = (*[column(name) for name in names], *present)
-        return SampleRequest(self.prepared(), self.key_hash(), columns, tuple(self.parts))
+        return SampleRequest(self.prepared(positioned=False), self.key_hash(), columns, tuple(self.parts))
 
     def sampled_cuts(self, sample: InputSample, hot: pl.DataFrame) -> dict[int, list[list[Any]]]:
         """Each ``hot`` key's ``C - 1`` candidate cuts from ``sample``: a list of values per
@@ -1039,19 +1157,32 @@ class SkewWindow:
         if any(spec.function == "dense_rank" for spec in self.request.columns):
             distinct = F.count_distinct(F.struct(*[column(name) for name in self.orders]))
             totals[_DISTINCT] = (distinct, "sum", None)
-        aggregates = [value.alias(name) for name, (value, _, _) in totals.items() if value is not None]
+        aggregates = {name: value for name, (value, _, _) in totals.items() if value is not None}
         grouped = rows.groupBy(*self.parts, _CHUNK)
         if bands is None:
-            chunk_totals = grouped.agg(*aggregates)
+            chunk_totals = grouped.agg(*[value.alias(name) for name, value in aggregates.items()])
         else:
-            collected, derived = self.banded_totals(bands)
-            chunk_totals = grouped.agg(*aggregates, *[value.alias(name) for name, value in collected.items()])
+            listed, counted, derived = self.banded_totals(bands)
+            aggregates.update(counted)
+            if self.regroupable(totals):
+                # Each band's row a group of its own, the chunk's others one more: Spark's
+                # generated hash aggregate passes every row (its object aggregate, for the
+                # lists, interpreted every row: 3.6-4.7 task-s at 10^7), and the lists are made
+                # from the few groups.
+                keyed = [value.alias(name) for name, value in listed.items()]
+                groups = rows.groupBy(*self.parts, _CHUNK, *keyed).agg(
+                    *[value.alias(name) for name, value in aggregates.items()]
+                )
+                again = {name: getattr(F, totals[name][1] if name in totals else "sum")(name) for name in aggregates}
+                grouped, aggregates = groups.groupBy(*self.parts, _CHUNK), again
+                listed = {name: column(name) for name in listed}
+            collected = {name: F.collect_list(value) for name, value in listed.items()}
+            chunk_totals = grouped.agg(*[value.alias(name) for name, value in {**aggregates, **collected}.items()])
             # Each band's rows sorted once (by their key, the window's order, then position: the
             # struct's natural order, not array_sort's lambda, which Spark interprets per
             # comparison), then read by every total made from them.
-            lists = [name for name in collected if name in (_HEADS, _TAILS) or name.startswith(_VALUED)]
-            chunk_totals = chunk_totals.withColumns({name: F.sort_array(name) for name in lists})
-            chunk_totals = chunk_totals.withColumns(derived).drop(*collected)
+            chunk_totals = chunk_totals.withColumns({name: F.sort_array(name) for name in listed})
+            chunk_totals = chunk_totals.withColumns(derived).drop(*listed, *counted)
         chunk_totals = observe(chunk_totals)
         by_chunk = Window.partitionBy(*self.parts).orderBy(_CHUNK)
         prior = by_chunk.rowsBetween(Window.unboundedPreceding, -1)
@@ -1078,12 +1209,27 @@ class SkewWindow:
         parts = self.edge_parts()
         return carried.withColumns(parts) if parts else carried
 
-    def banded_totals(self, bands: EdgeBands) -> tuple[dict[str, Column], dict[str, Column]]:
+    def regroupable(self, totals: Mapping[str, tuple[Column | None, str, Any]]) -> bool:
+        """Whether :meth:`summaries`' chunk totals can be aggregated in two steps, first per
+        group of rows, then per chunk, to the same values: counts, minimums, maximums, and sums
+        of integers or floating-point numbers (a decimal's sum of sums is of a wider type, and
+        ``count_distinct`` counts no groups)."""
+        from pyspark.sql.types import DecimalType
+
+        if _DISTINCT in totals:
+            return False
+        return not any(
+            spec.function in ("sum", "avg") and isinstance(self.target[spec.name].dataType, DecimalType)
+            for spec in self.request.columns
+        )
+
+    def banded_totals(self, bands: EdgeBands) -> tuple[dict[str, Column], dict[str, Column], dict[str, Column]]:
         """The chunk totals found from the chunks' edge bands (:class:`EdgeBands`): each
-        band's rows, collected by a hash aggregate (``collected``), and each total made from
-        them (``derived``), named and shaped as :meth:`summaries` names them. A band holding
-        fewer rows than its edge reads (the client's sort and Spark's apart at a bound) fails
-        the query rather than give a wrong value."""
+        band's row's entry, null out of the band (``listed``: :meth:`summaries` lists a chunk's
+        entries), the counts of values the checks read (``counted``), and each total made
+        from the lists (``derived``), named and shaped as :meth:`summaries` names them. A band
+        holding fewer rows than its edge reads (the client's sort and Spark's apart at a
+        bound) fails the query rather than give a wrong value."""
         from pyspark.sql import functions as F
 
         key = self.sort_key().alias("key")
@@ -1094,16 +1240,17 @@ class SkewWindow:
             if self.positional(spec) or (spec.function in ENDS and not spec.ignore_nulls)
         ]
         entry = F.struct(key, *[column(self.argument(k)).alias(f"a{k}") for k in read])
-        collected: dict[str, Column] = {}
+        listed: dict[str, Column] = {}
+        counted: dict[str, Column] = {}
         if bands.head_rows:
-            collected[_HEADS] = F.collect_list(F.when(self.in_band(bands.heads, head=True), entry))
+            listed[_HEADS] = F.when(self.in_band(bands.heads, head=True), entry)
         if bands.tail_rows:
-            collected[_TAILS] = F.collect_list(F.when(self.in_band(bands.tails, head=False), entry))
+            listed[_TAILS] = F.when(self.in_band(bands.tails, head=False), entry)
         for k, bounds in bands.present:
             arg = column(self.argument(k))
             inside = self.in_band(bounds, head=columns[k].function == "first") & arg.isNotNull()
-            collected[f"{_VALUED}{k}"] = F.collect_list(F.when(inside, F.struct(key, arg.alias("a"))))
-            collected[f"{PREFIX}values{k}"] = F.count(arg)
+            listed[f"{_VALUED}{k}"] = F.when(inside, F.struct(key, arg.alias("a")))
+            counted[f"{PREFIX}values{k}"] = F.count(arg)
 
         def checked(value: Column, short: Column) -> Column:
             message = (
@@ -1137,7 +1284,7 @@ class SkewWindow:
                 short = (F.size(valued) == 0) & (column(f"{PREFIX}values{k}") > 0)
                 value = F.try_element_at(valued, F.lit(end)).getField("a")
                 derived[f"{PREFIX}{spec.function}{k}"] = checked(value, short)
-        return collected, derived
+        return listed, counted, derived
 
     def window(self, spec: WindowColumn) -> Any:
         """The Spark window a column's value within its chunk is computed over: partitioned
@@ -1170,18 +1317,33 @@ class SkewWindow:
         over an ordering with ties: two operators, 25-32 task-s at 10^7 rows)."""
         if self.positional(spec):
             return True
-        frame = spec.frame
-        follows_rows = spec.function in ("row_number", "ntile") or (
-            frame is not None and frame.rows and frame.kind == "running"
-        )
-        return follows_rows and any(self.positional(other) for other in self.request.columns)
+        if not _follows_rows(spec):
+            return False
+        if self.request.whole_frame:
+            return self.needs_position
+        return any(self.positional(other) for other in self.request.columns)
 
     def by_position(self) -> Any:
         """The window of a positional column (:meth:`positional`): peers ordered by their
-        position in the input, as :meth:`sort_key` orders them."""
+        position in the input, as :meth:`sort_key` orders them; where the rows reach it so
+        sorted (:attr:`sorted_by_position`), the user's ordering."""
         from pyspark.sql import Window
 
-        return Window.partitionBy(*self.parts, _CELL).orderBy(*self.sort_orders(), column(_POSITION))
+        w = Window.partitionBy(*self.parts, _CELL)
+        if self.sorted_by_position:
+            return w.orderBy(*self.sort_orders())
+        return w.orderBy(*self.sort_orders(), column(_POSITION))
+
+    @property
+    def sorted_by_position(self) -> bool:
+        """Whether each chunk's rows reach Spark's window sorted by the user's ordering then
+        their place among peers (:data:`_POSITION`): with no ``partitionBy``, where a column
+        reads that place. Spark's window, ordered by the user's ordering alone, then sorts
+        nothing and sees peers in that order: one window operator serves every column,
+        ``last`` over a RANGE frame and a running sum among them, where a window over the
+        ordering and the position, then one over the ordering (the peers), each buffered
+        every row again (row number, running sum, lag, bounded sum over ties: ...)."""
+        return self.request.whole_frame and bool(self.request.order) and self.needs_position
 
     def locals(self) -> list[dict[str, Column]]:
         """Each column's value within its chunk: Spark's own function over :meth:`window`,
@@ -1193,7 +1355,7 @@ class SkewWindow:
         from pyspark.sql import functions as F
 
         positional: dict[str, Column] = {}
-        others: dict[str, Column] = {}
+        others: dict[str, Column] = positional if self.sorted_by_position else {}
         peers = Window.partitionBy(*self.parts, _CELL).orderBy(*self.sort_orders()) if self.request.order else None
         for k, spec in enumerate(self.request.columns):
             w = self.window(spec)
@@ -1545,7 +1707,11 @@ class SkewWindow:
             return chunks.observe(observations[1], F.collect_list(chunk).alias("chunks"))
 
         windowed = rows.repartitionById(self.hot_cells, _CELL)
-        if self.request.whole_frame and self.request.order:
+        if self.sorted_by_position:
+            windowed = windowed.sortWithinPartitions(self.sort_orders()[0])
+            windowed = windowed.filter(F.spark_partition_id() >= 0)
+            windowed = windowed.sortWithinPartitions(*self.parts, _CELL, *self.sort_orders(), _POSITION)
+        elif self.request.whole_frame and self.request.order:
             # A partition is one chunk: sorted first by the leading order column alone (a
             # radix sort of its prefix), Spark's sort for the window meets runs (its stage
             # 8.1 -> 5.0 task-s at 10^7 rows, offsets over 32 chunks).
@@ -1654,6 +1820,13 @@ def _entry_position() -> Column:
     from pyspark.sql import functions as F
 
     return F.array_position(column(_ENTRIES).getField(_KEY_HASH), column(_KEY_HASH))
+
+
+def _follows_rows(spec: WindowColumn) -> bool:
+    """Whether a column's value follows the rows' order among peers: ``row_number``,
+    ``ntile``, a ROWS frame from the first row."""
+    frame = spec.frame
+    return spec.function in ("row_number", "ntile") or (frame is not None and frame.rows and frame.kind == "running")
 
 
 def _reach(spec: WindowColumn) -> tuple[int, int]:
@@ -1770,7 +1943,44 @@ def planned_window(
         orders = [key.expression for key in request.order]
         kinds = handle.call("reading the order's types", lambda: frame.select(*orders).schema)
         planned = replace(planned, order_types=tuple(f.dataType for f in kinds.fields))
+        [first, *others] = kinds.fields
+        if request.whole_frame and not others and first.nullable and _radix_sorted(first.dataType):
+            if planned.needs_position and _radix_sort_on(handle):
+                planned = replace(planned, radix_ties=True)
     return planned
+
+
+def _radix_sorted(kind: DataType) -> bool:
+    """Whether Spark sorts a column of type ``kind``, the sort's only one, by radix on its
+    prefix (``SortPrefixUtils.canSortFullyWithPrefix``)."""
+    from pyspark.sql.types import (
+        BooleanType,
+        ByteType,
+        DateType,
+        DayTimeIntervalType,
+        DecimalType,
+        DoubleType,
+        FloatType,
+        IntegerType,
+        LongType,
+        ShortType,
+        TimestampNTZType,
+        TimestampType,
+        YearMonthIntervalType,
+    )
+
+    if isinstance(kind, DecimalType):
+        return kind.precision <= 18
+    whole = (BooleanType, ByteType, ShortType, IntegerType, LongType, DateType, TimestampType, TimestampNTZType)
+    return isinstance(kind, (*whole, FloatType, DoubleType, DayTimeIntervalType, YearMonthIntervalType))
+
+
+def _radix_sort_on(handle: Session) -> bool:
+    """Whether the session sorts by radix where it can (``spark.sql.sort.enableRadixSort``)."""
+    setting = handle.call(
+        "reading the sort's settings", lambda: handle.spark.conf.get("spark.sql.sort.enableRadixSort")
+    )
+    return str(setting).strip().lower() != "false"
 
 
 def _check_names(columns: Mapping[str, Column], schema: StructType) -> None:
