@@ -510,6 +510,52 @@ def test_a_window_of_edge_reads_cut_at_literals_survives_a_kill_in_its_first_and
         assert result.equals(expected), f"a different window after {kills}"
 
 
+def test_a_window_over_one_nullable_column_with_ties_survives_a_kill_in_its_counts_and_slowest_stage(
+    cluster, api, directory
+):
+    # A row number, a lag, a running sum and a bounded sum over the Zipf key with nulls and
+    # no tie-breaker: optimize's plan orders peers as Spark's radix sorter would in one
+    # task reading the input in its order (each input partition's rows and nulls counted in
+    # a stage of its own). On a cluster Spark's own order of peers is the order its blocks
+    # are fetched in, which varies, so Spark gives the running sum (the same for peers) and
+    # the row numbers, lags and bounded sums are checked against the order the row numbers
+    # give. Killed in its first stage (the counts) and its slowest, the same as unkilled.
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    frame = cluster.spark.read.parquet(str(directory))
+    frame = frame.withColumn("order", F.when(F.col("rid") % 37 == 5, F.lit(None)).otherwise(F.col("key")))
+    w = Window.orderBy("order")
+    query = frame.withColumns(
+        {
+            "n": F.row_number().over(w),
+            "prev": F.lag("rid", 1).over(w),
+            "run": F.sum("rid").over(w),
+            "around": F.sum("rid").over(w.rowsBetween(-2, 2)),
+        }
+    )
+    plan = Report()
+    optimized = optimize(query, workers=16, min_rows=0, report=plan)
+    assert plan.get.operators[0].rewritten, str(plan.get)
+    assert "__keysplit_w_nulls" in cluster.explained(optimized)
+
+    def action() -> pl.DataFrame:
+        return fetched(optimized)
+
+    expected = fetched(query).sort("rid")
+    clean, stages = stages_of(api, action, twice=False)
+    assert clean.sort("rid").select("rid", "order", "run").equals(expected.select("rid", "order", "run"))
+    numbered = clean.sort("n")
+    assert numbered["n"].to_list() == list(range(1, numbered.height + 1))
+    assert numbered["order"].is_sorted(nulls_last=False) and numbered["order"].null_count() > 0
+    assert numbered["prev"].equals(numbered["rid"].shift(1), check_names=False)
+    around = numbered["rid"].rolling_sum(window_size=5, center=True, min_samples=1)
+    assert numbered["around"].equals(around, check_names=False, check_dtypes=False)
+    points = [At(ordinal=ordinal) for ordinal in sorted({0, slowest(stages)})]
+    for result, kills in run_killing_at(api, cluster.cluster.pid, action, points):
+        assert result.equals(clean), f"a different window after {kills}"
+
+
 def test_a_partitioned_write_survives_a_kill_in_its_counts_and_its_write(cluster, api, directory, data, tmp_path):
     # The Zipf facts written partitioned by min(key, 20) (key 1, 61 % of the rows, in files of
     # 20,000 rows: a task each): killed in the counts' first stage and in the write's, the

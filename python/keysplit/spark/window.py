@@ -39,7 +39,11 @@ whole sample, one row even where the sample is empty (one chunk then), so every 
 always the hot branch's: there is no branch of Spark's own, and no lookup of keys not hot.
 Measured before the plan (``optimize``, ``skewed(df).withColumns``), its cuts are literals,
 and each chunk's edge rows are found in bands the sample bounds (:class:`EdgeBands`),
-collected by a hash aggregate, where ``max_by``/``min_by`` would sort every row.
+collected by a hash aggregate, where ``max_by``/``min_by`` would sort every row. Where a
+column reads the rows' order among peers, each chunk's rows reach Spark's window sorted by the
+ordering and then their place among peers, the place Spark's own one task would give them
+(:meth:`SkewWindow.spark_places`): one window operator over the user's ordering serves every
+column.
 
 **Groups of peers.** Where every column is the same for rows with equal order values
 (peers): running aggregates over Spark's RANGE frame, ``rank``, ``dense_rank``,
@@ -123,6 +127,8 @@ _VALUED = PREFIX + "valued"
 #: The times (consecutive indices) of the input's rows whose one order value is null, in the
 #: input's order, then where each row that Spark's radix sorter moves ends (:meth:`SkewWindow.by_spark_ties`).
 _MOVED = PREFIX + "moved"
+#: A hot row's number within its chunk, where one window operator serves every column.
+_ROW_NUMBER = PREFIX + "row_number"
 _TIMES = PREFIX + "times"
 _PARTS = PREFIX + "parts"
 _PARTITION = PREFIX + "partition"
@@ -328,8 +334,10 @@ class SkewWindow:
         # Spark's generated hash aggregate (a list of them in its object aggregate, per row:
         # 1.6-1.9 task-s at 10^7 rows); the few groups are then listed.
         groups = rows.groupBy(_PARTITION, F.when(column(order).isNull(), place).alias(_NULLS))
+        # The groups, a few, in one task from here (not a task per shuffle partition each).
         counted = (
             groups.agg(F.count(F.lit(1)).alias(_COUNT))
+            .coalesce(1)
             .groupBy(_PARTITION)
             .agg(F.sum(_COUNT).alias(_COUNT), F.sort_array(F.collect_list(_NULLS)).alias(_NULLS))
         )
@@ -1173,6 +1181,7 @@ class SkewWindow:
                 groups = rows.groupBy(*self.parts, _CHUNK, *keyed).agg(
                     *[value.alias(name) for name, value in aggregates.items()]
                 )
+                groups = groups.coalesce(1)
                 again = {name: getattr(F, totals[name][1] if name in totals else "sum")(name) for name in aggregates}
                 grouped, aggregates = groups.groupBy(*self.parts, _CHUNK), again
                 listed = {name: column(name) for name in listed}
@@ -1183,7 +1192,9 @@ class SkewWindow:
             # comparison), then read by every total made from them.
             chunk_totals = chunk_totals.withColumns({name: F.sort_array(name) for name in listed})
             chunk_totals = chunk_totals.withColumns(derived).drop(*listed, *counted)
-        chunk_totals = observe(chunk_totals)
+        # The chunks, a few, in one task (on a small machine a task per shuffle partition
+        # cost more than the chunks' totals: 0.8-1.4 task-s a stage of 32).
+        chunk_totals = observe(chunk_totals.coalesce(1))
         by_chunk = Window.partitionBy(*self.parts).orderBy(_CHUNK)
         prior = by_chunk.rowsBetween(Window.unboundedPreceding, -1)
         following = by_chunk.rowsBetween(1, Window.unboundedFollowing)
@@ -1345,6 +1356,12 @@ class SkewWindow:
         every row again (row number, running sum, lag, bounded sum over ties: ...)."""
         return self.request.whole_frame and bool(self.request.order) and self.needs_position
 
+    def row_number_name(self, k: int) -> str:
+        """The column of a hot row's number within its chunk that column ``k`` reads (a
+        positional column, ``ntile``): one for all where every column is over one window
+        operator (:attr:`sorted_by_position`)."""
+        return _ROW_NUMBER if self.sorted_by_position else f"{_local(k)}_rn"
+
     def locals(self) -> list[dict[str, Column]]:
         """Each column's value within its chunk: Spark's own function over :meth:`window`,
         and what a hot row's value is made of; in two layers,
@@ -1363,7 +1380,7 @@ class SkewWindow:
             name = spec.function
             values = positional if self.in_position_order(spec) else others
             if self.positional(spec):
-                values[f"{_local(k)}_rn"] = F.row_number().over(self.by_position())
+                values[self.row_number_name(k)] = F.row_number().over(self.by_position())
             if name == "avg":
                 # Spark's avg is its sum, in the type it sums in, over its count, the two
                 # a row near an edge adds to: no third aggregate over the frame (a bounded
@@ -1379,7 +1396,7 @@ class SkewWindow:
                 values[_local(k)] = getattr(F, name)(arg, ignorenulls=spec.ignore_nulls).over(w)
             elif name == "ntile":
                 values[_local(k)] = F.ntile(spec.buckets).over(w)
-                values[f"{_local(k)}_rn"] = F.row_number().over(w)
+                values[self.row_number_name(k)] = F.row_number().over(w)
             elif name in ("percent_rank", "cume_dist"):
                 assert peers is not None
                 values[_local(k)] = getattr(F, name)().over(w)
@@ -1410,7 +1427,7 @@ class SkewWindow:
             # Only a row within reach of its chunk's edges reads past them (the arrays'
             # work is then done for a few rows a chunk, not all).
             before, after = _reach(spec)
-            rn, own = column(f"{_local(k)}_rn"), column(_OWN + _ROWS)
+            rn, own = column(self.row_number_name(k)), column(_OWN + _ROWS)
             near = (rn <= F.lit(before)) | (own - rn < F.lit(after))
             if name == "avg":
                 local = self.average(k, column(f"{_local(k)}_s"), column(f"{_local(k)}_c"))
@@ -1458,7 +1475,7 @@ class SkewWindow:
         elif name == "cume_dist":
             combined = (column(f"{_local(k)}_peers") + rows_before).cast("double") / key_rows.cast("double")
         elif name == "ntile":
-            combined = _ntile(column(f"{_local(k)}_rn") + rows_before, key_rows, spec.buckets)
+            combined = _ntile(column(self.row_number_name(k)) + rows_before, key_rows, spec.buckets)
         else:
             raise AssertionError(name)
         return combined.cast(kind)
@@ -1470,7 +1487,7 @@ class SkewWindow:
         first) and the chunks after's first, from the carries."""
         from pyspark.sql import functions as F
 
-        rn = column(f"{_local(k)}_rn")
+        rn = column(self.row_number_name(k))
         own = column(_OWN + _ROWS)
         local = column(_local(k))
         if spec.function in OFFSETS:
@@ -1895,7 +1912,10 @@ def window(
     by name. Among rows with equal order values, ``lag``, ``lead``, ``first``, ``last`` and
     bounded frames see the rows in their order in the input, as Spark's own window does
     for a file or cached input in ``local`` mode (on a cluster Spark's order of such rows
-    varies from run to run). A
+    varies from run to run); with no ``partitionBy`` and one nullable order column of a type
+    Spark sorts by radix (numbers, dates, timestamps), in the order Spark's sorter leaves
+    them, which moves rows for the nulls (:meth:`SkewWindow.spark_places`), and so do
+    ``row_number``, ``ntile`` and ROWS running frames. A
     floating-point running sum or average of a hot key is added up chunk by chunk, so it may
     differ from Spark's in the last bits (Spark's own differs between plans as much); integers
     and decimals are exact.
