@@ -1919,7 +1919,7 @@ def window(
     for a file or cached input in ``local`` mode (on a cluster Spark's order of such rows
     varies from run to run); with no ``partitionBy`` and one nullable order column of a type
     Spark sorts by radix (numbers, dates, timestamps), in the order Spark's sorter leaves
-    them, which moves rows for the nulls (:meth:`SkewWindow.spark_places`), and so do
+    them, which moves rows for the nulls (the Spark guide says how), and so do
     ``row_number``, ``ntile`` and ROWS running frames. A
     floating-point running sum or average of a hot key is added up chunk by chunk, so it may
     differ from Spark's in the last bits (Spark's own differs between plans as much); integers
