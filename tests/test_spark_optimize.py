@@ -9,6 +9,7 @@ value depends on an order). The fact table is read from a Parquet file the tests
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import decimal
 import gc
@@ -486,6 +487,36 @@ def test_peers_of_one_nullable_order_column_are_in_spark_s_radix_sorter_s_order(
     assert (moved > 0) == radix and ("__keysplit_w_nulls" in plan) == radix, (moved, plan)
     windows = [line for line in plan.splitlines() if "Window [" in line and "__keysplit_w_cell" in line]
     assert len(windows) == 1, plan
+
+
+def test_a_nullable_order_column_with_no_null_needs_no_places_and_a_null_met_later_fails(spark, facts, monkeypatch):
+    # The statistics count the order column's nulls over every row: a nullable column with
+    # none (a rounded double, heavy ties) has its peers in the input's order, as Spark's
+    # sorter leaves them, and no places are computed.
+    w = Window.orderBy(F.round("v", 1))
+    columns = {
+        "n": F.row_number().over(w),
+        "prev": F.lag("u", 1).over(w),
+        "around": F.sum("u").over(w.rowsBetween(-2, 2)),
+    }
+    query = facts.withColumns(columns)
+    optimized, report = _optimized(query)
+    assert report.operators[0].rewritten, str(report)
+    assert pl.from_arrow(optimized.toArrow()).sort("u").equals(pl.from_arrow(query.toArrow()).sort("u"))
+    assert "__keysplit_w_nulls" not in spark.explained(optimized)
+    # Statistics that counted no null over a column that has some (an input changed after
+    # them): the query fails, rather than put a peer out of Spark's order.
+    window_module = importlib.import_module("keysplit.spark.window")
+    measured = window_module.SkewWindow.measured
+
+    def counted_none(self, handle, sample):
+        return measured(self, handle, dataclasses.replace(sample, counted=0))
+
+    monkeypatch.setattr(window_module.SkewWindow, "measured", counted_none)
+    query = facts.withColumns({"n": F.row_number().over(Window.orderBy("t"))})
+    optimized, report = _optimized(query)
+    with pytest.raises(Exception, match="has a null where optimize's statistics counted none"):
+        optimized.collect()
 
 
 def test_a_band_short_of_its_edge_fails_the_query_instead_of_a_wrong_value(facts, monkeypatch):

@@ -151,6 +151,10 @@ class SampleRequest:
     #: A frame of ``frame``'s rows whose plan statistics are read for it (a join's side, of
     #: which ``frame`` renames the columns): one analysis call for every decision.
     statistics_of: DataFrame | None = None
+    #: A condition whose rows are counted exactly, over every row the scan reads (observed
+    #: before the sample; not for a ``presampled`` frame): :attr:`InputSample.counted`. Such
+    #: a request has a scan of its own.
+    counted_where: Column | None = None
 
 
 @dataclass(frozen=True)
@@ -164,6 +168,9 @@ class InputSample:
     keys: tuple[str, ...] = ()
     #: Whether it was kept from an earlier call over the same plan and files.
     reused: bool = False
+    #: The input's rows that meet its request's :attr:`SampleRequest.counted_where`, all of
+    #: them (None: nothing was counted).
+    counted: int | None = None
 
     @property
     def rows(self) -> pl.DataFrame:
@@ -248,24 +255,36 @@ def sample_inputs(
     ``full_width``: every scan at the input's own splits (inputs sampled once their query is
     known to be split)."""
 
-    def scanned(frame: DataFrame, fraction: float, presampled: bool, tasks: int | None) -> pa.Table:
+    def scanned(
+        frame: DataFrame, fraction: float, presampled: bool, tasks: int | None, where: Column | None = None
+    ) -> tuple[pa.Table, int | None]:
+        from pyspark.sql import functions as F
+        from pyspark.sql.connect.observation import Observation
+
+        counting: Any = Observation() if where is not None and not presampled else None
+        if counting is not None:
+            assert where is not None
+            frame = frame.observe(counting, F.count_if(where).alias("counted"))
         if fraction < 1 and not presampled:
             frame = frame.sample(fraction=fraction, seed=seed)
         if tasks is not None:
             # Each task then reads several of the input's splits: the same rows, sampled by
             # their own split's seed, fewer fixed costs.
             frame = frame.coalesce(tasks)
-        return _arrow(frame)
+        table = _arrow(frame)
+        return table, None if counting is None else int(counting.get["counted"])
 
     def sampled(request: SampleRequest) -> InputSample:
         frame = request.frame if request.where is None else request.frame.filter(request.where)
         whole = frame.select(request.key_hash.alias(KEY_HASH), *request.columns)
-        key = _kept_key(whole, (request.fraction, request.presampled, seed, SAMPLE_ROWS, MIN_FRACTION))
+        counted = request.counted_where
+        what = None if counted is None else _expression_bytes(counted, frame.sparkSession.client)
+        key = _kept_key(whole, (request.fraction, request.presampled, seed, SAMPLE_ROWS, MIN_FRACTION, what))
         kept = _KEPT.get(key) if key is not None else None
         if kept is not None and (
             kept.whole or not InputSample(kept.fraction, kept.table).may_split(workers, min_skew, min_rows)
         ):
-            return InputSample(kept.fraction, kept.table, request.keys, reused=True)
+            return InputSample(kept.fraction, kept.table, request.keys, reused=True, counted=kept.counted)
         plan = handle.explained(request.statistics_of or request.frame, "cost")
         if kept is not None:
             fraction = kept.fraction
@@ -274,18 +293,19 @@ def sample_inputs(
         else:
             fraction = sample_fraction(_estimated(plan))
         tasks = None if full_width else _scan_tasks(plan, workers, handle.task_slots)
-        keys_alone = None if kept is not None else _keys_alone(request, frame)
+        keys_alone = None if kept is not None or counted is not None else _keys_alone(request, frame)
         if keys_alone is not None:
-            alone = InputSample(fraction, scanned(keys_alone, fraction, request.presampled, tasks), request.keys)
+            table, _ = scanned(keys_alone, fraction, request.presampled, tasks)
+            alone = InputSample(fraction, table, request.keys)
             if not alone.may_split(workers, min_skew, min_rows):
                 if key is not None:
                     _KEPT.put(key, _Sample(fraction, alone.table, whole=False))
                 return alone
             tasks = None
-        table = scanned(whole, fraction, request.presampled, tasks)
+        table, count = scanned(whole, fraction, request.presampled, tasks, request.counted_where)
         if key is not None:
-            _KEPT.put(key, _Sample(fraction, table, whole=True))
-        return InputSample(fraction, table, request.keys)
+            _KEPT.put(key, _Sample(fraction, table, whole=True, counted=count))
+        return InputSample(fraction, table, request.keys, counted=count)
 
     merged, positions = _shared_scans(requests)
 
@@ -297,7 +317,13 @@ def sample_inputs(
 
     scans = handle.call("sampling the keyed inputs", gather) if requests else []
     samples = [
-        InputSample(scans[scan].fraction, scans[scan].table.select([0, *columns]), request.keys, scans[scan].reused)
+        InputSample(
+            scans[scan].fraction,
+            scans[scan].table.select([0, *columns]),
+            request.keys,
+            scans[scan].reused,
+            scans[scan].counted,
+        )
         for request, (scan, columns) in zip(requests, positions, strict=True)
     ]
     return samples, len(scans), sum(scan.reused for scan in scans)
@@ -365,7 +391,8 @@ def _shared_scans(requests: Sequence[SampleRequest]) -> tuple[list[SampleRequest
                 repr((request.fraction, request.presampled)).encode(),
             ]
         )
-        scan = by_rows.get(rows) if None not in labels else None
+        alone = None in labels or request.counted_where is not None
+        scan = by_rows.get(rows) if not alone else None
         if scan is not None and (
             any(label in held[scan] and held[scan][label] != e for label, e in zip(labels, mine, strict=True))
             or not (extras <= added[scan] or added[scan] <= extras)
@@ -376,7 +403,7 @@ def _shared_scans(requests: Sequence[SampleRequest]) -> tuple[list[SampleRequest
             scans.append(replace(request, columns=()))
             held.append({})
             added.append(extras)
-            if None not in labels:
+            if not alone:
                 by_rows.setdefault(rows, scan)
         elif not extras <= added[scan]:
             # This frame adds more columns to the same rows: the scan reads it instead.
@@ -440,6 +467,7 @@ class _Sample:
     fraction: float
     table: pa.Table
     whole: bool
+    counted: int | None = None
 
 
 class _Kept:

@@ -249,6 +249,10 @@ class SkewWindow:
     #: sort prefix orders whole, nullable): its order among peers is its radix sorter's
     #: (:meth:`spark_places`), not the input's.
     radix_ties: bool = False
+    #: ... but the statistics, measured before the plan, counted no null in that column among
+    #: all the input's rows: no places to compute, and a null met in the plan fails the query
+    #: (the input changed since), never a row out of Spark's order.
+    nulls_refused: bool = False
 
     @property
     def parts(self) -> list[str]:
@@ -301,7 +305,14 @@ class SkewWindow:
         extra += [argument.alias(name) for name, argument in arguments.items() if name.startswith(PREFIX)]
         if not (positioned and self.needs_position):
             return self.frame.select("*", *extra)
-        rows = self.frame.select("*", *extra, F.monotonically_increasing_id().alias(_POSITION))
+        position = F.monotonically_increasing_id()
+        if self.nulls_refused:
+            message = (
+                "keysplit window: the order column has a null where optimize's statistics counted none (the "
+                "input changed since): call optimize again"
+            )
+            position = F.when(column(self.orders[0]).isNull(), F.raise_error(F.lit(message))).otherwise(position)
+        rows = self.frame.select("*", *extra, position.alias(_POSITION))
         return self.at_spark_places(rows, self.spark_places(rows)) if self.radix_ties else rows
 
     def spark_places(self, rows: DataFrame) -> DataFrame:
@@ -797,7 +808,11 @@ class SkewWindow:
             if spec.function in ENDS and spec.ignore_nulls and self.request.whole_frame
         ]
         columns = (*[column(name) for name in names], *present)
-        return SampleRequest(self.prepared(positioned=False), self.key_hash(), columns, tuple(self.parts))
+        # Where peers may be in Spark's radix sorter's order, its nulls counted: none, and no
+        # places are needed (:meth:`measured`).
+        nulls = column(self.orders[0]).isNull() if self.radix_ties else None
+        frame = self.prepared(positioned=False)
+        return SampleRequest(frame, self.key_hash(), columns, tuple(self.parts), counted_where=nulls)
 
     def sampled_cuts(self, sample: InputSample, hot: pl.DataFrame) -> dict[int, list[list[Any]]]:
         """Each ``hot`` key's ``C - 1`` candidate cuts from ``sample``: a list of values per
@@ -908,6 +923,8 @@ class SkewWindow:
         average (:meth:`peer_groups`)."""
         import pyarrow as pa
 
+        if self.radix_ties and sample.counted == 0:
+            return replace(self, radix_ties=False, nulls_refused=True).measured(handle, sample)
         hot = sample.hot(self.workers)
         if hot.height == 0:
             return self, None, sample.key_values(hot)
