@@ -52,6 +52,14 @@ _CHANGED = (
 )
 
 
+def partition_and_place(position: Column) -> tuple[Column, Column]:
+    """The input partition (an int) and the place in it that a ``monotonically_increasing_id``
+    ``position`` holds."""
+    from pyspark.sql import functions as F
+
+    return F.shiftright(position, PLACE_BITS).cast("int"), position.bitwiseAND(F.lit((1 << PLACE_BITS) - 1))
+
+
 def indexed(frame: DataFrame, counted: Callable[[DataFrame], DataFrame] | None = None) -> DataFrame:
     """``frame`` with :data:`INDEX` (its rows' consecutive index from 0, in their order) and
     :data:`TOTAL` (its rows), in place: no row moves. ``counted`` is given the rows of each
@@ -59,12 +67,8 @@ def indexed(frame: DataFrame, counted: Callable[[DataFrame], DataFrame] | None =
     from pyspark.sql import functions as F
     from pyspark.sql.window import Window
 
-    position = F.monotonically_increasing_id()
-    positioned = frame.select(
-        "*",
-        F.shiftright(position, PLACE_BITS).cast("int").alias(PARTITION),
-        (position.bitwiseAND(F.lit((1 << PLACE_BITS) - 1))).alias(_PLACE),
-    )
+    partition, place = partition_and_place(F.monotonically_increasing_id())
+    positioned = frame.select("*", partition.alias(PARTITION), place.alias(_PLACE))
     counts = positioned.groupBy(PARTITION).agg(F.count(F.lit(1)).alias(COUNT))
     if counted is not None:
         counts = counted(counts)

@@ -77,7 +77,7 @@ from keysplit.spark.hot_keys import LOCAL_TOP_TASKS, SAMPLE_FRACTION
 from keysplit.spark.intake import is_spark_frame, refuse_reserved, session_for, shuffle_partitions
 from keysplit.spark.options import require_task_workers
 from keysplit.spark.report import Report, observed, observed_rows
-from keysplit.spark.row_index import COUNT, PARTITION, PLACE_BITS, indexed
+from keysplit.spark.row_index import COUNT, PARTITION, PLACE_BITS, indexed, partition_and_place
 from keysplit.spark.row_index import INDEX as ROW_INDEX
 from keysplit.spark.row_index import TOTAL as ROWS_TOTAL
 from keysplit.spark.sampled import SAMPLED, UPPER, candidate_cuts, cuts_of, hot_in_sample
@@ -339,8 +339,7 @@ class SkewWindow:
         from pyspark.sql import functions as F
 
         [order] = self.orders
-        partition = F.shiftright(column(_POSITION), PLACE_BITS).cast("int")
-        place = column(_POSITION).bitwiseAND(F.lit((1 << PLACE_BITS) - 1))
+        partition, place = partition_and_place(column(_POSITION))
         rows = rows.withColumn(_PARTITION, partition)
         # Each null's place is a group of its own, counted with the partition's other rows by
         # Spark's generated hash aggregate (a list of them in its object aggregate, per row:
@@ -401,8 +400,7 @@ class SkewWindow:
         from pyspark.sql import functions as F
 
         [order] = self.orders
-        partition = F.shiftright(column(_POSITION), PLACE_BITS).cast("int")
-        place = column(_POSITION).bitwiseAND(F.lit((1 << PLACE_BITS) - 1))
+        partition, place = partition_and_place(column(_POSITION))
         rows = rows.withColumn(_PARTITION, partition).join(F.broadcast(places), _PARTITION, "left")
         share = column(_MOVED)
         was_moved = column(order).isNotNull() & share.isNotNull() & (place < F.size(share))
