@@ -131,8 +131,8 @@ def families(partition: list[str]) -> dict[str, Callable[[], dict[str, Any]]]:
         },
     }
     if not partition:
-        # What users write most: no tie-breaker, so Spark's order among peers is the rows'
-        # order into its one task, which keysplit follows (the input's order).
+        # What users write most: no tie-breaker, so Spark's order among peers is its one
+        # task's sorter's, which keysplit follows (the input's order, nulls moving rows).
         ranked["ties"] = lambda: {
             "n": F.row_number().over(by_t),
             "run_sum": F.sum("v").over(by_t),
@@ -214,18 +214,10 @@ def measure(handle: Any, status: SparkStatus, build: Callable[[], Any], rows: in
     }
 
 
-def run_family(
-    handle: Any,
-    status: SparkStatus,
-    frame: Any,
-    name: str,
-    columns: Callable[[], dict[str, Any]],
-    repeats: int,
-    rows: int,
-    *,
-    salting: bool,
-    guarded: bool = False,
-) -> dict[str, list[dict[str, Any]]]:
+def plans_of(
+    frame: Any, name: str, columns: Callable[[], dict[str, Any]], *, salting: bool, guarded: bool = False
+) -> dict[str, Callable[[], Any]]:
+    """The plans a family is run in, by name: Spark's own first."""
     plans: dict[str, Callable[[], Any]] = {
         "spark": lambda: frame.withColumns(columns()),
         "keysplit": lambda: ks.window(frame, columns()),
@@ -239,6 +231,22 @@ def run_family(
     if guarded:
         # What a user gets by default: optimize's cost guard may leave a small input to Spark.
         plans["guarded"] = lambda: ks.optimize(frame.withColumns(columns()))
+    return plans
+
+
+def run_family(
+    handle: Any,
+    status: SparkStatus,
+    frame: Any,
+    name: str,
+    columns: Callable[[], dict[str, Any]],
+    repeats: int,
+    rows: int,
+    *,
+    salting: bool,
+    guarded: bool = False,
+) -> dict[str, list[dict[str, Any]]]:
+    plans = plans_of(frame, name, columns, salting=salting, guarded=guarded)
     runs: dict[str, list[dict[str, Any]]] = {plan: [] for plan in plans}
     for build in plans.values():  # warm-up
         measure(handle, status, build, rows)
@@ -254,6 +262,42 @@ def run_family(
                 flush=True,
             )
     return runs
+
+
+def off_one_order_of_peers(handle: Any, frame: Any, build: Callable[[], Any]) -> dict[str, int]:
+    """For the ``ties`` family where a result differs from Spark's: the rows where it is not
+    what Spark computes over ONE order of the peers, the one its row numbers give. Spark's
+    own order among peers is its sorter's, which keysplit follows where that one task sorts
+    in memory; once it spills, the spilled runs are merged by a heap, whose order among equal
+    keys depends on where the spills fell (its memory), so Spark's own row numbers among
+    peers differ from one setting to another. Counted: running sums (the same for peers)
+    unlike Spark's, row numbers not 1..rows in the ordering, and lags and bounded sums unlike
+    those over the order the row numbers give."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    ours = build()
+    spark_sums = frame.select("id", F.sum("v").over(Window.orderBy("t")).alias("spark_run_sum"))
+    by_n = Window.orderBy("n")
+    checked = ours.join(spark_sums, "id").select(
+        "*",
+        F.lag("t", 1).over(by_n).alias("t_before"),
+        F.lag("v", 1).over(by_n).alias("v_before"),
+        F.sum("v").over(by_n.rowsBetween(-5, 5)).alias("sum_around"),
+        F.row_number().over(by_n).alias("place"),
+    )
+    counted = checked.agg(
+        F.count_if(~F.col("run_sum").eqNullSafe(F.col("spark_run_sum"))).alias("run_sums_unlike_spark_s"),
+        F.count_if(
+            (F.col("n") != F.col("place"))
+            | (F.col("t").isNull() & F.col("t_before").isNotNull())
+            | (F.col("t") < F.col("t_before"))
+        ).alias("row_numbers_out_of_order"),
+        F.count_if(~F.col("previous").eqNullSafe(F.col("v_before"))).alias("lags_unlike_the_order_s"),
+        F.count_if(~F.col("around_sum").eqNullSafe(F.col("sum_around"))).alias("bounded_sums_unlike_the_order_s"),
+    )
+    row = handle.call("ties check", lambda: counted.collect()[0])
+    return {name: int(row[name]) for name in row.asDict()}
 
 
 def wrong_rows(handle: Any, frame: Any) -> int:
@@ -326,6 +370,13 @@ def main() -> None:
                     guarded=args.guarded,
                 )
                 figures = {"runs": runs, **summarise(runs)}
+                if name == "ties" and not all(figures["exact"].values()):
+                    figures["spark_spilled"] = any(run["window_stage_spill_bytes"] > 0 for run in runs["spark"])
+                    figures["off_one_order_of_peers"] = {
+                        plan: off_one_order_of_peers(handle, frame, plans_of(frame, name, columns, salting=False)[plan])
+                        for plan, exact in figures["exact"].items()
+                        if not exact
+                    }
                 if "salted" in runs:
                     figures["salted_wrong_rows"] = wrong_rows(handle, frame)
                 results[label] = figures
