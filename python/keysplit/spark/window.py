@@ -291,12 +291,12 @@ class SkewWindow:
                 orders.append(base.desc_nulls_first() if key.nulls_first else base.desc_nulls_last())
         return orders
 
-    def prepared(self, *, positioned: bool = True, placed: bool = True) -> DataFrame:
+    def prepared(self, *, positioned: bool = True) -> DataFrame:
         """The input with the window's partition and order expressions and the functions'
         arguments as columns of their own, and where :attr:`needs_position` (and
-        ``positioned``: the sample needs none) each row's place among its peers in Spark's
-        window (:data:`_POSITION`); not ``placed``: its place in the input, which
-        :meth:`at_spark_places` turns into Spark's where read (:attr:`radix_ties`)."""
+        ``positioned``: the sample needs none) each row's place in the input
+        (:data:`_POSITION`), which :meth:`branches` turns into its place among peers in
+        Spark's window where they differ (:attr:`radix_ties`, :meth:`at_spark_places`)."""
         from pyspark.sql import functions as F
 
         request = self.request
@@ -319,8 +319,7 @@ class SkewWindow:
                 "input changed since): call optimize again"
             )
             position = F.when(column(self.orders[0]).isNull(), F.raise_error(F.lit(message))).otherwise(position)
-        rows = self.frame.select("*", *extra, position.alias(_POSITION))
-        return self.at_spark_places(rows, self.spark_places(rows)) if self.radix_ties and placed else rows
+        return self.frame.select("*", *extra, position.alias(_POSITION))
 
     def spark_places(self, rows: DataFrame) -> DataFrame:
         """What :meth:`at_spark_places` reads: per input partition of ``rows`` (with their
@@ -1785,7 +1784,7 @@ class SkewWindow:
         # exchange and on the edge bands' rows: the input is sent and totalled meanwhile (at
         # 10^7 rows with 1 % nulls the chunks' totals 4.0 -> 1.6-1.8 task-s; read on every
         # row before the exchange, the places were in both stages' way).
-        prepared = self.prepared(placed=False)
+        prepared = self.prepared()
         places = self.spark_places(prepared) if self.radix_ties else None
         if entries is None:
             entries = self.hot_entries(prepared)
