@@ -134,8 +134,12 @@ _PARTITION = PREFIX + "partition"
 _COUNT = PREFIX + "count"
 _NULLS = PREFIX + "nulls"
 _START = PREFIX + "start"
-#: A hot row's number within its chunk, where one window operator serves every column.
+#: A hot row's number within its chunk, where the rows reach the window sorted: its place there.
 _ROW_NUMBER = PREFIX + "row_number"
+_MIXED = (
+    "keysplit window: a partition of the window's stage holds rows of another chunk than its own (a setting "
+    "that merges shuffle partitions?): report it, with the plan (explain), to keysplit"
+)
 
 
 def _part(i: int) -> str:
@@ -376,14 +380,19 @@ class SkewWindow:
             return F.transform(ends, lambda e: F.element_at(ends, (e + 1).cast("int")))
 
         rounds = (F.ceil(F.log2(nulls + 1)) + 1).cast("int")
-        # Each array made once (one row through an exchange): Spark's optimizer would otherwise
-        # put its expression in each lambda that reads it, computing it again for every element.
-        moved = listed.select(_PARTS, times.alias(_TIMES), positions.alias(_MOVED)).repartition(1)
+
+        # Each array made once: Spark's optimizer would otherwise put its expression in each
+        # lambda that reads it, computing it again for every element; it keeps apart what it
+        # cannot tell is deterministic (the partition's id, the same in every run of the task),
+        # where an exchange to one task cost a stage (0.1-0.15 s of a chain the window waits for).
+        def held(value: Column) -> Column:
+            return F.when(F.spark_partition_id() >= 0, value)
+
+        moved = listed.select(_PARTS, held(times).alias(_TIMES), held(positions).alias(_MOVED))
         ended = F.aggregate(F.sequence(F.lit(1), rounds), ends, halved)
         moved = moved.select(
-            _PARTS, F.transform(ended, lambda e: F.element_at(_MOVED, (e + 1).cast("int"))).alias(_MOVED)
+            _PARTS, held(F.transform(ended, lambda e: F.element_at(_MOVED, (e + 1).cast("int")))).alias(_MOVED)
         )
-        moved = moved.repartition(1)
         return moved.select(
             F.inline(
                 F.transform(
@@ -1430,8 +1439,8 @@ class SkewWindow:
 
     def row_number_name(self, k: int) -> str:
         """The column of a hot row's number within its chunk that column ``k`` reads (a
-        positional column, ``ntile``): one for all where every column is over one window
-        operator (:attr:`sorted_by_position`)."""
+        positional column, ``ntile``): one for all where the rows reach the window sorted
+        (:attr:`sorted_by_position`), numbered by their place in the partition (:meth:`branches`)."""
         return _ROW_NUMBER if self.sorted_by_position else f"{_local(k)}_rn"
 
     def locals(self) -> list[dict[str, Column]]:
@@ -1453,8 +1462,12 @@ class SkewWindow:
             arg = column(self.argument(k)) if spec.argument is not None else F.lit(1)
             name = spec.function
             values = positional if self.in_position_order(spec) else others
-            if self.positional(spec):
-                values[self.row_number_name(k)] = F.row_number().over(self.by_position())
+            if not self.sorted_by_position:
+                # Else every row has its number already (branches).
+                if self.positional(spec):
+                    values[self.row_number_name(k)] = F.row_number().over(self.by_position())
+                elif name == "ntile":
+                    values[self.row_number_name(k)] = F.row_number().over(w)
             if name == "avg":
                 # Spark's avg is its sum, in the type it sums in, over its count, the two
                 # a row near an edge adds to: no third aggregate over the frame (a bounded
@@ -1469,8 +1482,9 @@ class SkewWindow:
             elif name in ENDS:
                 values[_local(k)] = getattr(F, name)(arg, ignorenulls=spec.ignore_nulls).over(w)
             elif name == "ntile":
-                values[_local(k)] = F.ntile(spec.buckets).over(w)
-                values[self.row_number_name(k)] = F.row_number().over(w)
+                pass  # final reads the row's number alone
+            elif name == "row_number" and self.sorted_by_position:
+                values[_local(k)] = column(_ROW_NUMBER)
             elif name in ("percent_rank", "cume_dist"):
                 assert peers is not None
                 values[_local(k)] = getattr(F, name)().over(w)
@@ -1481,7 +1495,9 @@ class SkewWindow:
                     values[f"{_local(k)}_peers"] = F.count(F.lit(1)).over(running)
             else:
                 values[_local(k)] = getattr(F, name)().over(w)
-        return [layer for layer in (positional, others) if layer]
+        # One layer where they are one (a second, the same, Spark would analyse again).
+        layers = [positional] if others is positional else [positional, others]
+        return [layer for layer in layers if layer]
 
     def final(self, k: int, spec: WindowColumn) -> Column:
         """Column ``k``'s value for a hot row: its chunk's (local) combined with its carry."""
@@ -1820,6 +1836,11 @@ class SkewWindow:
             # stage took 15-17 task-s, with it 12-13.
             windowed = windowed.filter(F.spark_partition_id() >= 0)
             windowed = windowed.sortWithinPartitions(*self.parts, self.cell_name, *self.sort_orders(), _POSITION)
+            # A row's number in its chunk, the partition, is its place there: no frame of the
+            # window's computes it (the window stage 10.6-11.4 -> 10.0-10.9 task-s at 10^7 rows).
+            partition, place = partition_and_place(F.monotonically_increasing_id())
+            number = F.when(partition == column(self.cell_name), place + 1).otherwise(F.raise_error(F.lit(_MIXED)))
+            windowed = windowed.withColumn(_ROW_NUMBER, number)
         for layer in self.locals():
             windowed = windowed.withColumns(layer)
         carried = self.with_carries(windowed, self.summaries(rows, observe_chunks, places))
