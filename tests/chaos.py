@@ -58,8 +58,12 @@ def stages_of(api: StatusApi, action: Callable[[], Any], *, twice: bool = True) 
         action()
     before = api.last_stage()
     result = action()
-    ran = [s for s in api.stages_after(before) if s["attemptId"] == 0]
-    return result, sorted(ran, key=lambda s: s["stageId"])
+    ran = sorted((s for s in api.stages_after(before) if s["attemptId"] == 0), key=lambda s: s["stageId"])
+    # Spark numbers an application's stages in the order it makes them, one id after another:
+    # the ordinal-th stage an action starts is then found by its id (:func:`run_killing_at`).
+    ids = [s["stageId"] for s in ran]
+    assert ids == list(range(before + 1, before + 1 + len(ids))), f"stage ids not consecutive: {ids}"
+    return result, ran
 
 
 @dataclass(frozen=True)
@@ -146,6 +150,7 @@ def _run_killing_once(
 ) -> tuple[Any, list[Kill]]:
     api.caught_up()
     before = {s["stageId"] for s in api.stages()}
+    first = max(before, default=-1) + 1
     cached_before = {r["id"] for r in api.cached()}
     outcome: dict[str, Any] = {}
 
@@ -161,20 +166,26 @@ def _run_killing_once(
             done = [r for r in api.cached() if r["id"] not in cached_before]
             full = [r for r in done if r["numCachedPartitions"] == r["numPartitions"] > 0]
             return (-1, 0) if full else None
+        if point.stage is None:
+            # Found by its id (:func:`stages_of`) among the stages running now: a short reply,
+            # read often. Listing every stage to count them, each poll took longer the more
+            # queries the cluster had run, and a short stage could start and end between two.
+            assert point.ordinal is not None
+            chosen = first + point.ordinal
+            running = [s for s in api.active_stages() if s["stageId"] == chosen and s["status"] == "ACTIVE"]
+            if not running:
+                return None
+            attempt = max(running, key=lambda s: s["attemptId"])
+            return (chosen, attempt["numCompleteTasks"]) if attempt["numCompleteTasks"] >= point.completed else None
+        assert point.stage is not None
         stages = api.stages()
         started = sorted({s["stageId"] for s in stages} - before)
-        if point.stage is not None:
-            # Stage ids of concurrent stages come in no fixed order: picked by what they are.
-            latest = {s["stageId"]: s for s in sorted(stages, key=lambda s: s["attemptId"])}
-            picked = [sid for index, sid in enumerate(started) if point.stage(latest[sid], index)]
-            if not picked:
-                return None
-            chosen = min(picked)
-        else:
-            assert point.ordinal is not None
-            if len(started) <= point.ordinal:
-                return None
-            chosen = started[point.ordinal]
+        # Stage ids of concurrent stages come in no fixed order: picked by what they are.
+        latest = {s["stageId"]: s for s in sorted(stages, key=lambda s: s["attemptId"])}
+        picked = [sid for index, sid in enumerate(started) if point.stage(latest[sid], index)]
+        if not picked:
+            return None
+        chosen = min(picked)
         attempt = max((s for s in stages if s["stageId"] == chosen), key=lambda s: s["attemptId"])
         if attempt["status"] == "ACTIVE" and attempt["numCompleteTasks"] >= point.completed:
             return chosen, attempt["numCompleteTasks"]

@@ -31,6 +31,11 @@ class StatusApi:
         """Every stage attempt so far."""
         return self._get(f"/{self.app}/stages")  # type: ignore[no-any-return]
 
+    def active_stages(self) -> list[dict[str, Any]]:
+        """The stage attempts running now: a short list, where :meth:`stages` lists every
+        stage of the application, a list (and a reply) that grows with each query run."""
+        return self._get(f"/{self.app}/stages?status=active")  # type: ignore[no-any-return]
+
     def tasks(self, stage: dict[str, Any]) -> list[dict[str, Any]]:
         """The tasks of one stage attempt (an entry of :meth:`stages`), with their metrics."""
         path = f"/{self.app}/stages/{stage['stageId']}/{stage['attemptId']}/taskList?length=100000"
