@@ -510,34 +510,40 @@ def test_a_window_of_edge_reads_cut_at_literals_survives_a_kill_in_its_first_and
         assert result.equals(expected), f"a different window after {kills}"
 
 
-def test_a_window_over_one_nullable_column_with_ties_survives_a_kill_in_its_counts_and_slowest_stage(
-    cluster, api, directory
+@pytest.mark.parametrize("placed", ["by optimize's statistics", "in the plan"])
+def test_a_window_over_one_nullable_column_with_ties_survives_a_kill_in_its_first_and_slowest_stage(
+    cluster, api, directory, placed
 ):
     # A row number, a lag, a running sum and a bounded sum over the Zipf key with nulls and
-    # no tie-breaker: optimize's plan orders peers as Spark's radix sorter would in one
-    # task reading the input in its order (each input partition's rows and nulls counted in
-    # a stage of its own). On a cluster Spark's own order of peers is the order its blocks
-    # are fetched in, which varies, so Spark gives the running sum (the same for peers) and
-    # the row numbers, lags and bounded sums are checked against the order the row numbers
-    # give. Killed in its first stage (the counts) and its slowest, the same as unkilled.
+    # no tie-breaker: the plan orders peers as Spark's radix sorter would in one task reading
+    # the input in its order, the places it moves rows to found by optimize's statistics (a
+    # literal table, recounted by the plan), or by the window verb's plan (each input
+    # partition's rows and nulls counted in a stage of its own). On a cluster Spark's own
+    # order of peers is the order its blocks are fetched in, which varies, so Spark gives the
+    # running sum (the same for peers) and the row numbers, lags and bounded sums are checked
+    # against the order the row numbers give. Killed in its first stage and its slowest, the
+    # same as unkilled.
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
     frame = cluster.spark.read.parquet(str(directory))
     frame = frame.withColumn("order", F.when(F.col("rid") % 37 == 5, F.lit(None)).otherwise(F.col("key")))
     w = Window.orderBy("order")
-    query = frame.withColumns(
-        {
-            "n": F.row_number().over(w),
-            "prev": F.lag("rid", 1).over(w),
-            "run": F.sum("rid").over(w),
-            "around": F.sum("rid").over(w.rowsBetween(-2, 2)),
-        }
-    )
-    plan = Report()
-    optimized = optimize(query, workers=16, min_rows=0, report=plan)
-    assert plan.get.operators[0].rewritten, str(plan.get)
-    assert "__keysplit_w_nulls" in cluster.explained(optimized)
+    columns = {
+        "n": F.row_number().over(w),
+        "prev": F.lag("rid", 1).over(w),
+        "run": F.sum("rid").over(w),
+        "around": F.sum("rid").over(w.rowsBetween(-2, 2)),
+    }
+    query = frame.withColumns(columns)
+    if placed == "in the plan":
+        optimized = window(frame, columns, workers=16)
+        assert "__keysplit_w_nulls" in cluster.explained(optimized)
+    else:
+        plan = Report()
+        optimized = optimize(query, workers=16, min_rows=0, report=plan)
+        assert plan.get.operators[0].rewritten, str(plan.get)
+        assert "__keysplit_w_checked" in cluster.explained(optimized)
 
     def action() -> pl.DataFrame:
         return fetched(optimized)

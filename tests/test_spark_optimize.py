@@ -448,20 +448,30 @@ def test_a_window_without_partition_by_finds_its_chunks_edge_rows_in_sampled_ban
 
 
 @pytest.mark.parametrize(
-    ("order", "radix"),
+    ("order", "radix", "shuffled"),
     [
-        pytest.param(lambda: [F.col("t")], True, id="long with ties and nulls"),
-        pytest.param(lambda: [F.col("t").desc()], True, id="long descending, nulls last"),
-        pytest.param(lambda: [F.timestamp_seconds(F.col("t") * 3600)], True, id="timestamp"),
-        pytest.param(lambda: [F.col("t").cast("double").desc_nulls_first()], True, id="double descending, nulls first"),
-        pytest.param(lambda: [F.col("s")], False, id="string (not sorted by radix)"),
+        pytest.param(lambda: [F.col("t")], True, False, id="long with ties and nulls"),
+        pytest.param(lambda: [F.col("t").desc()], True, False, id="long descending, nulls last"),
+        pytest.param(lambda: [F.timestamp_seconds(F.col("t") * 3600)], True, False, id="timestamp"),
+        pytest.param(
+            lambda: [F.col("t").cast("double").desc_nulls_first()], True, False, id="double descending, nulls first"
+        ),
+        pytest.param(lambda: [F.col("t")], True, True, id="long, its input a view that shuffles"),
+        pytest.param(lambda: [F.col("s")], False, False, id="string (not sorted by radix)"),
     ],
 )
-def test_peers_of_one_nullable_order_column_are_in_spark_s_radix_sorter_s_order(spark, facts, order, radix):
+def test_peers_of_one_nullable_order_column_are_in_spark_s_radix_sorter_s_order(spark, facts, order, radix, shuffled):
     # Without a tie-breaker, Spark's order among peers is its sorter's: sorting one column
     # by radix, it moves a non-null row to the end of its buffer for each null that arrives,
     # so peers are not in the input's order. Every column that reads that order equals
-    # Spark's, row for row, in one window operator over the user's ordering.
+    # Spark's, row for row, in one window operator over the user's ordering. Where the
+    # input is read as it is stored, the statistics found where its nulls are, and the
+    # places are a literal table the plan recounts; where it is shuffled first (a view read by
+    # name, which optimize does not see into: its partitions are its exchange's, which the
+    # statistics' scan of fewer columns may coalesce otherwise), the plan computes them.
+    if shuffled:
+        facts.repartition(3, "u").createOrReplaceTempView("shuffled_facts")
+        facts = spark.spark.table("shuffled_facts")
     w = Window.orderBy(*order())
     columns = {
         "n": F.row_number().over(w),
@@ -485,7 +495,9 @@ def test_peers_of_one_nullable_order_column_are_in_spark_s_radix_sorter_s_order(
     plan = spark.explained(optimized)
     # Spark's radix sort moved peers (the case is not the input's order), and the plan
     # follows it; a string's sort keeps the input's order, and no nulls are listed.
-    assert (moved > 0) == radix and ("__keysplit_w_nulls" in plan) == radix, (moved, plan)
+    assert (moved > 0) == radix, moved
+    assert ("__keysplit_w_nulls" in plan) == (radix and shuffled), plan
+    assert ("__keysplit_w_checked" in plan) == (radix and not shuffled), plan
     # One window operator over the chunks (its partition; the chunks' totals are ordered by it).
     windows = [
         line
@@ -522,6 +534,29 @@ def test_a_nullable_order_column_with_no_null_needs_no_places_and_a_null_met_lat
     query = facts.withColumns({"n": F.row_number().over(Window.orderBy("t"))})
     optimized, report = _optimized(query)
     with pytest.raises(Exception, match="has a null where optimize's statistics counted none"):
+        optimized.collect()
+
+
+def test_places_from_statistics_that_no_longer_hold_fail_the_query(spark, facts, monkeypatch):
+    # Statistics that found the order column's nulls elsewhere than the plan meets them (an
+    # input changed after them: one null less): the plan's recount differs, and the query
+    # fails rather than put a peer out of Spark's order.
+    window_module = importlib.import_module("keysplit.spark.window")
+    measured = window_module.SkewWindow.measured
+
+    def one_null_less(self, handle, sample):
+        assert sample.placed is not None and len(sample.placed.positions) > 1
+        placed = dataclasses.replace(sample.placed, positions=sample.placed.positions[1:])
+        return measured(self, handle, dataclasses.replace(sample, placed=placed))
+
+    monkeypatch.setattr(window_module.SkewWindow, "measured", one_null_less)
+    query = facts.withColumns(
+        {"n": F.row_number().over(Window.orderBy("t")), "prev": F.lag("u").over(Window.orderBy("t"))}
+    )
+    optimized, report = _optimized(query)
+    assert report.operators[0].rewritten, str(report)
+    assert "__keysplit_w_checked" in spark.explained(optimized)
+    with pytest.raises(Exception, match="not where optimize's statistics found them"):
         optimized.collect()
 
 

@@ -43,7 +43,10 @@ from urllib.parse import unquote, urlparse
 
 import polars as pl
 
+from keysplit.spark.columns import column
 from keysplit.spark.group_runner import PREFIX
+from keysplit.spark.row_index import PLACE_BITS
+from keysplit.spark.sorter_places import COUNTED_PARTITIONS, CountedPlaces
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -73,6 +76,8 @@ SCAN_TASK_BYTES = 32 << 20
 BROADCAST_SAMPLE_ROWS = 500_000
 #: The sampled key hash's column: ``xxhash64(seed, keys)``, as each verb's plan finds keys by.
 KEY_HASH = "__keysplit_st_key_hash"
+#: A row's position in the input, observed where :attr:`SampleRequest.placed`.
+_POSITION = PREFIX + "st_position"
 #: The most bytes of samples kept for reuse (least recently used dropped first).
 KEPT_BYTES = 256 << 20
 #: Plan nodes that read something which may change under the same plan: with no input file
@@ -155,6 +160,9 @@ class SampleRequest:
     #: before the sample; not for a ``presampled`` frame): :attr:`InputSample.counted`. Such
     #: a request has a scan of its own.
     counted_where: Column | None = None
+    #: ... and where ``frame`` is read in its input's own partitions (its plan shuffles
+    #: nothing), where those rows are: :attr:`InputSample.placed`.
+    placed: bool = False
 
 
 @dataclass(frozen=True)
@@ -171,6 +179,8 @@ class InputSample:
     #: The input's rows that meet its request's :attr:`SampleRequest.counted_where`, all of
     #: them (None: nothing was counted).
     counted: int | None = None
+    #: ... and where they are (:attr:`SampleRequest.placed`; None: not listed).
+    placed: CountedPlaces | None = None
 
     @property
     def rows(self) -> pl.DataFrame:
@@ -256,15 +266,27 @@ def sample_inputs(
     known to be split)."""
 
     def scanned(
-        frame: DataFrame, fraction: float, presampled: bool, tasks: int | None, where: Column | None = None
-    ) -> tuple[pa.Table, int | None]:
+        frame: DataFrame,
+        fraction: float,
+        presampled: bool,
+        tasks: int | None,
+        where: Column | None = None,
+        placed: bool = False,
+    ) -> tuple[pa.Table, int | None, CountedPlaces | None]:
         from pyspark.sql import functions as F
         from pyspark.sql.connect.observation import Observation
 
         counting: Any = Observation() if where is not None and not presampled else None
         if counting is not None:
             assert where is not None
-            frame = frame.observe(counting, F.count_if(where).alias("counted"))
+            measures = [F.count_if(where).alias("counted")]
+            if placed:
+                # A column first: Spark refuses a nondeterministic expression in an observation.
+                frame = frame.withColumn(_POSITION, F.monotonically_increasing_id())
+                measures += _placing_measures(column(_POSITION), where)
+            frame = frame.observe(counting, *measures)
+            if placed:
+                frame = frame.drop(_POSITION)
         if fraction < 1 and not presampled:
             frame = frame.sample(fraction=fraction, seed=seed)
         if tasks is not None:
@@ -272,19 +294,24 @@ def sample_inputs(
             # their own split's seed, fewer fixed costs.
             frame = frame.coalesce(tasks)
         table = _arrow(frame)
-        return table, None if counting is None else int(counting.get["counted"])
+        if counting is None:
+            return table, None, None
+        observed = counting.get
+        return table, int(observed["counted"]), _counted_places(observed) if placed else None
 
     def sampled(request: SampleRequest) -> InputSample:
         frame = request.frame if request.where is None else request.frame.filter(request.where)
         whole = frame.select(request.key_hash.alias(KEY_HASH), *request.columns)
         counted = request.counted_where
-        what = None if counted is None else _expression_bytes(counted, frame.sparkSession.client)
+        what = None if counted is None else (_expression_bytes(counted, frame.sparkSession.client), request.placed)
         key = _kept_key(whole, (request.fraction, request.presampled, seed, SAMPLE_ROWS, MIN_FRACTION, what))
         kept = _KEPT.get(key) if key is not None else None
         if kept is not None and (
             kept.whole or not InputSample(kept.fraction, kept.table).may_split(workers, min_skew, min_rows)
         ):
-            return InputSample(kept.fraction, kept.table, request.keys, reused=True, counted=kept.counted)
+            return InputSample(
+                kept.fraction, kept.table, request.keys, reused=True, counted=kept.counted, placed=kept.placed
+            )
         plan = handle.explained(request.statistics_of or request.frame, "cost")
         if kept is not None:
             fraction = kept.fraction
@@ -295,17 +322,21 @@ def sample_inputs(
         tasks = None if full_width else _scan_tasks(plan, workers, handle.task_slots)
         keys_alone = None if kept is not None or counted is not None else _keys_alone(request, frame)
         if keys_alone is not None:
-            table, _ = scanned(keys_alone, fraction, request.presampled, tasks)
+            table, _, _ = scanned(keys_alone, fraction, request.presampled, tasks)
             alone = InputSample(fraction, table, request.keys)
             if not alone.may_split(workers, min_skew, min_rows):
                 if key is not None:
                     _KEPT.put(key, _Sample(fraction, alone.table, whole=False))
                 return alone
             tasks = None
-        table, count = scanned(whole, fraction, request.presampled, tasks, request.counted_where)
+        # Places read in other partitions than the plan's would be wrong: only where the plan
+        # shuffles nothing (an exchange's output is coalesced by the sizes of what it moves,
+        # which the scan's pruned columns change).
+        placed = request.placed and "Exchange" not in plan.partition("== Physical Plan ==")[2]
+        table, count, places = scanned(whole, fraction, request.presampled, tasks, request.counted_where, placed)
         if key is not None:
-            _KEPT.put(key, _Sample(fraction, table, whole=True, counted=count))
-        return InputSample(fraction, table, request.keys, counted=count)
+            _KEPT.put(key, _Sample(fraction, table, whole=True, counted=count, placed=places))
+        return InputSample(fraction, table, request.keys, counted=count, placed=places)
 
     merged, positions = _shared_scans(requests)
 
@@ -323,10 +354,49 @@ def sample_inputs(
             request.keys,
             scans[scan].reused,
             scans[scan].counted,
+            scans[scan].placed,
         )
         for request, (scan, columns) in zip(requests, positions, strict=True)
     ]
     return samples, len(scans), sum(scan.reused for scan in scans)
+
+
+def _placing_measures(position: Column, where: Column) -> list[Column]:
+    """What an observation gathers, besides the count, for :class:`CountedPlaces`: the
+    positions of the rows counted, each of the first :data:`COUNTED_PARTITIONS` input
+    partitions' rows, and the last partition's index.
+
+    The rows per partition are a ``histogram_numeric`` of the partition's index with as many
+    bins as partitions counted: its bins merge only where more than that many are held (Ben-Haim
+    and Tom-Tov's rule, as Spark's ``NumericHistogram`` has it), the closest first, so a bin
+    never merges two indices and its height is the exact count. The one aggregate an
+    observation has that counts per value; :func:`_counted_places` checks the bins, and the
+    plan recounts them (:func:`keysplit.spark.sorter_places.check_sums`)."""
+    from pyspark.sql import functions as F
+
+    partition = F.shiftright(position, PLACE_BITS)
+    counted = F.when(partition < COUNTED_PARTITIONS, partition.cast("double"))
+    return [
+        F.collect_list(F.when(where, position)).alias("positions"),
+        F.histogram_numeric(counted, F.lit(COUNTED_PARTITIONS)).alias("partitions"),
+        F.max(partition).alias("last_partition"),
+    ]
+
+
+def _counted_places(observed: dict[str, Any]) -> CountedPlaces | None:
+    """The observation's :func:`_placing_measures` as :class:`CountedPlaces`; None where a
+    bin is not one partition's (an index not whole)."""
+    import numpy as np
+
+    rows: dict[int, int] = {}
+    for bin_ in observed["partitions"] or []:
+        index, height = round(bin_["x"]), round(bin_["y"])
+        if abs(bin_["x"] - index) > 1e-6 or abs(bin_["y"] - height) > 1e-6:
+            return None
+        rows[index] = rows.get(index, 0) + height
+    last = observed["last_partition"]
+    positions = np.sort(np.asarray(observed["positions"] or [], dtype=np.int64))
+    return CountedPlaces(rows, -1 if last is None else int(last), positions)
 
 
 def _arrow(frame: DataFrame) -> pa.Table:
@@ -468,6 +538,7 @@ class _Sample:
     table: pa.Table
     whole: bool
     counted: int | None = None
+    placed: CountedPlaces | None = None
 
 
 class _Kept:

@@ -64,7 +64,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import polars as pl
@@ -81,6 +81,7 @@ from keysplit.spark.row_index import COUNT, PARTITION, PLACE_BITS, indexed, part
 from keysplit.spark.row_index import INDEX as ROW_INDEX
 from keysplit.spark.row_index import TOTAL as ROWS_TOTAL
 from keysplit.spark.sampled import SAMPLED, UPPER, candidate_cuts, cuts_of, hot_in_sample
+from keysplit.spark.sorter_places import COUNTED_PARTITIONS, check_sums, moved_places
 from keysplit.spark.statistics import KEY_HASH, InputSample, SampleRequest, cut_rows
 from keysplit.spark.window_spec import (
     AGGREGATES,
@@ -136,6 +137,14 @@ _NULLS = PREFIX + "nulls"
 _START = PREFIX + "start"
 #: A hot row's number within its chunk, where the rows reach the window sorted: its place there.
 _ROW_NUMBER = PREFIX + "row_number"
+#: A hot row's input position, for the recount of :attr:`SkewWindow.places_check`.
+_INPUT_POSITION = PREFIX + "input_position"
+#: The recount's sums, by :func:`keysplit.spark.sorter_places.check_sums`'s index.
+_CHECKED = PREFIX + "checked"
+_CHANGED = (
+    "keysplit window: the input's rows are not where optimize's statistics found them (its nulls or its "
+    "partitions' rows changed since): call optimize again"
+)
 _MIXED = (
     "keysplit window: a partition of the window's stage holds rows of another chunk than its own (a setting "
     "that merges shuffle partitions?): report it, with the plan (explain), to keysplit"
@@ -263,6 +272,11 @@ class SkewWindow:
     #: all the input's rows: no places to compute, and a null met in the plan fails the query
     #: (the input changed since), never a row out of Spark's order.
     nulls_refused: bool = False
+    #: ... or they found where the sorter's moved rows end (:mod:`.sorter_places`): those
+    #: places as a literal table (:meth:`spark_places`' shape), and what the plan recounts
+    #: over its input to fail the query where the input changed since.
+    known_places: DataFrame | None = field(default=None, compare=False, repr=False)
+    places_check: tuple[int, ...] = ()
 
     @property
     def parts(self) -> list[str]:
@@ -856,7 +870,9 @@ class SkewWindow:
         # places are needed (:meth:`measured`).
         nulls = column(self.orders[0]).isNull() if self.radix_ties else None
         frame = self.prepared(positioned=False)
-        return SampleRequest(frame, self.key_hash(), columns, tuple(self.parts), counted_where=nulls)
+        return SampleRequest(
+            frame, self.key_hash(), columns, tuple(self.parts), counted_where=nulls, placed=self.radix_ties
+        )
 
     def sampled_cuts(self, sample: InputSample, hot: pl.DataFrame) -> dict[int, list[list[Any]]]:
         """Each ``hot`` key's ``C - 1`` candidate cuts from ``sample``: a list of values per
@@ -1007,7 +1023,27 @@ class SkewWindow:
         )
         table = pa.table({_ENTRIES: pa.array([entries], pa.list_(entry))})
         made = handle.call("making the hot keys' table", lambda: handle.spark.createDataFrame(table))
-        return replace(with_cuts, cells=cells), made, sample.key_values(hot)
+        return replace(with_cuts, cells=cells).with_known_places(handle, sample), made, sample.key_values(hot)
+
+    def with_known_places(self, handle: Session, sample: InputSample) -> SkewWindow:
+        """This window with the places its sorter's moved rows end at as a literal table
+        (:attr:`known_places`), where ``sample`` found where the input's nulls are
+        (:mod:`.sorter_places`); itself otherwise (the plan computes them)."""
+        import pyarrow as pa
+
+        if not self.radix_ties or sample.placed is None:
+            return self
+        moved = moved_places(sample.placed)
+        if moved is None:
+            return self
+        table = pa.table(
+            {
+                _PARTITION: pa.array(list(moved), pa.int32()),
+                _MOVED: pa.array(list(moved.values()), pa.list_(pa.int64())),
+            }
+        )
+        made = handle.call("making the places' table", lambda: handle.spark.createDataFrame(table))
+        return replace(self, known_places=made, places_check=check_sums(sample.placed))
 
     def joined_by_key(self, rows: DataFrame, other: DataFrame, how: str, *, by_chunk: bool = False) -> DataFrame:
         """``rows`` joined to ``other`` by the partition values, null-safe (a null key is a
@@ -1204,6 +1240,9 @@ class SkewWindow:
 
         bands = self.edge_bands
         regrouped = bands is not None and self.regroupable
+        checked = places is not None and bool(self.places_check)
+        if checked:
+            rows = rows.withColumn(_INPUT_POSITION, column(_POSITION))
         if places is not None and not regrouped:
             rows = self.at_spark_places(rows, places)
         if self.needs_sort_key and bands is None:
@@ -1244,6 +1283,8 @@ class SkewWindow:
             distinct = F.count_distinct(F.struct(*[column(name) for name in self.orders]))
             totals[_DISTINCT] = (distinct, "sum", None)
         aggregates = {name: value for name, (value, _, _) in totals.items() if value is not None}
+        if checked:
+            aggregates.update(self.recounted())
         grouped = rows.groupBy(*self.parts, _CHUNK)
         if bands is None:
             chunk_totals = grouped.agg(*[value.alias(name) for name, value in aggregates.items()])
@@ -1297,9 +1338,35 @@ class SkewWindow:
                 pick = F.first if kind == "first" else F.last
                 carries[_BEFORE + name] = pick(value, ignorenulls=detail).over(prior)
                 carries[_KEY + name] = pick(value, ignorenulls=detail).over(whole)
-        carried = chunk_totals.select(*self.parts, _CHUNK, *[carry.alias(name) for name, carry in carries.items()])
+        chunk = column(_CHUNK)
+        if checked:
+            sums = [F.coalesce(F.sum(f"{_CHECKED}{i}").over(whole), F.lit(0)) for i in range(len(self.places_check))]
+            expected = [F.lit(value).cast("long") for value in self.places_check]
+            # The chunk is what every row's carry is joined by: the recount is read.
+            chunk = F.when(F.array(*sums) != F.array(*expected), F.raise_error(F.lit(_CHANGED))).otherwise(chunk)
+        carries_read = [carry.alias(name) for name, carry in carries.items()]
+        carried = chunk_totals.select(*self.parts, chunk.alias(_CHUNK), *carries_read)
         parts = self.edge_parts()
         return carried.withColumns(parts) if parts else carried
+
+    def recounted(self) -> dict[str, Column]:
+        """Per chunk, :func:`keysplit.spark.sorter_places.check_sums`' six sums over its rows
+        at their input positions: summed over the chunks, what :meth:`summaries` compares with
+        :attr:`places_check`."""
+        from pyspark.sql import functions as F
+
+        partition, place = partition_and_place(column(_INPUT_POSITION))
+        counted = partition < COUNTED_PARTITIONS
+        null = column(self.orders[0]).isNull()
+        sums = [
+            F.count_if(counted),
+            F.sum(F.when(counted, place)),
+            F.sum(F.when(counted, partition)),
+            F.count_if(null),
+            F.sum(F.when(null, place)),
+            F.sum(F.when(null, partition)),
+        ]
+        return {f"{_CHECKED}{i}": value for i, value in enumerate(sums)}
 
     @property
     def regroupable(self) -> bool:
@@ -1801,7 +1868,9 @@ class SkewWindow:
         # 10^7 rows with 1 % nulls the chunks' totals 4.0 -> 1.6-1.8 task-s; read on every
         # row before the exchange, the places were in both stages' way).
         prepared = self.prepared()
-        places = self.spark_places(prepared) if self.radix_ties else None
+        places = self.known_places
+        if places is None and self.radix_ties:
+            places = self.spark_places(prepared)
         if entries is None:
             entries = self.hot_entries(prepared)
         rows = self.chunked(self.hot_rows(prepared, entries))
