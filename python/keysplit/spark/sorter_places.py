@@ -12,9 +12,10 @@ table: no scan of the input of their own, no chain.
 
 The positions are ``monotonically_increasing_id``'s: an input partition's index above
 :data:`~keysplit.spark.row_index.PLACE_BITS` bits of place in it. They match the plan's only
-where the plan reads the input in the same partitions as the statistics did (an input with
-no exchange: :func:`keysplit.spark.statistics.row_wise`), and only while the input is
-unchanged; :func:`check_sums` are what the plan recounts to fail the query otherwise.
+where the plan reads the input in the same partitions as the statistics did (an input whose
+plan has no exchange: :attr:`keysplit.spark.statistics.SampleRequest.placed`), and only while
+the input is unchanged; :func:`check_sums` are what the plan recounts to fail the query
+otherwise.
 """
 
 from __future__ import annotations
