@@ -537,6 +537,22 @@ def test_a_nullable_order_column_with_no_null_needs_no_places_and_a_null_met_lat
         optimized.collect()
 
 
+def test_more_nulls_than_the_statistics_list_leave_the_places_to_the_plan(spark, facts, monkeypatch):
+    # Past the nulls the statistics list (a literal table of as many longs goes with every
+    # request carrying the plan), the statistics send none, and the plan computes the places.
+    monkeypatch.setattr(importlib.import_module("keysplit.spark.statistics"), "LISTED_NULLS", 3)
+    forget_statistics()
+    query = facts.withColumns(
+        {"n": F.row_number().over(Window.orderBy("t")), "prev": F.lag("u").over(Window.orderBy("t"))}
+    )
+    optimized, report = _optimized(query)
+    assert report.operators[0].rewritten, str(report)
+    plan = spark.explained(optimized)
+    assert "__keysplit_w_nulls" in plan and "__keysplit_w_checked" not in plan, plan
+    assert pl.from_arrow(optimized.toArrow()).sort("u").equals(pl.from_arrow(query.toArrow()).sort("u"))
+    forget_statistics()
+
+
 def test_places_from_statistics_that_no_longer_hold_fail_the_query(spark, facts, monkeypatch):
     # Statistics that found the order column's nulls elsewhere than the plan meets them (an
     # input changed after them: one null less): the plan's recount differs, and the query

@@ -31,6 +31,10 @@ from keysplit.spark.row_index import PLACE_BITS
 #: moved are among the input's first ``Z`` (its nulls' count), which the first few hold
 #: where nulls are a small share. Where these hold fewer, the places are the plan's own.
 COUNTED_PARTITIONS = 256
+#: The most nulls whose positions the statistics list: the places are a literal table of up
+#: to as many longs (8 MiB), sent with every request that carries the plan, and read by two
+#: of its branches. Where there are more, the plan computes them.
+LISTED_NULLS = 1 << 20
 
 
 @dataclass(frozen=True)

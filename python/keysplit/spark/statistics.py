@@ -46,7 +46,7 @@ import polars as pl
 from keysplit.spark.columns import column
 from keysplit.spark.group_runner import PREFIX
 from keysplit.spark.row_index import PLACE_BITS
-from keysplit.spark.sorter_places import COUNTED_PARTITIONS, CountedPlaces
+from keysplit.spark.sorter_places import COUNTED_PARTITIONS, LISTED_NULLS, CountedPlaces
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -363,8 +363,8 @@ def sample_inputs(
 
 def _placing_measures(position: Column, where: Column) -> list[Column]:
     """What an observation gathers, besides the count, for :class:`CountedPlaces`: the
-    positions of the rows counted, each of the first :data:`COUNTED_PARTITIONS` input
-    partitions' rows, and the last partition's index.
+    positions of the rows counted (up to :data:`LISTED_NULLS` of them), each of the first
+    :data:`COUNTED_PARTITIONS` input partitions' rows, and the last partition's index.
 
     The rows per partition are a ``histogram_numeric`` of the partition's index with as many
     bins as partitions counted: its bins merge only where more than that many are held (Ben-Haim
@@ -376,18 +376,22 @@ def _placing_measures(position: Column, where: Column) -> list[Column]:
 
     partition = F.shiftright(position, PLACE_BITS)
     counted = F.when(partition < COUNTED_PARTITIONS, partition.cast("double"))
+    # Beyond LISTED_NULLS the list is not sent (the driver still gathers it: 8 bytes a null).
+    listed = F.when(F.count_if(where) <= LISTED_NULLS, F.collect_list(F.when(where, position)))
     return [
-        F.collect_list(F.when(where, position)).alias("positions"),
+        listed.alias("positions"),
         F.histogram_numeric(counted, F.lit(COUNTED_PARTITIONS)).alias("partitions"),
         F.max(partition).alias("last_partition"),
     ]
 
 
 def _counted_places(observed: dict[str, Any]) -> CountedPlaces | None:
-    """The observation's :func:`_placing_measures` as :class:`CountedPlaces`; None where a
-    bin is not one partition's (an index not whole)."""
+    """The observation's :func:`_placing_measures` as :class:`CountedPlaces`; None where the
+    nulls were too many to list, or a bin is not one partition's (an index not whole)."""
     import numpy as np
 
+    if observed["positions"] is None:
+        return None
     rows: dict[int, int] = {}
     for bin_ in observed["partitions"] or []:
         index, height = round(bin_["x"]), round(bin_["y"])
@@ -395,7 +399,7 @@ def _counted_places(observed: dict[str, Any]) -> CountedPlaces | None:
             return None
         rows[index] = rows.get(index, 0) + height
     last = observed["last_partition"]
-    positions = np.sort(np.asarray(observed["positions"] or [], dtype=np.int64))
+    positions = np.sort(np.asarray(observed["positions"], dtype=np.int64))
     return CountedPlaces(rows, -1 if last is None else int(last), positions)
 
 

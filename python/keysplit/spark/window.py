@@ -142,8 +142,8 @@ _INPUT_POSITION = PREFIX + "input_position"
 #: The recount's sums, by :func:`keysplit.spark.sorter_places.check_sums`'s index.
 _CHECKED = PREFIX + "checked"
 _CHANGED = (
-    "keysplit window: the input's rows are not where optimize's statistics found them (its nulls or its "
-    "partitions' rows changed since): call optimize again"
+    "keysplit window: the input's rows are not where optimize's statistics found them: it changed since (call "
+    "optimize again), or it is not the same each time it is computed (cache it first)"
 )
 _MIXED = (
     "keysplit window: a partition of the window's stage holds rows of another chunk than its own (a setting "
