@@ -172,21 +172,20 @@ def _run_killing_once(
             # queries the cluster had run, and a short stage could start and end between two.
             assert point.ordinal is not None
             chosen = first + point.ordinal
-            running = [s for s in api.active_stages() if s["stageId"] == chosen and s["status"] == "ACTIVE"]
-            if not running:
+            stages = api.active_stages()
+        else:
+            stages = api.stages()
+            started = sorted({s["stageId"] for s in stages} - before)
+            # Stage ids of concurrent stages come in no fixed order: picked by what they are.
+            latest = {s["stageId"]: s for s in sorted(stages, key=lambda s: s["attemptId"])}
+            picked = [sid for index, sid in enumerate(started) if point.stage(latest[sid], index)]
+            if not picked:
                 return None
-            attempt = max(running, key=lambda s: s["attemptId"])
-            return (chosen, attempt["numCompleteTasks"]) if attempt["numCompleteTasks"] >= point.completed else None
-        assert point.stage is not None
-        stages = api.stages()
-        started = sorted({s["stageId"] for s in stages} - before)
-        # Stage ids of concurrent stages come in no fixed order: picked by what they are.
-        latest = {s["stageId"]: s for s in sorted(stages, key=lambda s: s["attemptId"])}
-        picked = [sid for index, sid in enumerate(started) if point.stage(latest[sid], index)]
-        if not picked:
+            chosen = min(picked)
+        attempts = [s for s in stages if s["stageId"] == chosen]
+        if not attempts:
             return None
-        chosen = min(picked)
-        attempt = max((s for s in stages if s["stageId"] == chosen), key=lambda s: s["attemptId"])
+        attempt = max(attempts, key=lambda s: s["attemptId"])
         if attempt["status"] == "ACTIVE" and attempt["numCompleteTasks"] >= point.completed:
             return chosen, attempt["numCompleteTasks"]
         return None

@@ -49,6 +49,11 @@ class CountedPlaces:
     positions: np.ndarray
 
 
+def _split(positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each position's input partition and place in it (``partition_and_place``'s, in numpy)."""
+    return positions >> PLACE_BITS, positions & ((1 << PLACE_BITS) - 1)
+
+
 def moved_places(counted: CountedPlaces) -> dict[int, np.ndarray] | None:
     """Per input partition holding rows the sorter moves, the places they end at (the
     positions of nulls), the partition's first row's first: the table
@@ -69,8 +74,7 @@ def moved_places(counted: CountedPlaces) -> dict[int, np.ndarray] | None:
     if counted.last_partition >= COUNTED_PARTITIONS and counts.sum() < nulls:
         return None
     starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
-    partitions = positions >> PLACE_BITS
-    places = positions & ((1 << PLACE_BITS) - 1)
+    partitions, places = _split(positions)
     # A null in a partition not counted comes after every counted row: past the first Z.
     counted_partition = partitions < COUNTED_PARTITIONS
     times = np.where(counted_partition, starts[np.minimum(partitions, COUNTED_PARTITIONS - 1)] + places, nulls)
@@ -92,17 +96,16 @@ def moved_places(counted: CountedPlaces) -> dict[int, np.ndarray] | None:
 
 def check_sums(counted: CountedPlaces) -> tuple[int, int, int, int, int, int]:
     """What the plan recounts over its input to find it unchanged since the statistics
-    (:meth:`~keysplit.spark.window.SkewWindow.places_check`): the rows of the counted
+    (:attr:`~keysplit.spark.window.SkewWindow.places_check`): the rows of the counted
     partitions, the sum of their places and of their partitions' indices, and the same three
     of the nulls. A row added, lost or moved to another partition changes one of them."""
     counts = {int(p): int(n) for p, n in counted.partition_rows.items()}
-    positions = np.asarray(counted.positions, dtype=np.int64)
-    partitions = positions >> PLACE_BITS
+    partitions, places = _split(np.asarray(counted.positions, dtype=np.int64))
     return (
         sum(counts.values()),
         sum(n * (n - 1) // 2 for n in counts.values()),
         sum(p * n for p, n in counts.items()),
-        len(positions),
-        int((positions & ((1 << PLACE_BITS) - 1)).sum()),
+        len(places),
+        int(places.sum()),
         int(partitions.sum()),
     )

@@ -124,10 +124,14 @@ def _scan_tasks(text: str, workers: int, slots: int = 1) -> int | None:
     wave of the query's tasks); None (as planned) where the plan shuffles (coalescing would
     narrow the stage that computes it) or has no estimate."""
     found = _ESTIMATE.search(text)
-    physical = text.partition("== Physical Plan ==")[2]
-    if found is None or not physical or "Exchange" in physical:
+    if found is None or not text.partition("== Physical Plan ==")[2] or _shuffles(text):
         return None
     return max(1, min(workers, max(slots, math.ceil(_size_bytes(found) / SCAN_TASK_BYTES))))
+
+
+def _shuffles(text: str) -> bool:
+    """Whether the physical plan in ``text`` (Spark's ``explain("cost")``) has an exchange."""
+    return "Exchange" in text.partition("== Physical Plan ==")[2]
 
 
 def sample_fraction(estimated: float | None) -> float:
@@ -332,7 +336,7 @@ def sample_inputs(
         # Places read in other partitions than the plan's would be wrong: only where the plan
         # shuffles nothing (an exchange's output is coalesced by the sizes of what it moves,
         # which the scan's pruned columns change).
-        placed = request.placed and "Exchange" not in plan.partition("== Physical Plan ==")[2]
+        placed = request.placed and not _shuffles(plan)
         table, count, places = scanned(whole, fraction, request.presampled, tasks, request.counted_where, placed)
         if key is not None:
             _KEPT.put(key, _Sample(fraction, table, whole=True, counted=count, placed=places))

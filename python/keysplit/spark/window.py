@@ -1240,7 +1240,7 @@ class SkewWindow:
 
         bands = self.edge_bands
         regrouped = bands is not None and self.regroupable
-        checked = places is not None and bool(self.places_check)
+        checked = bool(self.places_check)
         if checked:
             rows = rows.withColumn(_INPUT_POSITION, column(_POSITION))
         if places is not None and not regrouped:
