@@ -553,6 +553,26 @@ def test_more_nulls_than_the_statistics_list_leave_the_places_to_the_plan(spark,
     forget_statistics()
 
 
+def test_the_statistics_list_no_more_positions_than_they_counted(facts):
+    # The nulls' positions are listed after they were counted: past LISTED_NULLS no job
+    # runs, and a list of another length than the count (the input changed between the
+    # two reads) is dropped, so the plan computes the places.
+    statistics = importlib.import_module("keysplit.spark.statistics")
+    where = F.col("t").isNull()
+    positioned = facts.withColumn("p", F.monotonically_increasing_id())
+    expected = sorted(row.p for row in positioned.filter(where).select("p").collect())
+    assert 0 < len(expected) < statistics.LISTED_NULLS
+    listed = statistics._listed_positions(facts, where, len(expected))
+    assert listed is not None and listed.tolist() == expected
+    assert statistics._listed_positions(facts, where, len(expected) + 1) is None
+    # Too many counted, or none: no job runs (a condition that fails every row it meets).
+    failing = F.raise_error(F.lit("a row was read")).cast("boolean")
+    with pytest.raises(Exception, match="a row was read"):
+        statistics._listed_positions(facts, failing, 1)
+    assert statistics._listed_positions(facts, failing, statistics.LISTED_NULLS + 1) is None
+    assert statistics._listed_positions(facts, failing, 0).tolist() == []
+
+
 def test_places_from_statistics_that_no_longer_hold_fail_the_query(spark, facts, monkeypatch):
     # Statistics that found the order column's nulls elsewhere than the plan meets them (an
     # input changed after them: one null less): the plan's recount differs, and the query

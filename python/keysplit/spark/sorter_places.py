@@ -7,8 +7,8 @@ to make room, so rows of equal order values leave in that buffer's order, not th
 :meth:`~keysplit.spark.window.SkewWindow.spark_places` computes where they end inside the
 plan, from an aggregate over the input and a chain of one-task stages the window waits for.
 Here the same places come from what :mod:`.statistics` observed while it sampled the input
-(each input partition's rows and the nulls' positions) and go into the plan as a literal
-table: no scan of the input of their own, no chain.
+(each input partition's rows), and the nulls' positions listed in a stage after it, and go
+into the plan as a literal table: no chain.
 
 The positions are ``monotonically_increasing_id``'s: an input partition's index above
 :data:`~keysplit.spark.row_index.PLACE_BITS` bits of place in it. They match the plan's only
@@ -31,9 +31,10 @@ from keysplit.spark.row_index import PLACE_BITS
 #: moved are among the input's first ``Z`` (its nulls' count), which the first few hold
 #: where nulls are a small share. Where these hold fewer, the places are the plan's own.
 COUNTED_PARTITIONS = 256
-#: The most nulls whose positions the statistics list: the places are a literal table of up
-#: to as many longs (8 MiB), sent with every request that carries the plan, and read by two
-#: of its branches. Where there are more, the plan computes them.
+#: The most nulls whose positions the statistics list (counted first, so no more reach the
+#: driver): the places are a literal table of up to as many longs (8 MiB), sent with every
+#: request that carries the plan, and read by two of its branches. Where there are more,
+#: the plan computes them.
 LISTED_NULLS = 1 << 20
 
 

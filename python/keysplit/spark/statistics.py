@@ -41,6 +41,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlparse
 
+import numpy as np
 import polars as pl
 
 from keysplit.spark.columns import column
@@ -281,13 +282,14 @@ def sample_inputs(
         from pyspark.sql.connect.observation import Observation
 
         counting: Any = Observation() if where is not None and not presampled else None
+        read = frame
         if counting is not None:
             assert where is not None
             measures = [F.count_if(where).alias("counted")]
             if placed:
                 # A column first: Spark refuses a nondeterministic expression in an observation.
                 frame = frame.withColumn(_POSITION, F.monotonically_increasing_id())
-                measures += _placing_measures(column(_POSITION), where)
+                measures += _placing_measures(column(_POSITION))
             frame = frame.observe(counting, *measures)
             if placed:
                 frame = frame.drop(_POSITION)
@@ -301,7 +303,11 @@ def sample_inputs(
         if counting is None:
             return table, None, None
         observed = counting.get
-        return table, int(observed["counted"]), _counted_places(observed) if placed else None
+        count = int(observed["counted"])
+        if not placed:
+            return table, count, None
+        assert where is not None
+        return table, count, _counted_places(observed, _listed_positions(read, where, count))
 
     def sampled(request: SampleRequest) -> InputSample:
         frame = request.frame if request.where is None else request.frame.filter(request.where)
@@ -365,10 +371,10 @@ def sample_inputs(
     return samples, len(scans), sum(scan.reused for scan in scans)
 
 
-def _placing_measures(position: Column, where: Column) -> list[Column]:
-    """What an observation gathers, besides the count, for :class:`CountedPlaces`: the
-    positions of the rows counted (up to :data:`LISTED_NULLS` of them), each of the first
-    :data:`COUNTED_PARTITIONS` input partitions' rows, and the last partition's index.
+def _placing_measures(position: Column) -> list[Column]:
+    """What an observation gathers, besides the count, for :class:`CountedPlaces`: each of
+    the first :data:`COUNTED_PARTITIONS` input partitions' rows, and the last partition's
+    index (the rows counted are listed apart: :func:`_listed_positions`).
 
     The rows per partition are a ``histogram_numeric`` of the partition's index with as many
     bins as partitions counted: its bins merge only where more than that many are held (Ben-Haim
@@ -380,21 +386,40 @@ def _placing_measures(position: Column, where: Column) -> list[Column]:
 
     partition = F.shiftright(position, PLACE_BITS)
     counted = F.when(partition < COUNTED_PARTITIONS, partition.cast("double"))
-    # Beyond LISTED_NULLS the list is not sent (the driver still gathers it: 8 bytes a null).
-    listed = F.when(F.count_if(where) <= LISTED_NULLS, F.collect_list(F.when(where, position)))
     return [
-        listed.alias("positions"),
         F.histogram_numeric(counted, F.lit(COUNTED_PARTITIONS)).alias("partitions"),
         F.max(partition).alias("last_partition"),
     ]
 
 
-def _counted_places(observed: dict[str, Any]) -> CountedPlaces | None:
-    """The observation's :func:`_placing_measures` as :class:`CountedPlaces`; None where the
-    nulls were too many to list, or a bin is not one partition's (an index not whole)."""
-    import numpy as np
+def _listed_positions(frame: DataFrame, where: Column, count: int) -> np.ndarray | None:
+    """The positions in ``frame``'s input partitions of its ``count`` rows that meet ``where``
+    (as the observation counted them), ascending; None where they are more than
+    :data:`LISTED_NULLS`, or not ``count`` (the input changed between the two reads).
 
-    if observed["positions"] is None:
+    A job of its own, after the count: listed in the observation (a ``collect_list``) they
+    were gathered whole on the driver before any limit could drop them (8 bytes a row, 4 GB
+    for 5x10^8 nulls); here the count bounds the list before it is read. Its one stage reads
+    the order column alone (column pruning), in the input's partitions (no exchange, as the
+    observed plan's)."""
+    from pyspark.sql import functions as F
+
+    if count > LISTED_NULLS:
+        return None
+    if count == 0:
+        return np.zeros(0, dtype=np.int64)
+    listed = frame.withColumn(_POSITION, F.monotonically_increasing_id()).filter(where).select(_POSITION)
+    positions = _arrow(listed).column(_POSITION).to_numpy()
+    if len(positions) != count:
+        return None
+    return np.sort(positions.astype(np.int64))
+
+
+def _counted_places(observed: dict[str, Any], positions: np.ndarray | None) -> CountedPlaces | None:
+    """The observation's :func:`_placing_measures` and the rows' ``positions`` as
+    :class:`CountedPlaces`; None where the rows were not listed, or a bin is not one
+    partition's (an index not whole)."""
+    if positions is None:
         return None
     rows: dict[int, int] = {}
     for bin_ in observed["partitions"] or []:
@@ -403,7 +428,6 @@ def _counted_places(observed: dict[str, Any]) -> CountedPlaces | None:
             return None
         rows[index] = rows.get(index, 0) + height
     last = observed["last_partition"]
-    positions = np.sort(np.asarray(observed["positions"], dtype=np.int64))
     return CountedPlaces(rows, -1 if last is None else int(last), positions)
 
 
