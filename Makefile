@@ -273,14 +273,15 @@ spark-window: wheel java
 	cd benches && ../$(BIN)/python spark_window.py
 
 # Window functions with no partitionBy against Spark's one-task window, 10^7 and 10^6 rows, then
-# 5 x 10^7 for the ties and the row numbers (Spark's one task spills there), and those two at 10^7
-# on cluster:2; writes benches/results/spark_global_window.json, _1e6.json, _5e7.json and _cluster.json.
+# 5 x 10^7 for the ties, the row numbers and the offsets (Spark's one task spills there), and every
+# family at 10^7 on cluster:2; writes benches/results/spark_global_window.json, _1e6.json, _5e7.json
+# and _cluster.json.
 spark-global-window: wheel java
 	cd benches && ../$(BIN)/python spark_window.py --whole-frame --rows 1e7
 	cd benches && ../$(BIN)/python spark_window.py --whole-frame --rows 1e6 --guarded --output results/spark_global_window_1e6.json
-	cd benches && ../$(BIN)/python spark_window.py --whole-frame --rows 5e7 --families ties "row numbers" \
+	cd benches && ../$(BIN)/python spark_window.py --whole-frame --rows 5e7 --families ties "row numbers" offsets \
 		--output results/spark_global_window_5e7.json
-	cd benches && ../$(BIN)/python spark_window.py --whole-frame --rows 1e7 --setup cluster --families ties "row numbers"
+	cd benches && ../$(BIN)/python spark_window.py --whole-frame --rows 1e7 --setup cluster
 
 # Holistic aggregates (median, percentile, mode) over a hot key against Spark's own
 # groupBy().agg(), 10^7 rows, hot key 30 % and 60 % and none; writes
