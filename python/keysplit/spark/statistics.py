@@ -50,7 +50,7 @@ from keysplit.spark.row_index import PLACE_BITS
 from keysplit.spark.sorter_places import COUNTED_PARTITIONS, LISTED_NULLS, CountedPlaces
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
 
     import pyarrow as pa
     from pyspark.sql import Column, DataFrame
@@ -307,7 +307,7 @@ def sample_inputs(
         if not placed:
             return table, count, None
         assert where is not None
-        return table, count, _counted_places(observed, _listed_positions(read, where, count))
+        return table, count, _counted_places(observed, lambda: _listed_positions(read, where, count))
 
     def sampled(request: SampleRequest) -> InputSample:
         frame = request.frame if request.where is None else request.frame.filter(request.where)
@@ -415,18 +415,19 @@ def _listed_positions(frame: DataFrame, where: Column, count: int) -> np.ndarray
     return np.sort(positions.astype(np.int64))
 
 
-def _counted_places(observed: dict[str, Any], positions: np.ndarray | None) -> CountedPlaces | None:
-    """The observation's :func:`_placing_measures` and the rows' ``positions`` as
-    :class:`CountedPlaces`; None where the rows were not listed, or a bin is not one
-    partition's (an index not whole)."""
-    if positions is None:
-        return None
+def _counted_places(observed: dict[str, Any], listed: Callable[[], np.ndarray | None]) -> CountedPlaces | None:
+    """The observation's :func:`_placing_measures` and the rows' positions (``listed``, a job
+    run only once the bins are found whole) as :class:`CountedPlaces`; None where a bin is not
+    one partition's (an index not whole), or the rows were not listed."""
     rows: dict[int, int] = {}
     for bin_ in observed["partitions"] or []:
         index, height = round(bin_["x"]), round(bin_["y"])
         if abs(bin_["x"] - index) > 1e-6 or abs(bin_["y"] - height) > 1e-6:
             return None
         rows[index] = rows.get(index, 0) + height
+    positions = listed()
+    if positions is None:
+        return None
     last = observed["last_partition"]
     return CountedPlaces(rows, -1 if last is None else int(last), positions)
 
