@@ -261,7 +261,9 @@ class SkewAggregate:
     def sample_request(self) -> SampleRequest:
         """What :mod:`.statistics` samples for this aggregate: its key hash and counted columns."""
         sampled = dict.fromkeys([*self.keys, *(name for values in self.counted for name in values)])
-        return SampleRequest(self.prepared(), self.key_hash(), tuple(column(name) for name in sampled), self.keys)
+        return SampleRequest(
+            self.prepared(), self.key_hash(), tuple(column(name) for name in sampled), self.keys, files_of=self.frame
+        )
 
     def measured(self, handle: Session, sample: InputSample) -> tuple[SkewAggregate, DataFrame | None, pl.DataFrame]:
         """This aggregate, :meth:`hot_entries` computed here from ``sample``

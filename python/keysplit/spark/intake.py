@@ -87,7 +87,7 @@ def shuffle_partitions(session: Session) -> int:
         initial = conf.get("spark.sql.adaptive.coalescePartitions.initialPartitionNum", None)
         return int(initial or conf.get("spark.sql.shuffle.partitions") or 200)
 
-    return int(session.call("reading settings", read))
+    return session.kept_answer(("shuffle partitions", b""), lambda: int(session.call("reading settings", read)))
 
 
 @contextlib.contextmanager

@@ -272,7 +272,7 @@ def optimized(
     reported, and one of these whose input cannot be measured finds its hot keys in its own
     plan (the user asked for it split)."""
     handle = session_for(frame, options.session)
-    with handle.explains_kept():
+    with handle.analyses_kept():
         return _optimized(frame, options, handle, report, only)
 
 
@@ -290,16 +290,27 @@ def _optimized(
     streaming = bool(operators) and handle.call("reading the plan", lambda: frame.isStreaming)
     decisions: dict[int, OperatorDecision] = {}
     candidates: dict[int, _Candidate] = {}
-    for index, operator in enumerate(operators):
-        if only is not None and id(_node(operator)) not in only:
-            continue
-        left = _left_alone(operator, streaming)
+    considered = {
+        index: _left_alone(operator, streaming)
+        for index, operator in enumerate(operators)
+        if only is None or id(_node(operator)) in only
+    }
+    # Their inputs' statistics and files asked for at once, while each is planned in turn.
+    sampled = [operators[index] for index, left in considered.items() if left is None]
+    handle.prefetch({id(given): given for o in sampled if _measured(o, operators) for given in o.inputs}.values())
+    for index, left in considered.items():
         if left is None:
             left = _planned(index, operators, candidates, handle, tasks, seed, in_plan=only is not None)
         if left is not None:
             decisions[index] = left
-        elif only is not None:
-            candidates[index].report = only[id(_node(operator))]
+            continue
+        if only is not None:
+            candidates[index].report = only[id(_node(operators[index]))]
+        # Its requests' own plans (a verb's input with its columns added; their files are the
+        # input's, asked for above), while the next operator is planned.
+        handle.prefetch(
+            [request.frame for request in candidates[index].requests if request.statistics_of is None], files=False
+        )
     planning = time.perf_counter() - started
     requests = [request for candidate in candidates.values() for request in candidate.requests]
     started = time.perf_counter()
@@ -748,9 +759,7 @@ def _planned(
         return OperatorDecision(operator.label, operator.kind, False, rule, why)
 
     below = [_keyed_below(given._plan, operators) for given in operator.inputs]
-    # A window keeps its input's rows: what is under one is measured through it (Spark
-    # prunes the window when the sample reads none of its columns).
-    measured = all(lower.kind.keeps_rows for found in below for lower in found)
+    measured = _measured(operator, operators)
     source = driving = None
     unmeasured: OperatorDecision | None = None
     if not measured:
@@ -925,6 +934,13 @@ def _join_on_the_same_keys(
         return None
     join = operators[under]
     return under if set(operator.names[0]) in (set(join.names[0]), set(join.names[1])) else None
+
+
+def _measured(operator: KeyedOperator, operators: list[KeyedOperator]) -> bool:
+    """Whether ``operator``'s inputs are sampled as they are: no keyed operator under them but
+    those that keep their rows (a window: what is under one is measured through it, Spark
+    pruning the window where the sample reads none of its columns)."""
+    return all(lower.kind.keeps_rows for given in operator.inputs for lower in _keyed_below(given._plan, operators))
 
 
 def _left_alone(operator: KeyedOperator, streaming: bool) -> OperatorDecision | None:

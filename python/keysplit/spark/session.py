@@ -29,7 +29,7 @@ import tempfile
 import threading
 import time
 import weakref
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 from urllib.parse import urlsplit
@@ -54,7 +54,7 @@ from keysplit.spark.processes import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator
+    from collections.abc import Callable, Iterable, Iterator
 
     from pyspark.sql import SparkSession
 
@@ -329,6 +329,16 @@ def raised_in_a_task(error: BaseException) -> Exception | None:
     return None
 
 
+def _quietly(work: Callable[[], Any]) -> Callable[[], None]:
+    """``work`` with any error it raises dropped (a prefetch's: asked again in the caller)."""
+
+    def run() -> None:
+        with contextlib.suppress(BaseException):
+            work()
+
+    return run
+
+
 def _first_line(error: BaseException) -> str:
     text = redact(str(error)).strip()
     return text.splitlines()[0] if text else type(error).__name__
@@ -367,8 +377,10 @@ class Session:
         self.query_timeout = query_timeout
         self._closed = False
         OPENED[id(spark)] = self
-        #: While :meth:`explains_kept` is open: each plan's ``explain`` text by mode and plan.
-        self._explains: dict[tuple[str, bytes], str] | None = None
+        #: While :meth:`analyses_kept` is open: each analysis call's answer (a plan's
+        #: ``explain`` text by mode, its input files), by kind and plan, once asked.
+        self._analyses: dict[tuple[str, bytes], Future[Any]] | None = None
+        self._analyses_lock = threading.Lock()
         #: Called with each action's name as :meth:`call` starts it (progress displays).
         self.observers: list[Callable[[str], None]] = []
 
@@ -442,29 +454,79 @@ class Session:
     def explained(self, frame: Any, mode: str = "simple", *, timeout: float | None = None) -> str:
         """Spark's ``explain`` text of ``frame`` in ``mode`` (``simple``: the physical plan;
         ``cost``: with the optimiser's statistics). An analysis call: no job runs; while
-        :meth:`explains_kept` is open, one per plan and mode."""
-        kept, plan = self._explains, getattr(frame, "_plan", None)
-        key = None if kept is None or plan is None else (mode, plan.to_proto(frame._session.client).SerializeToString())
-        if kept is not None and key is not None and key in kept:
-            return kept[key]
-        text = str(self.call("reading the plan", lambda: frame._explain_string(mode=mode), timeout=timeout))
-        if kept is not None and key is not None:
-            kept[key] = text
-        return text
+        :meth:`analyses_kept` is open, one per plan and mode."""
+        return self._analysed(
+            f"explain {mode}",
+            frame,
+            lambda: str(self.call("reading the plan", lambda: frame._explain_string(mode=mode), timeout=timeout)),
+        )
+
+    def input_files(self, frame: Any) -> list[str]:
+        """The files ``frame`` reads (Spark's ``inputFiles``), sorted. An analysis call: no job
+        runs; while :meth:`analyses_kept` is open, one per plan."""
+        return self._analysed(
+            "input files", frame, lambda: sorted(self.call("listing the input files", frame.inputFiles))
+        )
+
+    def prefetch(self, frames: Iterable[Any], *, files: bool = True) -> None:
+        """Starts, in threads of their own, the analysis calls a statistics pass over
+        ``frames`` asks for (each one's ``cost`` plan and, with ``files``, its input files),
+        while :meth:`analyses_kept` is open: the pass then waits for the slowest of them at
+        most, not for each in turn (a round trip of 10-50 ms each). A call that fails here
+        is asked again where it is needed."""
+        if self._analyses is None:
+            return
+        for frame in frames:
+            works: list[Callable[[], Any]] = [functools.partial(self.explained, frame, "cost")]
+            if files:
+                works.append(functools.partial(self.input_files, frame))
+            for work in works:
+                threading.Thread(target=_quietly(work), name="keysplit-spark prefetch", daemon=True).start()
+
+    def _analysed(self, kind: str, frame: Any, ask: Callable[[], T]) -> T:
+        """``ask()``, or while :meth:`analyses_kept` is open, its answer for ``frame``'s plan
+        and ``kind`` when asked before."""
+        plan = getattr(frame, "_plan", None)
+        if self._analyses is None or plan is None:
+            return ask()
+        return self.kept_answer((kind, plan.to_proto(frame._session.client).SerializeToString()), ask)
+
+    def kept_answer(self, key: tuple[str, bytes], ask: Callable[[], T]) -> T:
+        """``ask()``, or while :meth:`analyses_kept` is open, its answer under ``key`` when
+        asked before (waiting for it where it is being asked)."""
+        kept = self._analyses
+        if kept is None:
+            return ask()
+        with self._analyses_lock:
+            answer = kept.get(key)
+            asking = answer is None
+            if answer is None:
+                answer = kept[key] = Future()
+        if asking:
+            try:
+                answer.set_result(ask())
+            except BaseException as error:
+                # Asked again by the next caller (a timeout or an interrupt is not the plan's).
+                with self._analyses_lock:
+                    kept.pop(key, None)
+                answer.set_exception(error)
+                raise
+        return answer.result()
 
     @contextlib.contextmanager
-    def explains_kept(self) -> Iterator[None]:
-        """While open, :meth:`explained` asks the server once per plan and mode: one planning
-        pass (``optimize``'s) reads an input's statistics for several decisions. Closed, the
-        texts are dropped: a plan over files may be planned otherwise once they change."""
-        outer = self._explains
+    def analyses_kept(self) -> Iterator[None]:
+        """While open, :meth:`explained`, :meth:`input_files` and :meth:`kept_answer` ask the
+        server once per plan (and mode): one planning pass (``optimize``'s) reads an input's
+        statistics, and the session's settings, for several decisions. Closed, the answers
+        are dropped: a plan over files may be planned otherwise once they change."""
+        outer = self._analyses
         if outer is None:
-            self._explains = {}
+            self._analyses = {}
         try:
             yield
         finally:
             if outer is None:
-                self._explains = None
+                self._analyses = None
 
     def gathered(self, what: str, *actions: Callable[[], Any], check: Callable[[], None] | None = None) -> list[Any]:
         """Each of ``actions`` (analysis calls, each a round trip to the server; no job runs)

@@ -161,6 +161,9 @@ class SampleRequest:
     #: A frame of ``frame``'s rows whose plan statistics are read for it (a join's side, of
     #: which ``frame`` renames the columns): one analysis call for every decision.
     statistics_of: DataFrame | None = None
+    #: A frame that reads ``frame``'s input files (the operator's input, of which ``frame``
+    #: adds columns): its files are listed once for every request over it.
+    files_of: DataFrame | None = None
     #: A condition whose rows are counted exactly, over every row the scan reads (observed
     #: before the sample; not for a ``presampled`` frame): :attr:`InputSample.counted`. Such
     #: a request has a scan of its own.
@@ -314,7 +317,8 @@ def sample_inputs(
         whole = frame.select(request.key_hash.alias(KEY_HASH), *request.columns)
         counted = request.counted_where
         what = None if counted is None else (_expression_bytes(counted, frame.sparkSession.client), request.placed)
-        key = _kept_key(whole, (request.fraction, request.presampled, seed, SAMPLE_ROWS, MIN_FRACTION, what))
+        settings = (request.fraction, request.presampled, seed, SAMPLE_ROWS, MIN_FRACTION, what)
+        key = _kept_key(handle, whole, request.files_of or request.statistics_of or request.frame, settings)
         kept = _KEPT.get(key) if key is not None else None
         if kept is not None and (
             kept.whole or not InputSample(kept.fraction, kept.table).may_split(workers, min_skew, min_rows)
@@ -603,14 +607,15 @@ class _Kept:
 _KEPT = _Kept()
 
 
-def _kept_key(frame: DataFrame, settings: tuple[Any, ...]) -> str | None:
+def _kept_key(handle: Session, frame: DataFrame, reading: DataFrame, settings: tuple[Any, ...]) -> str | None:
     """What a sample of ``frame`` is kept under: a digest of its plan (ids and call sites
-    cleared), ``settings`` and its input files; None when an input could change unseen."""
+    cleared), ``settings`` and its input files (those of ``reading``, which reads them);
+    None when an input could change unseen."""
     from pyspark.errors import PySparkException
 
     plan, sources = _cleared_root(frame)
     try:
-        files = sorted(frame.inputFiles())
+        files = handle.input_files(reading)
     except PySparkException:
         return None  # an input Spark cannot list is sampled anew
     if not files and sources & _CHANGING_SOURCES:

@@ -871,7 +871,13 @@ class SkewWindow:
         nulls = column(self.orders[0]).isNull() if self.radix_ties else None
         frame = self.prepared(positioned=False)
         return SampleRequest(
-            frame, self.key_hash(), columns, tuple(self.parts), counted_where=nulls, placed=self.radix_ties
+            frame,
+            self.key_hash(),
+            columns,
+            tuple(self.parts),
+            files_of=self.frame,
+            counted_where=nulls,
+            placed=self.radix_ties,
         )
 
     def sampled_cuts(self, sample: InputSample, hot: pl.DataFrame) -> dict[int, list[list[Any]]]:
