@@ -520,12 +520,27 @@ def test_the_salting_recipe_gets_a_running_sum_wrong_and_window_does_not(frame):
     assert ours["run"].equals(expected["run"])
 
 
-def test_the_report_gives_the_hot_keys_chunks_exactly(frame):
+def test_the_report_gives_the_hot_keys_chunks_exactly(frame, spark, monkeypatch):
+    from pyspark.sql.connect.client.core import SparkConnectClient
+
     from keysplit.spark import Report
 
+    # Spark Connect's observe asks the server whether the frame is streaming, an analysis of
+    # the whole plan each time: the split plan's observations are built without it, and the
+    # verb checks its input once instead.
+    asked: list[str] = []
+    analyze = SparkConnectClient._analyze
+
+    def counted(self, method, **kwargs):
+        asked.append(method)
+        return analyze(self, method, **kwargs)
+
+    monkeypatch.setattr(SparkConnectClient, "_analyze", counted)
     report: Report[WindowSplitReport] = Report()
     w = Window.partitionBy("k").orderBy("t")
     result = window(frame, {"total": F.sum("x").over(w)}, workers=WORKERS, report=report)
+    assert asked.count("is_streaming") == 1
+    monkeypatch.undo()
     assert result.count() == ROWS
     figures = report.get
     assert figures.rows == ROWS and figures.workers == WORKERS
@@ -538,6 +553,10 @@ def test_the_report_gives_the_hot_keys_chunks_exactly(frame):
     # come from a 2 % sample, and ties are never cut), where Spark's window has the key whole.
     assert hot["largest_chunk"][0] <= 2 * figures.mean_task_rows
     assert figures.hot["rows"].sum() < ROWS
+    stream = spark.spark.readStream.format("rate").load()
+    by_value = Window.partitionBy(F.col("value") % 3).orderBy("timestamp")
+    with pytest.raises(ConfigError, match="streaming DataFrame.*stream_aggregate"):
+        window(stream, {"total": F.sum("value").over(by_value)}, report=Report())
 
 
 def test_a_report_without_a_hot_key_says_so(frame):

@@ -57,7 +57,7 @@ from keysplit.spark.expressions import NOT_LITERAL, function_call, literal, refe
 from keysplit.spark.hot_keys import LOCAL_TOP_TASKS, SAMPLE_FRACTION
 from keysplit.spark.intake import is_spark_frame, refuse_reserved, session_for, shuffle_partitions
 from keysplit.spark.options import require_task_workers
-from keysplit.spark.report import Report, observed, observed_rows
+from keysplit.spark.report import Report, batch_input, observed, observed_rows, observing
 from keysplit.spark.sampled import SAMPLED, candidate_cuts, cuts_of, hot_in_sample
 from keysplit.spark.statistics import KEY_HASH, InputSample, SampleRequest, cut_rows
 
@@ -251,7 +251,7 @@ class SkewAggregate:
             )
 
         report.bind(read)
-        counted = self.frame.observe(observation, F.count(F.lit(1)).alias("rows"))
+        counted = observing(self.frame, observation, F.count(F.lit(1)).alias("rows"))
         return counted.groupBy(*self.keys).agg(*spark_own)
 
     def no_hot_keys(self) -> pl.DataFrame:
@@ -395,7 +395,7 @@ class SkewAggregate:
         rows = self.prepared()
         observation: Any = Observation() if report is not None else None
         if observation is not None:
-            rows = rows.observe(observation, F.count(F.lit(1)).alias("rows"))
+            rows = observing(rows, observation, F.count(F.lit(1)).alias("rows"))
         counted, _ = self.per_key(self.value_counts(rows, values), values)
         # Spark's own schema, its fields' metadata too (Spark 4 marks an alias it made).
         fields = self.target.fields[len(self.keys) :]
@@ -572,7 +572,7 @@ class SkewAggregate:
         def observe_cold(rows: DataFrame) -> DataFrame:
             if observations is None:
                 return rows
-            return rows.observe(observations[0], F.count(F.lit(1)).alias("rows"))
+            return observing(rows, observations[0], F.count(F.lit(1)).alias("rows"))
 
         prepared = self.prepared() if hold is None else hold(self.prepared())
         if entries is None:
@@ -604,8 +604,8 @@ class SkewAggregate:
         pieced = list(dict.fromkeys(name for _, names in pieces for name in names))
         gathered = gathered.groupBy(*self.keys).agg(*[F.first(name, ignorenulls=True).alias(name) for name in pieced])
         if observations is not None:
-            gathered = gathered.observe(
-                observations[1], F.collect_list(F.struct(*[column(k) for k in self.keys], _ROWS)).alias("hot")
+            gathered = observing(
+                gathered, observations[1], F.collect_list(F.struct(*[column(k) for k in self.keys], _ROWS)).alias("hot")
             )
         finals = [self.final(i, output) for i, output in enumerate(self.outputs)]
         names = self.target.names
@@ -810,6 +810,8 @@ def holistic_agg(
                 f"holistic_agg takes aggregate columns (F.median('v'), F.mode('v'), ...), got {type(given).__name__}"
             )
     planned = planned_aggregate(frame, names, columns, workers=workers, seed=seed, handle=handle)
+    if report is not None:
+        handle.call("reading the plan", lambda: batch_input(frame))
     return planned.plan(report)
 
 

@@ -86,7 +86,7 @@ from keysplit.spark.join_grid import (
     JoinGrid,
     LocalTop,
 )
-from keysplit.spark.report import Report, observed, observed_rows
+from keysplit.spark.report import Report, batch_input, observed, observed_rows, observing
 from keysplit.spark.statistics import KEY_HASH as SAMPLED_HASH
 from keysplit.spark.statistics import InputSample, SampleRequest
 
@@ -400,8 +400,10 @@ class SkewJoin:
         from pyspark.sql import functions as F
 
         keys = [_key(j) for j in range(len(self.key_types))]
-        return table.observe(
-            observation, F.collect_list(F.struct(*keys, LEFT_ROWS, RIGHT_ROWS, GRID_ROWS, GRID_COLUMNS)).alias("grid")
+        return observing(
+            table,
+            observation,
+            F.collect_list(F.struct(*keys, LEFT_ROWS, RIGHT_ROWS, GRID_ROWS, GRID_COLUMNS)).alias("grid"),
         )
 
     def row_hash(self, side: str) -> Column:
@@ -556,7 +558,7 @@ class SkewJoin:
         observations = [Observation(), Observation()]
 
         def counted(side: DataFrame, names: Sequence[str], observation: Any) -> DataFrame:
-            return side.observe(observation, F.count(F.when(_keys_present(names), F.lit(1))).alias("rows"))
+            return observing(side, observation, F.count(F.when(_keys_present(names), F.lit(1))).alias("rows"))
 
         def read() -> JoinReport | None:
             sides = [observed(observation) for observation in observations]
@@ -738,12 +740,12 @@ class SkewJoin:
         observations: list[Any] = [Observation() for _ in range(4)] if report is not None else []
         if report is not None:
             hot_left, hot_right = (
-                side.observe(observations[i], F.count(F.lit(1)).alias("rows"))
+                observing(side, observations[i], F.count(F.lit(1)).alias("rows"))
                 for i, side in enumerate((hot_left, hot_right))
             )
             if not rest_split and rest_read:
                 rest_left, rest_right = (
-                    side.observe(observations[2 + i], F.count(F.when(self.present(), F.lit(1))).alias("rows"))
+                    observing(side, observations[2 + i], F.count(F.when(self.present(), F.lit(1))).alias("rows"))
                     for i, side in enumerate((rest_left, rest_right))
                 )
         if rest_split:
@@ -819,7 +821,8 @@ class SkewJoin:
             side = self.looked_up(side, hot_grids) if inline else self.looked_up_in(side, table)
             if report is not None:
                 copies = GRID_COLUMNS if name == "left" else GRID_ROWS
-                side = side.observe(
+                side = observing(
+                    side,
                     observations[i],
                     F.count(F.when(self.present(), F.lit(1))).alias("rows"),
                     F.coalesce(F.sum(F.when(is_hot, column(copies) - 1)), F.lit(0)).alias("copied"),
@@ -892,7 +895,7 @@ class SkewJoin:
             assert inner is not None
             observations: list[Any] = [Observation(), Observation()]
             cold_sides = [
-                side.observe(observation, F.count(F.when(_keys_present(names), F.lit(1))).alias("rows"))
+                observing(side, observation, F.count(F.when(_keys_present(names), F.lit(1))).alias("rows"))
                 for (side, observation), (_, names) in zip(
                     zip(cold_sides, observations, strict=True), sides, strict=True
                 )
@@ -931,10 +934,11 @@ class SkewJoin:
         every_cell = column(GRID_ROWS) * column(GRID_COLUMNS)
         if report is not None:
             table = self.observed_grid(table, observations[0])
-            left = left.observe(observations[2], F.count(F.when(self.present(), F.lit(1))).alias("rows"))
+            left = observing(left, observations[2], F.count(F.when(self.present(), F.lit(1))).alias("rows"))
         right = right.join(F.broadcast(table.select(*keys, GRID_ROWS, GRID_COLUMNS, CELLS)), keys, "left")
         if report is not None:
-            right = right.observe(
+            right = observing(
+                right,
                 observations[3],
                 F.count(F.lit(1)).alias("rows"),
                 F.coalesce(F.sum(F.when(is_hot, every_cell - 1)), F.lit(0)).alias("copied"),
@@ -1077,6 +1081,8 @@ def join(
             raise ConfigTypeError(f"join's {name} side must be a Spark DataFrame, got {type(frame).__name__}")
     handle = session_for(left, session)
     planned = planned_join(left, right, on, how, workers=workers, seed=seed, handle=handle)
+    if report is not None:
+        handle.call("reading the plan", lambda: batch_input(left, right))
     if planned.broadcast is not None:
         return planned.unsplit(report)
     prior = _SPLIT.get(left)

@@ -76,7 +76,7 @@ from keysplit.spark.expressions import column_name, function_call, rewritten
 from keysplit.spark.hot_keys import LOCAL_TOP_TASKS, SAMPLE_FRACTION
 from keysplit.spark.intake import is_spark_frame, refuse_reserved, session_for, shuffle_partitions
 from keysplit.spark.options import require_task_workers
-from keysplit.spark.report import Report, observed, observed_rows
+from keysplit.spark.report import Report, batch_input, observed, observed_rows, observing
 from keysplit.spark.row_index import COUNT, PARTITION, PLACE_BITS, indexed, partition_and_place
 from keysplit.spark.row_index import INDEX as ROW_INDEX
 from keysplit.spark.row_index import TOTAL as ROWS_TOTAL
@@ -527,7 +527,7 @@ class SkewWindow:
         rows = prepared
         if report is not None:
             observations: tuple[Any, Any] = (Observation(), Observation())
-            rows = rows.observe(observations[0], F.count(F.lit(1)).alias("rows"))
+            rows = observing(rows, observations[0], F.count(F.lit(1)).alias("rows"))
             report.bind(lambda: self.report(observations))
         joined = self.joined_by_key(rows, per_key, "inner")
         return self.with_locals_as_columns(joined)
@@ -593,7 +593,8 @@ class SkewWindow:
         groups = prepared.groupBy(*keys).agg(*totals)
         observations: tuple[Any, Any] = (Observation(), Observation())
         if report is not None:
-            groups = groups.observe(
+            groups = observing(
+                groups,
                 observations[1],
                 F.count(F.lit(1)).alias("groups"),
                 F.max(_ROWS).alias("largest"),
@@ -631,7 +632,7 @@ class SkewWindow:
         by_group = groups.select(*keys, *[value.alias(name) for name, value in values.items()])
         rows = prepared
         if report is not None:
-            rows = rows.observe(observations[0], F.count(F.lit(1)).alias("rows"))
+            rows = observing(rows, observations[0], F.count(F.lit(1)).alias("rows"))
             report.bind(lambda: self.peer_report(observations))
         joined = joined_on(rows, by_group, "inner", null_safe=keys, broadcast=self.broadcast_peers)
         return self.with_locals_as_columns(joined)
@@ -853,7 +854,7 @@ class SkewWindow:
             )
 
         report.bind(read)
-        return self.frame.observe(observation, F.count(F.lit(1)).alias("rows")).withColumns(dict(self.columns))
+        return observing(self.frame, observation, F.count(F.lit(1)).alias("rows")).withColumns(dict(self.columns))
 
     def sample_request(self) -> SampleRequest:
         """What :mod:`.statistics` samples for this window: its key hash, partition and order
@@ -1789,7 +1790,7 @@ class SkewWindow:
                 return counts
             [part] = self.parts
             chunk = F.struct(F.lit(0).alias(part), column(PARTITION).alias(_CHUNK), column(COUNT).alias(_ROWS))
-            return counts.observe(observations[1], F.collect_list(chunk).alias("chunks"))
+            return observing(counts, observations[1], F.collect_list(chunk).alias("chunks"))
 
         rows = indexed(self.frame, observe_partitions)
         total = column(ROWS_TOTAL)
@@ -1807,7 +1808,7 @@ class SkewWindow:
             for spec in self.request.columns
         }
         if report is not None:
-            rows = rows.observe(observations[2], F.count(F.lit(1)).alias("rows"))
+            rows = observing(rows, observations[2], F.count(F.lit(1)).alias("rows"))
             report.bind(lambda: self.report(observations))
         return rows.select(
             *[
@@ -1893,7 +1894,7 @@ class SkewWindow:
             if observations is None:
                 return chunks
             chunk = F.struct(*[column(name) for name in self.parts], _CHUNK, _ROWS)
-            return chunks.observe(observations[1], F.collect_list(chunk).alias("chunks"))
+            return observing(chunks, observations[1], F.collect_list(chunk).alias("chunks"))
 
         windowed = rows.repartitionById(self.hot_cells, self.cell_name)
         if places is not None:
@@ -1929,8 +1930,8 @@ class SkewWindow:
             assert report is not None
             # Each branch's rows apart (an operator fused above reads them apart); adaptive
             # execution drops a branch with no rows whole, its observation with it.
-            cold = cold.observe(observations[0], F.count(F.lit(1)).alias("rows"))
-            hot = hot.observe(observations[2], F.count(F.lit(1)).alias("rows"))
+            cold = observing(cold, observations[0], F.count(F.lit(1)).alias("rows"))
+            hot = observing(hot, observations[2], F.count(F.lit(1)).alias("rows"))
             report.bind(lambda: self.report(observations))
         return cold, hot
 
@@ -2117,7 +2118,10 @@ def window(
     """
     if not is_spark_frame(frame):
         raise ConfigTypeError(f"window works on a Spark DataFrame, got {type(frame).__name__}")
-    planned = planned_window(frame, columns, workers=workers, seed=seed, handle=session_for(frame, session))
+    handle = session_for(frame, session)
+    planned = planned_window(frame, columns, workers=workers, seed=seed, handle=handle)
+    if report is not None:
+        handle.call("reading the plan", lambda: batch_input(frame))
     return planned.plan(report)
 
 
