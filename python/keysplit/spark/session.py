@@ -473,7 +473,8 @@ class Session:
         ``frames`` asks for (each one's ``cost`` plan and, with ``files``, its input files),
         while :meth:`analyses_kept` is open: the pass then waits for the slowest of them at
         most, not for each in turn (a round trip of 10-50 ms each). A call that fails here
-        is asked again where it is needed."""
+        fails a caller already waiting for it as it would have failed there, and is asked
+        again by the next."""
         if self._analyses is None:
             return
         for frame in frames:
