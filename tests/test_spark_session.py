@@ -211,6 +211,57 @@ def test_call_retries_only_a_late_python_worker_and_then_names_the_cause(slow_wo
     assert len(calls) == 1
 
 
+def test_analyses_are_asked_once_a_call_and_again_after_a_failure(slow_worker_session, monkeypatch):
+    from concurrent.futures import ThreadPoolExecutor
+
+    from pyspark.sql.connect.dataframe import DataFrame as ConnectFrame
+
+    handle, _arm = slow_worker_session
+    asked: list[int] = []
+
+    def ask() -> int:
+        asked.append(1)
+        return len(asked)
+
+    def fail() -> int:
+        asked.append(1)
+        raise ValueError("refused")
+
+    assert handle.kept_answer(("kind", b"a"), ask) == 1  # outside a call: asked every time
+    with handle.analyses_kept():
+        assert [handle.kept_answer(("kind", b"a"), ask) for _ in range(3)] == [2, 2, 2]
+        with pytest.raises(ValueError, match="refused"):
+            handle.kept_answer(("kind", b"b"), fail)
+        assert handle.kept_answer(("kind", b"b"), ask) == 4  # a failure is asked again
+        # Callers at once wait for the one asking.
+        gate = threading.Event()
+
+        def slow() -> int:
+            gate.wait(10.0)
+            return ask()
+
+        with ThreadPoolExecutor(4) as pool:
+            answers = [pool.submit(handle.kept_answer, ("kind", b"c"), slow) for _ in range(4)]
+            time.sleep(0.2)
+            gate.set()
+            assert [answer.result() for answer in answers] == [5, 5, 5, 5]
+        # A frame's cost plan and files, prefetched: the server asked once for the plan.
+        explains: list[str] = []
+        explain = ConnectFrame._explain_string
+
+        def counted(self, *args, **kwargs):
+            explains.append(kwargs.get("mode", ""))
+            return explain(self, *args, **kwargs)
+
+        monkeypatch.setattr(ConnectFrame, "_explain_string", counted)
+        frame = handle.spark.range(10).filter("id > 2")
+        handle.prefetch([frame])
+        assert "Statistics(sizeInBytes=" in handle.explained(frame, "cost")
+        assert handle.input_files(frame) == [] and handle.explained(frame, "cost") == handle.explained(frame, "cost")
+        assert explains == ["cost"]
+    assert handle.kept_answer(("kind", b"a"), ask) == 6  # closed: the answers dropped
+
+
 def test_a_timeout_is_a_keysplit_timeout_error(slow_worker_session):
     handle, _arm = slow_worker_session
     release = threading.Event()

@@ -526,8 +526,8 @@ def test_the_report_gives_the_hot_keys_chunks_exactly(frame, spark, monkeypatch)
     from keysplit.spark import Report
 
     # Spark Connect's observe asks the server whether the frame is streaming, an analysis of
-    # the whole plan each time: the split plan's observations are built without it, and the
-    # verb checks its input once instead.
+    # the whole plan for each new frame: the split plan's observations are built without it,
+    # and the verb checks its input once instead (none where its frame knows the answer).
     asked: list[str] = []
     analyze = SparkConnectClient._analyze
 
@@ -539,7 +539,7 @@ def test_the_report_gives_the_hot_keys_chunks_exactly(frame, spark, monkeypatch)
     report: Report[WindowSplitReport] = Report()
     w = Window.partitionBy("k").orderBy("t")
     result = window(frame, {"total": F.sum("x").over(w)}, workers=WORKERS, report=report)
-    assert asked.count("is_streaming") == 1
+    assert asked.count("is_streaming") <= 1
     monkeypatch.undo()
     assert result.count() == ROWS
     figures = report.get
