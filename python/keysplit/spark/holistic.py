@@ -810,8 +810,7 @@ def holistic_agg(
                 f"holistic_agg takes aggregate columns (F.median('v'), F.mode('v'), ...), got {type(given).__name__}"
             )
     planned = planned_aggregate(frame, names, columns, workers=workers, seed=seed, handle=handle)
-    if report is not None:
-        handle.call("reading the plan", lambda: batch_input(frame))
+    batch_input(handle, report, frame)
     return planned.plan(report)
 
 

@@ -1081,8 +1081,7 @@ def join(
             raise ConfigTypeError(f"join's {name} side must be a Spark DataFrame, got {type(frame).__name__}")
     handle = session_for(left, session)
     planned = planned_join(left, right, on, how, workers=workers, seed=seed, handle=handle)
-    if report is not None:
-        handle.call("reading the plan", lambda: batch_input(left, right))
+    batch_input(handle, report, left, right)
     if planned.broadcast is not None:
         return planned.unsplit(report)
     prior = _SPLIT.get(left)

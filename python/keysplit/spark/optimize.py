@@ -297,7 +297,9 @@ def _optimized(
     }
     # Their inputs' statistics and files asked for at once, while each is planned in turn.
     sampled = [operators[index] for index, left in considered.items() if left is None]
-    handle.prefetch({id(given): given for o in sampled if _measured(o, operators) for given in o.inputs}.values())
+    handle.prefetch(
+        {id(given): given for o in sampled if _measured(_below(o, operators)) for given in o.inputs}.values()
+    )
     for index, left in considered.items():
         if left is None:
             left = _planned(index, operators, candidates, handle, tasks, seed, in_plan=only is not None)
@@ -758,8 +760,8 @@ def _planned(
     def left(rule: str, why: str) -> OperatorDecision:
         return OperatorDecision(operator.label, operator.kind, False, rule, why)
 
-    below = [_keyed_below(given._plan, operators) for given in operator.inputs]
-    measured = _measured(operator, operators)
+    below = _below(operator, operators)
+    measured = _measured(below)
     source = driving = None
     unmeasured: OperatorDecision | None = None
     if not measured:
@@ -936,11 +938,17 @@ def _join_on_the_same_keys(
     return under if set(operator.names[0]) in (set(join.names[0]), set(join.names[1])) else None
 
 
-def _measured(operator: KeyedOperator, operators: list[KeyedOperator]) -> bool:
-    """Whether ``operator``'s inputs are sampled as they are: no keyed operator under them but
-    those that keep their rows (a window: what is under one is measured through it, Spark
-    pruning the window where the sample reads none of its columns)."""
-    return all(lower.kind.keeps_rows for given in operator.inputs for lower in _keyed_below(given._plan, operators))
+def _below(operator: KeyedOperator, operators: list[KeyedOperator]) -> list[list[KeyedOperator]]:
+    """The keyed operators under each of ``operator``'s inputs."""
+    return [_keyed_below(given._plan, operators) for given in operator.inputs]
+
+
+def _measured(below: list[list[KeyedOperator]]) -> bool:
+    """Whether an operator's inputs are sampled as they are, from the keyed operators
+    ``below`` them (:func:`_below`): none but those that keep their rows (a window: what is
+    under one is measured through it, Spark pruning the window where the sample reads none of
+    its columns)."""
+    return all(lower.kind.keeps_rows for found in below for lower in found)
 
 
 def _left_alone(operator: KeyedOperator, streaming: bool) -> OperatorDecision | None:

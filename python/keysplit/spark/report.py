@@ -316,15 +316,22 @@ def observing(frame: Any, observation: Any, *measures: Any) -> Any:
     return ConnectFrame(plan.CollectMetrics(frame._plan, observation, list(measures)), frame._session)
 
 
-def batch_input(*frames: Any) -> None:
-    """Refuses a streaming DataFrame where a verb's report observes its plan (Spark Connect
-    fills no ``Observation`` of a stream's): one analysis of each input's own plan."""
-    for frame in frames:
-        if frame.isStreaming:
-            raise ConfigError(
-                "report= observes a batch query's plan and this input is a streaming DataFrame: run the "
-                "verb on a batch DataFrame, or split a stream's aggregate with keysplit.spark.stream_aggregate"
-            )
+def batch_input(handle: Any, report: Report[Any] | None, *frames: Any) -> None:
+    """Refuses a streaming DataFrame where a verb's ``report`` observes its plan (Spark Connect
+    fills no ``Observation`` of a stream's): one analysis of each input's own plan, through
+    the session ``handle``; nothing without a report."""
+    if report is None:
+        return
+
+    def check() -> None:
+        for frame in frames:
+            if frame.isStreaming:
+                raise ConfigError(
+                    "report= observes a batch query's plan and this input is a streaming DataFrame: run the "
+                    "verb on a batch DataFrame, or split a stream's aggregate with keysplit.spark.stream_aggregate"
+                )
+
+    handle.call("reading the plan", check)
 
 
 def observed(observation: Any) -> dict[str, Any]:

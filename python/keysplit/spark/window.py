@@ -2120,8 +2120,7 @@ def window(
         raise ConfigTypeError(f"window works on a Spark DataFrame, got {type(frame).__name__}")
     handle = session_for(frame, session)
     planned = planned_window(frame, columns, workers=workers, seed=seed, handle=handle)
-    if report is not None:
-        handle.call("reading the plan", lambda: batch_input(frame))
+    batch_input(handle, report, frame)
     return planned.plan(report)
 
 
